@@ -1,0 +1,225 @@
+//! Opening files: the `open` family, `creat`, and stdio's `fopen` family.
+
+use super::{event, is_absence, observe, parent_missing, unavailable};
+use crate::{real, trace};
+use libc::{c_char, c_int, c_uint, mode_t, FILE};
+
+/// What a successful or failed open revealed about `path`.
+///
+/// `existed` is only known (probed before the call) for `O_CREAT` without
+/// `O_EXCL` or `O_TRUNC`, the one case where success does not tell whether
+/// the file was there before.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn describe_open(dirfd: c_int, path: *const c_char, flags: c_int, ok: bool, err: c_int, existed: Option<bool>) {
+    if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        return; // an anonymous file in a directory: nothing to depend on
+    }
+    let access = flags & libc::O_ACCMODE;
+    let create = flags & libc::O_CREAT != 0;
+    let tag = if ok {
+        if flags & libc::O_PATH != 0 {
+            trace::EXISTS
+        } else if create && flags & libc::O_EXCL != 0 {
+            trace::CREATED
+        } else if flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY {
+            trace::CREATED
+        } else if create && existed == Some(false) {
+            trace::CREATED
+        } else if access == libc::O_WRONLY {
+            trace::MODIFIED
+        } else {
+            trace::READ
+        }
+    } else if is_absence(err) {
+        if create {
+            // SAFETY: forwarded from the caller.
+            return unsafe { parent_missing(dirfd, path) };
+        }
+        trace::MISSING
+    } else if err == libc::EEXIST || err == libc::EISDIR {
+        trace::EXISTS
+    } else {
+        return; // permissions and the like: the outcome does not hinge on content
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { event(dirfd, path, tag, 0) }
+}
+
+/// Whether `path` exists, asked without disturbing `errno`, for the flags
+/// that need it (see [`describe_open`]).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn probe_existence(dirfd: c_int, path: *const c_char, flags: c_int) -> Option<bool> {
+    let ambiguous = flags & libc::O_CREAT != 0 && flags & (libc::O_EXCL | libc::O_TRUNC) == 0;
+    if !ambiguous || path.is_null() || !trace::enabled() {
+        return None;
+    }
+    let faccessat = real::faccessat()?;
+    let saved = super::errno();
+    // SAFETY: `path` is a C string.
+    let exists = unsafe { faccessat(dirfd, path, libc::F_OK, 0) } == 0;
+    super::set_errno(saved);
+    Some(exists)
+}
+
+/// Runs an open-like call and records what it revealed.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn traced_open(dirfd: c_int, path: *const c_char, flags: c_int, call: impl FnOnce() -> c_int) -> c_int {
+    // SAFETY: forwarded from the caller.
+    let existed = unsafe { probe_existence(dirfd, path, flags) };
+    let fd = call();
+    // SAFETY: forwarded from the caller.
+    observe(|err| unsafe { describe_open(dirfd, path, flags, fd >= 0, err, existed) });
+    fd
+}
+
+// `open` is variadic in C; defining a variadic function is not stable Rust.
+// On the System V x86-64 and AArch64 Linux ABIs an integer variadic argument
+// travels in the same register as a fixed one, so taking `mode` as a third
+// fixed parameter reads it when the caller passed it and harmless garbage
+// otherwise (libc only looks at it with `O_CREAT` or `O_TMPFILE`).
+macro_rules! open_at_cwd {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe { traced_open(libc::AT_FDCWD, path, flags, || real(path, flags, mode)) }
+        }
+    )*};
+}
+open_at_cwd!(open, open64);
+
+macro_rules! open_at_dir {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe { traced_open(dirfd, path, flags, || real(dirfd, path, flags, mode)) }
+        }
+    )*};
+}
+open_at_dir!(openat, openat64);
+
+// The `_FORTIFY_SOURCE` entry points C code compiled with optimisation calls.
+macro_rules! fortified_open {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe { traced_open(libc::AT_FDCWD, path, flags, || real(path, flags)) }
+        }
+    )*};
+}
+fortified_open!(__open_2, __open64_2);
+
+macro_rules! fortified_openat {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe { traced_open(dirfd, path, flags, || real(dirfd, path, flags)) }
+        }
+    )*};
+}
+fortified_openat!(__openat_2, __openat64_2);
+
+macro_rules! creat {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, mode: mode_t) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+            // SAFETY: the caller's contract is libc's.
+            unsafe { traced_open(libc::AT_FDCWD, path, flags, || real(path, mode)) }
+        }
+    )*};
+}
+creat!(creat, creat64);
+
+/// The `open` flags equivalent to an `fopen` mode string.
+///
+/// # Safety
+/// `mode` is null or a NUL-terminated string.
+unsafe fn fopen_flags(mode: *const c_char) -> c_int {
+    if mode.is_null() {
+        return libc::O_RDONLY;
+    }
+    // SAFETY: the caller passes a C string.
+    let mode = unsafe { std::ffi::CStr::from_ptr(mode) }.to_bytes();
+    let plus = mode.contains(&b'+');
+    let exclusive = if mode.contains(&b'x') { libc::O_EXCL } else { 0 };
+    match mode.first() {
+        Some(b'w') => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_TRUNC | exclusive,
+        Some(b'a') => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_APPEND | exclusive,
+        _ => {
+            if plus {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            }
+        }
+    }
+}
+
+macro_rules! fopen {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char) -> *mut FILE {
+            let Some(real) = real::$name() else { return unavailable(std::ptr::null_mut()) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let flags = fopen_flags(mode);
+                let mut file = std::ptr::null_mut();
+                traced_open(libc::AT_FDCWD, path, flags, || {
+                    file = real(path, mode);
+                    if file.is_null() { -1 } else { 0 }
+                });
+                file
+            }
+        }
+    )*};
+}
+fopen!(fopen, fopen64);
+
+macro_rules! freopen {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char, stream: *mut FILE) -> *mut FILE {
+            let Some(real) = real::$name() else { return unavailable(std::ptr::null_mut()) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let flags = fopen_flags(mode);
+                let mut file = std::ptr::null_mut();
+                traced_open(libc::AT_FDCWD, path, flags, || {
+                    file = real(path, mode, stream);
+                    if file.is_null() { -1 } else { 0 }
+                });
+                file
+            }
+        }
+    )*};
+}
+freopen!(freopen, freopen64);

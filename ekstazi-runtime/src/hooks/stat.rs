@@ -1,0 +1,144 @@
+//! Looking paths up without opening them: the `stat` and `access` families.
+//!
+//! Rust's std reaches `statx` through `dlsym(RTLD_DEFAULT, "statx")`, which
+//! finds this definition first because the shim is preloaded.
+
+use super::{event, is_absence, observe, unavailable};
+use crate::{real, trace};
+use libc::{c_char, c_int, c_uint, c_void};
+
+/// Records what a lookup of `path` revealed: that it exists, or that it does not.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn describe_lookup(dirfd: c_int, path: *const c_char, result: c_int, nofollow: bool) {
+    observe(|err| {
+        let tag = if result == 0 || err == libc::EACCES {
+            trace::EXISTS
+        } else if is_absence(err) {
+            trace::MISSING
+        } else {
+            return;
+        };
+        let flags = if nofollow { trace::FLAG_NOFOLLOW } else { 0 };
+        // SAFETY: forwarded from the caller.
+        unsafe { event(dirfd, path, tag, flags) }
+    });
+}
+
+macro_rules! stat_path {
+    ($($name:ident => $nofollow:expr),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, buf: *mut c_void) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let result = real(path, buf);
+                describe_lookup(libc::AT_FDCWD, path, result, $nofollow);
+                result
+            }
+        }
+    )*};
+}
+stat_path!(stat => false, stat64 => false, lstat => true, lstat64 => true);
+
+macro_rules! stat_at {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(dirfd: c_int, path: *const c_char, buf: *mut c_void, flags: c_int) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let result = real(dirfd, path, buf, flags);
+                describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+                result
+            }
+        }
+    )*};
+}
+stat_at!(fstatat, fstatat64);
+
+// The versioned entry points of programs built against glibc before 2.33.
+macro_rules! xstat_path {
+    ($($name:ident => $nofollow:expr),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(version: c_int, path: *const c_char, buf: *mut c_void) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let result = real(version, path, buf);
+                describe_lookup(libc::AT_FDCWD, path, result, $nofollow);
+                result
+            }
+        }
+    )*};
+}
+xstat_path!(__xstat => false, __xstat64 => false, __lxstat => true, __lxstat64 => true);
+
+macro_rules! xstat_at {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(version: c_int, dirfd: c_int, path: *const c_char, buf: *mut c_void, flags: c_int) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let result = real(version, dirfd, path, buf, flags);
+                describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+                result
+            }
+        }
+    )*};
+}
+xstat_at!(__fxstatat, __fxstatat64);
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut c_void) -> c_int {
+    let Some(real) = real::statx() else { return unavailable(-1) };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(dirfd, path, flags, mask, buf);
+        describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+        result
+    }
+}
+
+macro_rules! access_path {
+    ($($name:ident),*) => {$(
+        /// # Safety
+        /// As the libc function of the same name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(path: *const c_char, mode: c_int) -> c_int {
+            let Some(real) = real::$name() else { return unavailable(-1) };
+            // SAFETY: the caller's contract is libc's.
+            unsafe {
+                let result = real(path, mode);
+                describe_lookup(libc::AT_FDCWD, path, result, false);
+                result
+            }
+        }
+    )*};
+}
+access_path!(access, euidaccess, eaccess);
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
+    let Some(real) = real::faccessat() else { return unavailable(-1) };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(dirfd, path, mode, flags);
+        describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+        result
+    }
+}

@@ -1,0 +1,174 @@
+//! The per-process trace writer.
+//!
+//! Format (parsed by `ekstazi_core::trace`): a sequence of events, each
+//! `tag: u8, flags: u8, len: u16 little-endian, path: [u8; len]`, appended to
+//! the file named by `EKSTAZI_TRACE_FILE` with one `write` per event. Every
+//! process of a test (the test binary, its forks and the programs it runs)
+//! appends to the same file; `O_APPEND` keeps events whole and in order.
+//! An event is written once per process: a lock-free table of event hashes
+//! folds duplicates, which keeps the trace small for tests that poll a file.
+
+use crate::path::EventBuf;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+/// Opened for reading (or for reading and writing) a file that existed.
+pub const READ: u8 = b'R';
+/// Created the path, or replaced its content (truncate, rename onto it).
+pub const CREATED: u8 = b'C';
+/// Opened an existing file for writing without truncating it.
+pub const MODIFIED: u8 = b'W';
+/// Looked the path up and found nothing (`ENOENT`, `ENOTDIR`).
+pub const MISSING: u8 = b'M';
+/// Looked the path up (stat, access) and found it.
+pub const EXISTS: u8 = b'E';
+/// Removed the path (unlink, rmdir, rename away).
+pub const DELETED: u8 = b'D';
+/// An access happened whose path could not be named: the test is untraceable.
+pub const LOST: u8 = b'L';
+
+/// The event happened on the test harness's main thread, before or around the
+/// test rather than in it (libtest runs each test on a thread of its own).
+pub const FLAG_HARNESS: u8 = 1;
+/// The lookup did not follow a final symbolic link (`lstat`).
+pub const FLAG_NOFOLLOW: u8 = 2;
+
+/// The trace file, or -1 when this process is not traced.
+static FD: AtomicI32 = AtomicI32::new(-1);
+/// The pid of the test binary's process when this is it: its main thread is
+/// the harness.
+static HARNESS_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Moved out of the way of the descriptors a program expects to manage.
+const HIGH_FD: libc::c_int = 900;
+
+/// Opens the trace file named in the environment.
+///
+/// # Safety
+/// Called once, from the shim's constructor.
+pub unsafe fn init() {
+    // SAFETY: getenv before main, while single-threaded.
+    let path = unsafe { libc::getenv(c"EKSTAZI_TRACE_FILE".as_ptr()) };
+    if path.is_null() {
+        return;
+    }
+    let Some(open) = crate::real::open64() else {
+        return;
+    };
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC;
+    // SAFETY: `path` is a C string from the environment.
+    let fd = unsafe { open(path, flags, 0o600 as libc::c_uint) };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: plain descriptor operations.
+    let fd = unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
+        if high >= 0 {
+            libc::close(fd);
+            high
+        } else {
+            fd
+        }
+    };
+    FD.store(fd, Ordering::Relaxed);
+
+    // SAFETY: getenv/getppid/getpid have no preconditions.
+    unsafe {
+        let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
+        if !runner.is_null() && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid()) {
+            HARNESS_PID.store(libc::getpid(), Ordering::Relaxed);
+        }
+    }
+}
+
+fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
+    if digits.is_empty() || digits.len() > 9 {
+        return None;
+    }
+    digits.iter().try_fold(0, |n: libc::pid_t, d| d.is_ascii_digit().then(|| n * 10 + libc::pid_t::from(d - b'0')))
+}
+
+/// Whether this process is traced at all.
+pub fn enabled() -> bool {
+    FD.load(Ordering::Relaxed) >= 0
+}
+
+/// Flags every event of the calling thread carries.
+pub fn thread_flags() -> u8 {
+    let harness = HARNESS_PID.load(Ordering::Relaxed);
+    // SAFETY: gettid has no preconditions. After `fork` the child's pid
+    // differs from `harness`, so a forked test is never taken for the harness.
+    if harness != 0 && unsafe { libc::gettid() } == harness {
+        FLAG_HARNESS
+    } else {
+        0
+    }
+}
+
+/// Appends one event, unless this process already wrote the same one.
+pub fn record(tag: u8, flags: u8, buf: &mut EventBuf) {
+    let fd = FD.load(Ordering::Relaxed);
+    if fd < 0 {
+        return;
+    }
+    let flags = flags | thread_flags();
+    if !seen::insert(seen::hash(tag, flags, buf.path())) {
+        return;
+    }
+    let mut event = buf.event(tag, flags);
+    while !event.is_empty() {
+        // SAFETY: writing an initialised buffer to our descriptor.
+        let n = unsafe { libc::write(fd, event.as_ptr().cast(), event.len()) };
+        if n < 0 {
+            if crate::hooks::errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        event = &event[n as usize..];
+    }
+}
+
+/// Records that an access happened whose path could not be named.
+pub fn record_lost() {
+    let mut buf = EventBuf::empty();
+    record(LOST, 0, &mut buf);
+}
+
+mod seen {
+    //! A fixed, lock-free open-addressing set of 64-bit event hashes. Safe to
+    //! use from signal handlers and after `fork` (the child gets a copy; the
+    //! parent already wrote those events to the shared trace).
+
+    use super::*;
+
+    const SLOTS: usize = 1 << 16;
+    const PROBES: usize = 32;
+    static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+
+    pub fn hash(tag: u8, flags: u8, path: &[u8]) -> u64 {
+        // FNV-1a: tiny, allocation-free, and good enough to spread paths;
+        // a collision merely drops a duplicate-looking event of 2^-64 odds.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in [tag, flags].iter().chain(path) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h | 1
+    }
+
+    /// True when `h` was not in the set (and now is). A full neighbourhood
+    /// answers true: a duplicate event is harmless, a dropped one is not.
+    pub fn insert(h: u64) -> bool {
+        let start = h as usize % SLOTS;
+        for i in 0..PROBES {
+            let slot = &TABLE[(start + i) % SLOTS];
+            match slot.compare_exchange(0, h, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(existing) if existing == h => return false,
+                Err(_) => {}
+            }
+        }
+        true
+    }
+}
