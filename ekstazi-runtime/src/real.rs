@@ -1,7 +1,7 @@
 //! The libc functions the hooks stand in front of, looked up once with
 //! `dlsym(RTLD_NEXT, ..)`.
 
-use libc::{c_char, c_int, c_uint, c_void, mode_t, FILE};
+use libc::{FILE, c_char, c_int, c_uint, c_void, mode_t};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Looks a symbol up in the objects after the shim, falling back to a
@@ -14,7 +14,11 @@ unsafe fn lookup(name: &'static [u8], version: Option<&'static [u8]>) -> usize {
         if sym.is_null()
             && let Some(version) = version
         {
-            sym = libc::dlvsym(libc::RTLD_NEXT, name.as_ptr().cast(), version.as_ptr().cast());
+            sym = libc::dlvsym(
+                libc::RTLD_NEXT,
+                name.as_ptr().cast(),
+                version.as_ptr().cast(),
+            );
         }
         sym as usize
     }

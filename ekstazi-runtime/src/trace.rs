@@ -75,7 +75,9 @@ pub unsafe fn init() {
     // SAFETY: getenv/getppid/getpid have no preconditions.
     unsafe {
         let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
-        if !runner.is_null() && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid()) {
+        if !runner.is_null()
+            && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
+        {
             HARNESS_PID.store(libc::getpid(), Ordering::Relaxed);
         }
     }
@@ -85,7 +87,10 @@ fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
     if digits.is_empty() || digits.len() > 9 {
         return None;
     }
-    digits.iter().try_fold(0, |n: libc::pid_t, d| d.is_ascii_digit().then(|| n * 10 + libc::pid_t::from(d - b'0')))
+    digits.iter().try_fold(0, |n: libc::pid_t, d| {
+        d.is_ascii_digit()
+            .then(|| n * 10 + libc::pid_t::from(d - b'0'))
+    })
 }
 
 /// Whether this process is traced at all.

@@ -2,7 +2,7 @@
 
 use super::{event, is_absence, observe, parent_missing, unavailable};
 use crate::{real, trace};
-use libc::{c_char, c_int, c_uint, mode_t, FILE};
+use libc::{FILE, c_char, c_int, c_uint, mode_t};
 
 /// What a successful or failed open revealed about `path`.
 ///
@@ -12,20 +12,27 @@ use libc::{c_char, c_int, c_uint, mode_t, FILE};
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn describe_open(dirfd: c_int, path: *const c_char, flags: c_int, ok: bool, err: c_int, existed: Option<bool>) {
+unsafe fn describe_open(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    ok: bool,
+    err: c_int,
+    existed: Option<bool>,
+) {
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return; // an anonymous file in a directory: nothing to depend on
     }
     let access = flags & libc::O_ACCMODE;
     let create = flags & libc::O_CREAT != 0;
     let tag = if ok {
+        // The content now is the test's own: made exclusively, truncated, or new.
+        let replaced = (create && flags & libc::O_EXCL != 0)
+            || (flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY)
+            || (create && existed == Some(false));
         if flags & libc::O_PATH != 0 {
             trace::EXISTS
-        } else if create && flags & libc::O_EXCL != 0 {
-            trace::CREATED
-        } else if flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY {
-            trace::CREATED
-        } else if create && existed == Some(false) {
+        } else if replaced {
             trace::CREATED
         } else if access == libc::O_WRONLY {
             trace::MODIFIED
@@ -69,7 +76,12 @@ unsafe fn probe_existence(dirfd: c_int, path: *const c_char, flags: c_int) -> Op
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn traced_open(dirfd: c_int, path: *const c_char, flags: c_int, call: impl FnOnce() -> c_int) -> c_int {
+unsafe fn traced_open(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     // SAFETY: forwarded from the caller.
     let existed = unsafe { probe_existence(dirfd, path, flags) };
     let fd = call();
@@ -166,10 +178,24 @@ unsafe fn fopen_flags(mode: *const c_char) -> c_int {
     // SAFETY: the caller passes a C string.
     let mode = unsafe { std::ffi::CStr::from_ptr(mode) }.to_bytes();
     let plus = mode.contains(&b'+');
-    let exclusive = if mode.contains(&b'x') { libc::O_EXCL } else { 0 };
+    let exclusive = if mode.contains(&b'x') {
+        libc::O_EXCL
+    } else {
+        0
+    };
     match mode.first() {
-        Some(b'w') => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_TRUNC | exclusive,
-        Some(b'a') => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_APPEND | exclusive,
+        Some(b'w') => {
+            (if plus { libc::O_RDWR } else { libc::O_WRONLY })
+                | libc::O_CREAT
+                | libc::O_TRUNC
+                | exclusive
+        }
+        Some(b'a') => {
+            (if plus { libc::O_RDWR } else { libc::O_WRONLY })
+                | libc::O_CREAT
+                | libc::O_APPEND
+                | exclusive
+        }
         _ => {
             if plus {
                 libc::O_RDWR

@@ -40,7 +40,13 @@ unsafe fn describe_remove(dirfd: c_int, path: *const c_char, result: c_int) {
 
 /// # Safety
 /// Both paths are null or NUL-terminated strings.
-unsafe fn describe_rename(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char, result: c_int) {
+unsafe fn describe_rename(
+    olddir: c_int,
+    old: *const c_char,
+    newdir: c_int,
+    new: *const c_char,
+    result: c_int,
+) {
     // SAFETY: forwarded from the caller.
     observe(|err| unsafe {
         if result == 0 {
@@ -57,7 +63,9 @@ unsafe fn describe_rename(olddir: c_int, old: *const c_char, newdir: c_int, new:
 /// As the libc function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
-    let Some(real) = real::mkdir() else { return unavailable(-1) };
+    let Some(real) = real::mkdir() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(path, mode);
@@ -70,7 +78,9 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: mode_t) -> c_int {
 /// As the libc function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: mode_t) -> c_int {
-    let Some(real) = real::mkdirat() else { return unavailable(-1) };
+    let Some(real) = real::mkdirat() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, mode);
@@ -101,7 +111,9 @@ remove_path!(unlink, rmdir, remove);
 /// As the libc function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    let Some(real) = real::unlinkat() else { return unavailable(-1) };
+    let Some(real) = real::unlinkat() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, flags);
@@ -114,7 +126,9 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
 /// As the libc function.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
-    let Some(real) = real::rename() else { return unavailable(-1) };
+    let Some(real) = real::rename() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(old, new);
@@ -126,8 +140,15 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn renameat(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char) -> c_int {
-    let Some(real) = real::renameat() else { return unavailable(-1) };
+pub unsafe extern "C" fn renameat(
+    olddir: c_int,
+    old: *const c_char,
+    newdir: c_int,
+    new: *const c_char,
+) -> c_int {
+    let Some(real) = real::renameat() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(olddir, old, newdir, new);
@@ -139,8 +160,16 @@ pub unsafe extern "C" fn renameat(olddir: c_int, old: *const c_char, newdir: c_i
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn renameat2(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char, flags: c_uint) -> c_int {
-    let Some(real) = real::renameat2() else { return unavailable(-1) };
+pub unsafe extern "C" fn renameat2(
+    olddir: c_int,
+    old: *const c_char,
+    newdir: c_int,
+    new: *const c_char,
+    flags: c_uint,
+) -> c_int {
+    let Some(real) = real::renameat2() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(olddir, old, newdir, new, flags);

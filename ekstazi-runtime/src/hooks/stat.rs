@@ -102,8 +102,16 @@ xstat_at!(__fxstatat, __fxstatat64);
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut c_void) -> c_int {
-    let Some(real) = real::statx() else { return unavailable(-1) };
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: c_uint,
+    buf: *mut c_void,
+) -> c_int {
+    let Some(real) = real::statx() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, flags, mask, buf);
@@ -133,8 +141,15 @@ access_path!(access, euidaccess, eaccess);
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
-    let Some(real) = real::faccessat() else { return unavailable(-1) };
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
+    let Some(real) = real::faccessat() else {
+        return unavailable(-1);
+    };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, mode, flags);

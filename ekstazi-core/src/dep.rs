@@ -1,0 +1,97 @@
+//! What a test depends on, and the checksums that decide whether it changed.
+
+use crate::path::StoredPath;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A blake3 digest.
+pub type Hash = [u8; 32];
+
+/// The thing a dependency's checksum is taken of.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Target {
+    /// The bytes of a file the test read.
+    Content(StoredPath),
+    /// Whether a path exists, and as what: a lookup the test made without
+    /// reading (stat, access), or one that found nothing.
+    Kind { path: StoredPath, follow: bool },
+    /// The test binary itself, by its smart checksum (loaded sections only,
+    /// no debug information, no build id).
+    TestBinary,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Content(path) | Target::Kind { path, .. } => path.fmt(f),
+            Target::TestBinary => f.write_str("test binary"),
+        }
+    }
+}
+
+/// The kind of a file system entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+impl From<std::fs::FileType> for FileKind {
+    fn from(kind: std::fs::FileType) -> FileKind {
+        if kind.is_symlink() {
+            FileKind::Symlink
+        } else if kind.is_dir() {
+            FileKind::Dir
+        } else if kind.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        }
+    }
+}
+
+/// A checksum of a [`Target`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Sum {
+    /// The content's digest.
+    Hash(Hash),
+    /// The entry exists, as this kind (for content: it is not a regular file).
+    Kind(FileKind),
+    /// Nothing at that path.
+    Absent,
+    /// Could not be established (changed while the test ran, unreadable):
+    /// equal to nothing, so the test runs next time.
+    Unknown,
+}
+
+impl Sum {
+    /// Whether a recorded checksum still holds. `Unknown` never does.
+    pub fn matches(&self, current: &Sum) -> bool {
+        !matches!(self, Sum::Unknown) && !matches!(current, Sum::Unknown) && self == current
+    }
+}
+
+/// One dependency: a target and its checksum when the test ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dep {
+    pub target: Target,
+    pub sum: Sum,
+}
+
+/// How a dependency changed, as a user reads it.
+pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
+    match (target, was, now) {
+        (Target::TestBinary, _, _) => "binary changed".to_owned(),
+        (_, Sum::Absent, _) => format!("file created: {target}"),
+        (_, Sum::Unknown, _) => format!("file changed while the test ran: {target}"),
+        (_, _, Sum::Absent) => format!("file deleted: {target}"),
+        (_, _, Sum::Unknown) => format!("file cannot be checked: {target}"),
+        (_, Sum::Kind(a), Sum::Kind(b)) if a != b => format!("file type changed: {target}"),
+        (_, Sum::Hash(_), Sum::Kind(_)) | (_, Sum::Kind(_), Sum::Hash(_)) => {
+            format!("file type changed: {target}")
+        }
+        _ => format!("file changed: {target}"),
+    }
+}

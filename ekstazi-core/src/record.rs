@@ -1,0 +1,280 @@
+//! The per-test record and its on-disk encoding.
+//!
+//! ```text
+//! magic "EKZR" | format version: u16 LE | body length: u32 LE | body | blake3(everything before)
+//! ```
+//! The body is the [`Record`] in `postcard`. A record is accepted only whole:
+//! right magic, this format version, a length that matches the file, an
+//! intact digest, a body that decodes completely and paths that stay inside
+//! their anchors. Anything else is a [`DecodeError`], and its test runs.
+
+use crate::dep::Dep;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Bumped whenever the body or the meaning of a checksum changes.
+pub const FORMAT_VERSION: u16 = 1;
+
+const MAGIC: &[u8; 4] = b"EKZR";
+const HEADER: usize = 4 + 2 + 4;
+const DIGEST: usize = 32;
+
+/// Records are small (a test's dependency list); a larger file is not one of
+/// ours and is refused before it is read.
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// How a test's last run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    Passed,
+    Failed,
+    /// Killed by a signal, or exited without libtest's verdict.
+    Crashed,
+    TimedOut,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Crashed => "crashed",
+            Outcome::TimedOut => "timed out",
+        }
+    }
+}
+
+/// What every test of a run depends on: a change re-runs every test that
+/// recorded the old value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Global {
+    /// `rustc -vV`.
+    pub rustc: String,
+    /// The target triple.
+    pub target: String,
+    /// The cargo profile the tests were built with.
+    pub profile: String,
+    /// Feature flags as given on the command line, normalised.
+    pub features: String,
+    /// `RUSTFLAGS` and `CARGO_ENCODED_RUSTFLAGS`.
+    pub rustflags: String,
+    /// cargo-ekstazi's own version and the record format version.
+    pub tool: String,
+}
+
+impl Global {
+    /// The names of the components that differ, as "global: X changed" reasons use them.
+    pub fn changes(&self, now: &Global) -> Vec<&'static str> {
+        let pairs = [
+            ("rustc", &self.rustc, &now.rustc),
+            ("target", &self.target, &now.target),
+            ("profile", &self.profile, &now.profile),
+            ("features", &self.features, &now.features),
+            ("RUSTFLAGS", &self.rustflags, &now.rustflags),
+            ("cargo-ekstazi", &self.tool, &now.tool),
+        ];
+        pairs
+            .into_iter()
+            .filter(|(_, a, b)| a != b)
+            .map(|(name, _, _)| name)
+            .collect()
+    }
+}
+
+/// Everything known about one test's last run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The stable binary key (`package`, `package::bin/name`, ...).
+    pub binary: String,
+    /// The test's path within its binary.
+    pub test: String,
+    pub global: Global,
+    pub outcome: Outcome,
+    /// Wall-clock time of the test's process, in microseconds.
+    pub duration_us: u64,
+    /// Why this test must run next time whatever else holds (its trace was
+    /// incomplete, it touched something that cannot be checksummed). Empty
+    /// for a fully traced test.
+    pub always: Vec<String>,
+    pub deps: Vec<Dep>,
+}
+
+impl Record {
+    pub fn duration(&self) -> Duration {
+        Duration::from_micros(self.duration_us)
+    }
+
+    /// Serialises the record with header and digest.
+    pub fn encode(&self) -> Vec<u8> {
+        let body = postcard::to_stdvec(self).expect("a record always serialises");
+        let body_len = u32::try_from(body.len()).expect("a record body fits in 4 GiB");
+        let mut out = Vec::with_capacity(HEADER + body.len() + DIGEST);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&body_len.to_le_bytes());
+        out.extend_from_slice(&body);
+        let digest = blake3::hash(&out);
+        out.extend_from_slice(digest.as_bytes());
+        out
+    }
+
+    /// Parses and checks an encoded record.
+    pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+        if bytes.len() < HEADER + DIGEST {
+            return Err(DecodeError::Truncated);
+        }
+        if &bytes[..4] != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::OtherVersion(version));
+        }
+        let body_len = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
+        if body_len != bytes.len() - HEADER - DIGEST {
+            return Err(if body_len > bytes.len() - HEADER - DIGEST {
+                DecodeError::Truncated
+            } else {
+                DecodeError::BadLength
+            });
+        }
+        let (signed, digest) = bytes.split_at(HEADER + body_len);
+        if blake3::hash(signed).as_bytes() != digest {
+            return Err(DecodeError::BadDigest);
+        }
+        let (record, rest): (Record, _) =
+            postcard::take_from_bytes(&signed[HEADER..]).map_err(|_| DecodeError::BadBody)?;
+        if !rest.is_empty() {
+            return Err(DecodeError::BadBody);
+        }
+        record.validate()?;
+        Ok(record)
+    }
+
+    fn validate(&self) -> Result<(), DecodeError> {
+        use crate::dep::Target;
+        let paths_ok = self.deps.iter().all(|dep| match &dep.target {
+            Target::Content(path) | Target::Kind { path, .. } => path.is_valid(),
+            Target::TestBinary => true,
+        });
+        if paths_ok {
+            Ok(())
+        } else {
+            Err(DecodeError::BadPath)
+        }
+    }
+}
+
+/// Why a record was not accepted. Every variant means: run the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record is truncated")]
+    Truncated,
+    #[error("not a cargo-ekstazi record (bad magic)")]
+    BadMagic,
+    #[error("record has format version {0}, this cargo-ekstazi reads version {FORMAT_VERSION}")]
+    OtherVersion(u16),
+    #[error("record length does not match its file")]
+    BadLength,
+    #[error("record failed its integrity check")]
+    BadDigest,
+    #[error("record body does not decode")]
+    BadBody,
+    #[error("record names a path outside its anchor")]
+    BadPath,
+    #[error("record belongs to another test")]
+    OtherTest,
+    #[error("record file is larger than any record")]
+    TooLarge,
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+    use crate::dep::{Sum, Target};
+    use crate::path::{Anchor, StoredPath};
+
+    pub(crate) fn sample() -> Record {
+        Record {
+            binary: "demo::integration".into(),
+            test: "reads_data".into(),
+            global: Global {
+                rustc: "rustc 1.95.0".into(),
+                ..Global::default()
+            },
+            outcome: Outcome::Passed,
+            duration_us: 1234,
+            always: vec![],
+            deps: vec![
+                crate::dep::Dep {
+                    target: Target::Content(
+                        StoredPath::new(Anchor::Workspace, &b"data/a.txt"[..]).unwrap(),
+                    ),
+                    sum: Sum::Hash([7; 32]),
+                },
+                crate::dep::Dep {
+                    target: Target::TestBinary,
+                    sum: Sum::Hash([1; 32]),
+                },
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::sample;
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let record = sample();
+        assert_eq!(Record::decode(&record.encode()), Ok(record));
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            assert!(Record::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_rejected() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut flipped = bytes.clone();
+                flipped[i] ^= 1 << bit;
+                assert!(Record::decode(&flipped).is_err(), "byte {i} bit {bit}");
+            }
+        }
+    }
+
+    #[test]
+    fn another_version_is_named() {
+        let mut bytes = sample().encode();
+        bytes[4] = 9;
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::OtherVersion(9)));
+    }
+
+    #[test]
+    fn a_huge_length_prefix_is_rejected_without_allocating() {
+        let mut bytes = sample().encode();
+        bytes[6..10].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::Truncated));
+    }
+
+    #[test]
+    fn global_changes_are_named() {
+        let a = Global::default();
+        let b = Global {
+            rustc: "other".into(),
+            features: "x".into(),
+            ..Global::default()
+        };
+        assert_eq!(a.changes(&b), vec!["rustc", "features"]);
+        assert!(a.changes(&a).is_empty());
+    }
+}

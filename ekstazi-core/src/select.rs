@@ -1,0 +1,252 @@
+//! The verdict for one test: run it, or skip it, and why.
+//!
+//! A test is skipped only on the evidence of an intact record of a passing
+//! run whose global fingerprint and every dependency checksum still match.
+//! Every other state is a reason to run, and every reason is named.
+
+use crate::checksum::Checksums;
+use crate::dep::{Sum, Target, describe_change};
+use crate::record::{Global, Outcome};
+use crate::store::{Invalid, Loaded};
+use std::fmt;
+
+/// Why a test was selected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// `--forceall`, or an always-run rule.
+    Forced,
+    /// No record.
+    New,
+    /// A record that cannot be trusted (damaged, another format, another test's).
+    Unreadable(String),
+    /// The last run did not pass.
+    NotPassed(Outcome),
+    /// A component of the global fingerprint changed.
+    Global(&'static str),
+    /// The record says the test can never be skipped.
+    Always(String),
+    /// A dependency's checksum changed.
+    Changed(String),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Forced => f.write_str("forced"),
+            Reason::New => f.write_str("new"),
+            Reason::Unreadable(why) => write!(f, "record unreadable: {why}"),
+            Reason::NotPassed(Outcome::Failed) => f.write_str("failed last time"),
+            Reason::NotPassed(outcome) => write!(f, "{} last time", outcome.as_str()),
+            Reason::Global(component) => write!(f, "global: {component} changed"),
+            Reason::Always(why) => write!(f, "always runs: {why}"),
+            Reason::Changed(change) => f.write_str(change),
+        }
+    }
+}
+
+/// What the selection needs to know about the present.
+pub struct Present<'a> {
+    pub global: &'a Global,
+    /// The smart checksum of the test's binary now.
+    pub binary: &'a Sum,
+    pub checksums: &'a Checksums,
+    pub forced: bool,
+}
+
+/// Every reason to run a test; empty means it is skipped as unaffected.
+pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
+    let mut reasons = Vec::new();
+    if present.forced {
+        reasons.push(Reason::Forced);
+    }
+    let record = match loaded {
+        Loaded::Missing => {
+            reasons.push(Reason::New);
+            return reasons;
+        }
+        Loaded::Invalid(why) => {
+            reasons.push(Reason::Unreadable(match why {
+                Invalid::Decode(e) => e.to_string(),
+                Invalid::Io(e) => e.to_string(),
+            }));
+            return reasons;
+        }
+        Loaded::Found(record) => record,
+    };
+    if record.outcome != Outcome::Passed {
+        reasons.push(Reason::NotPassed(record.outcome));
+    }
+    reasons.extend(
+        record
+            .global
+            .changes(present.global)
+            .into_iter()
+            .map(Reason::Global),
+    );
+    reasons.extend(record.always.iter().cloned().map(Reason::Always));
+    for dep in &record.deps {
+        let now = match &dep.target {
+            Target::TestBinary => present.binary.clone(),
+            target => present.checksums.get(target),
+        };
+        if !dep.sum.matches(&now) {
+            reasons.push(Reason::Changed(describe_change(
+                &dep.target,
+                &dep.sum,
+                &now,
+            )));
+        }
+    }
+    reasons
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dep::{Dep, FileKind};
+    use crate::path::{Anchor, Anchors, StoredPath};
+    use crate::record::Record;
+    use std::fs;
+
+    struct World {
+        dir: tempfile::TempDir,
+        checksums: Checksums,
+        global: Global,
+    }
+
+    impl World {
+        fn new() -> World {
+            let dir = tempfile::tempdir().unwrap();
+            let anchors = Anchors::new(dir.path(), &dir.path().join("target"), None);
+            World {
+                checksums: Checksums::new(anchors),
+                dir,
+                global: Global::default(),
+            }
+        }
+
+        fn file(&self, rel: &str, content: &str) {
+            fs::write(self.dir.path().join(rel), content).unwrap();
+        }
+
+        fn reasons(&self, record: Record) -> Vec<String> {
+            // A fresh cache per question: each models one run.
+            let checksums = Checksums::new(self.checksums.anchors().clone());
+            let present = Present {
+                global: &self.global,
+                binary: &Sum::Hash([1; 32]),
+                checksums: &checksums,
+                forced: false,
+            };
+            reasons(&Loaded::Found(Box::new(record)), &present)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        }
+    }
+
+    fn record(deps: Vec<Dep>) -> Record {
+        Record {
+            binary: "b".into(),
+            test: "t".into(),
+            global: Global::default(),
+            outcome: Outcome::Passed,
+            duration_us: 1,
+            always: vec![],
+            deps,
+        }
+    }
+
+    fn ws(rel: &str) -> StoredPath {
+        StoredPath::new(Anchor::Workspace, rel.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn an_unchanged_passing_record_is_skipped() {
+        let w = World::new();
+        w.file("a.txt", "a");
+        let sum = crate::checksum::content(&w.dir.path().join("a.txt"));
+        let deps = vec![
+            Dep {
+                target: Target::Content(ws("a.txt")),
+                sum,
+            },
+            Dep {
+                target: Target::TestBinary,
+                sum: Sum::Hash([1; 32]),
+            },
+            Dep {
+                target: Target::Kind {
+                    path: ws("gone"),
+                    follow: true,
+                },
+                sum: Sum::Absent,
+            },
+            Dep {
+                target: Target::Kind {
+                    path: ws(""),
+                    follow: true,
+                },
+                sum: Sum::Kind(FileKind::Dir),
+            },
+        ];
+        assert!(w.reasons(record(deps.clone())).is_empty());
+
+        w.file("a.txt", "b");
+        w.file("gone", "");
+        let mut failed = record(deps);
+        failed.outcome = Outcome::Failed;
+        failed.deps[1].sum = Sum::Hash([2; 32]);
+        assert_eq!(
+            w.reasons(failed),
+            [
+                "failed last time",
+                "file changed: a.txt",
+                "binary changed",
+                "file created: gone"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_checksums_never_match() {
+        let w = World::new();
+        let deps = vec![Dep {
+            target: Target::Content(ws("x")),
+            sum: Sum::Unknown,
+        }];
+        assert_eq!(
+            w.reasons(record(deps)),
+            ["file changed while the test ran: x"]
+        );
+    }
+
+    #[test]
+    fn missing_and_damaged_records_and_global_changes_run() {
+        let w = World::new();
+        let checksums = Checksums::new(w.checksums.anchors().clone());
+        let now = Global {
+            rustc: "new".into(),
+            ..Global::default()
+        };
+        let present = Present {
+            global: &now,
+            binary: &Sum::Absent,
+            checksums: &checksums,
+            forced: true,
+        };
+        assert_eq!(
+            reasons(&Loaded::Missing, &present),
+            [Reason::Forced, Reason::New]
+        );
+        let bad = Loaded::Invalid(crate::record::DecodeError::BadDigest.into());
+        assert_eq!(
+            reasons(&bad, &present)[1].to_string(),
+            "record unreadable: record failed its integrity check"
+        );
+        assert_eq!(
+            reasons(&Loaded::Found(Box::new(record(vec![]))), &present)[1].to_string(),
+            "global: rustc changed"
+        );
+    }
+}

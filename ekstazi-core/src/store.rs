@@ -1,0 +1,340 @@
+//! The state directory: one record file per test.
+//!
+//! ```text
+//! .ekstazi/
+//!   lock                      held by a run (exclusive) or an analysis (shared)
+//!   v1/                       one directory per record format version
+//!     <binary key>/<test>     escaped names, one record each
+//! ```
+//! One file per test lets runs and CI shards write without coordination and
+//! merge by copying. Files are written to a temporary name and renamed, so a
+//! reader sees a whole old record or a whole new one. Names are escaped so
+//! that no test name can leave its directory, and a record is only accepted
+//! for the test whose file it is in.
+
+use crate::record::{DecodeError, FORMAT_VERSION, MAX_RECORD_BYTES, Record};
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// A state directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+    records: PathBuf,
+}
+
+/// What the store holds for one test.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No record: the test is new (or was never recorded).
+    Missing,
+    /// A record file that cannot be trusted.
+    Invalid(Invalid),
+    /// An intact record of this test.
+    Found(Box<Record>),
+}
+
+/// Why a record file was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("record cannot be read: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A held lock on a state directory; released on drop.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+}
+
+impl Store {
+    /// The store rooted at `root` (nothing is created until written).
+    pub fn new(root: &Path) -> Store {
+        Store {
+            root: root.to_path_buf(),
+            records: root.join(format!("v{FORMAT_VERSION}")),
+        }
+    }
+
+    /// The state directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Takes the run lock: exclusive to write, shared to only read.
+    /// `wait: false` fails at once with `WouldBlock` when another run holds it.
+    pub fn lock(&self, exclusive: bool, wait: bool) -> io::Result<StoreLock> {
+        fs::create_dir_all(&self.root)?;
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.root.join("lock"))?;
+        match (exclusive, wait) {
+            (true, true) => file.lock()?,
+            (false, true) => file.lock_shared()?,
+            (true, false) => file.try_lock().map_err(try_lock_error)?,
+            (false, false) => file.try_lock_shared().map_err(try_lock_error)?,
+        }
+        Ok(StoreLock { _file: file })
+    }
+
+    /// Record format versions present besides ours (as directory names).
+    pub fn other_versions(&self) -> Vec<String> {
+        let ours = format!("v{FORMAT_VERSION}");
+        let Ok(entries) = fs::read_dir(&self.root) else {
+            return vec![];
+        };
+        let mut found: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| {
+                name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok()
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn binary_dir(&self, binary: &str) -> PathBuf {
+        self.records.join(escape(binary))
+    }
+
+    /// Where the record of a test lives.
+    pub fn record_path(&self, binary: &str, test: &str) -> PathBuf {
+        self.binary_dir(binary).join(escape(test))
+    }
+
+    /// Reads the record of one test, trusting nothing in the file.
+    pub fn load(&self, binary: &str, test: &str) -> Loaded {
+        let path = self.record_path(binary, test);
+        match read_bounded(&path) {
+            Ok(None) => Loaded::Missing,
+            Ok(Some(bytes)) => match Record::decode(&bytes) {
+                Ok(record) if record.binary == binary && record.test == test => {
+                    Loaded::Found(Box::new(record))
+                }
+                Ok(_) => Loaded::Invalid(DecodeError::OtherTest.into()),
+                Err(e) => Loaded::Invalid(e.into()),
+            },
+            Err(Invalid::Io(e)) if e.kind() == io::ErrorKind::NotFound => Loaded::Missing,
+            Err(e) => Loaded::Invalid(e),
+        }
+    }
+
+    /// Writes a record atomically (temporary file, then rename).
+    pub fn save(&self, record: &Record) -> io::Result<()> {
+        let dir = self.binary_dir(&record.binary);
+        fs::create_dir_all(&dir)?;
+        let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
+        tmp.write_all(&record.encode())?;
+        tmp.persist(dir.join(escape(&record.test)))
+            .map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Removes the record of one test, if any.
+    pub fn remove(&self, binary: &str, test: &str) -> io::Result<()> {
+        match fs::remove_file(self.record_path(binary, test)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the records of a binary's tests that are not in `tests` (the
+    /// binary's complete test list), and temporary files of interrupted
+    /// writes. Returns how many records were removed.
+    pub fn retain_tests<'a>(
+        &self,
+        binary: &str,
+        tests: impl IntoIterator<Item = &'a str>,
+    ) -> io::Result<usize> {
+        let keep: HashSet<String> = tests.into_iter().map(escape).collect();
+        self.retain_files(&self.binary_dir(binary), &keep)
+    }
+
+    /// Removes the record directories of binaries not in `binaries` (every
+    /// test binary the workspace can build). Returns how many went.
+    pub fn retain_binaries<'a>(
+        &self,
+        binaries: impl IntoIterator<Item = &'a str>,
+    ) -> io::Result<usize> {
+        let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
+        let entries = match fs::read_dir(&self.records) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let stale = name.to_str().is_none_or(|name| !keep.contains(name));
+            if stale && entry.file_type()?.is_dir() {
+                fs::remove_dir_all(entry.path())?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn retain_files(&self, dir: &Path, keep: &HashSet<String>) -> io::Result<usize> {
+        let entries = match fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let stale = name.to_str().is_none_or(|name| !keep.contains(name));
+            if stale && !entry.file_type()?.is_dir() {
+                fs::remove_file(entry.path())?;
+                removed += usize::from(!name.as_encoded_bytes().starts_with(b".tmp"));
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn try_lock_error(e: fs::TryLockError) -> io::Error {
+    match e {
+        fs::TryLockError::WouldBlock => io::ErrorKind::WouldBlock.into(),
+        fs::TryLockError::Error(e) => e,
+    }
+}
+
+/// Reads a record file, refusing what cannot be a record: anything but a
+/// regular file (a planted symlink or FIFO), or more than
+/// [`MAX_RECORD_BYTES`]. `None` when there is no file.
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Invalid> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if !meta.is_file() {
+        return Err(io::Error::other("record is not a regular file").into());
+    }
+    if meta.len() > MAX_RECORD_BYTES {
+        return Err(DecodeError::TooLarge.into());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    File::open(path)?
+        .take(MAX_RECORD_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        return Err(DecodeError::TooLarge.into());
+    }
+    Ok(Some(bytes))
+}
+
+/// Longest escaped name kept verbatim; longer ones end in a digest so that
+/// they stay within the 255-byte limit of common file systems.
+const MAX_NAME: usize = 160;
+
+/// Escapes a binary key or test name into one safe file name: ASCII letters,
+/// digits, `_` and `-` stay, a `.` stays unless it comes first, everything
+/// else becomes `%XX`. The result never is `.`/`..`, never contains `/`, and
+/// different names give different results (long ones up to a 128-bit digest).
+pub fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for (i, byte) in name.bytes().enumerate() {
+        let keep =
+            byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0);
+        if keep {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push('%');
+    }
+    if out.len() > MAX_NAME {
+        let digest = blake3::hash(name.as_bytes()).to_hex();
+        let mut cut = MAX_NAME - 33;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push('~');
+        out.push_str(&digest[..32]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Outcome;
+
+    #[test]
+    fn escaped_names_stay_in_their_directory() {
+        assert_eq!(escape("tests::reads_data"), "tests%3A%3Areads_data");
+        assert_eq!(escape(".."), "%2E.");
+        assert_eq!(escape("a/../../b"), "a%2F..%2F..%2Fb");
+        assert_eq!(escape(""), "%");
+        let long = "x".repeat(1000);
+        assert!(escape(&long).len() <= MAX_NAME);
+        assert_ne!(escape(&long), escape(&"x".repeat(999)));
+    }
+
+    #[test]
+    fn records_round_trip_through_the_store_and_are_bound_to_their_test() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let record = crate::record::tests_support::sample();
+        store.save(&record).unwrap();
+        match store.load(&record.binary, &record.test) {
+            Loaded::Found(found) => assert_eq!(*found, record),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            store.load(&record.binary, "other"),
+            Loaded::Missing
+        ));
+        // A record copied under another test's name is not that test's record.
+        fs::copy(
+            store.record_path(&record.binary, &record.test),
+            store.record_path(&record.binary, "other"),
+        )
+        .unwrap();
+        assert!(matches!(
+            store.load(&record.binary, "other"),
+            Loaded::Invalid(Invalid::Decode(DecodeError::OtherTest))
+        ));
+    }
+
+    #[test]
+    fn stale_records_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut record = crate::record::tests_support::sample();
+        for name in ["a", "b", "c"] {
+            record.test = name.into();
+            record.outcome = Outcome::Passed;
+            store.save(&record).unwrap();
+        }
+        assert_eq!(store.retain_tests(&record.binary, ["a", "c"]).unwrap(), 1);
+        assert!(matches!(store.load(&record.binary, "b"), Loaded::Missing));
+        assert!(matches!(store.load(&record.binary, "a"), Loaded::Found(_)));
+        assert_eq!(store.retain_binaries(["other"]).unwrap(), 1);
+        assert!(matches!(store.load(&record.binary, "a"), Loaded::Missing));
+    }
+
+    #[test]
+    fn a_planted_symlink_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let path = store.record_path("b", "t");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        assert!(matches!(store.load("b", "t"), Loaded::Invalid(_)));
+    }
+}

@@ -1,0 +1,145 @@
+//! The raw trace the runtime shim writes while a test runs.
+//!
+//! A trace is a sequence of events, each `tag: u8, flags: u8, len: u16
+//! little-endian, path: [u8; len]`, in the order the test's processes made
+//! the calls. The writer is `ekstazi-runtime` (its `trace` module), which
+//! depends on nothing but libc and therefore repeats the constants below;
+//! the end-to-end tests keep the two in step.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What a process did with a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Opened an existing file for reading.
+    Read,
+    /// Created the path or replaced its content.
+    Created,
+    /// Opened an existing file for writing without truncating it.
+    Modified,
+    /// Looked it up and found nothing.
+    Missing,
+    /// Looked it up (stat, access) and found it.
+    Exists,
+    /// Removed it.
+    Deleted,
+    /// Touched a path the shim could not name.
+    Lost,
+}
+
+impl Access {
+    fn from_tag(tag: u8) -> Option<Access> {
+        Some(match tag {
+            b'R' => Access::Read,
+            b'C' => Access::Created,
+            b'W' => Access::Modified,
+            b'M' => Access::Missing,
+            b'E' => Access::Exists,
+            b'D' => Access::Deleted,
+            b'L' => Access::Lost,
+            _ => return None,
+        })
+    }
+}
+
+/// The event happened on the harness's main thread, not in the test.
+pub const FLAG_HARNESS: u8 = 1;
+/// The lookup did not follow a final symbolic link.
+pub const FLAG_NOFOLLOW: u8 = 2;
+
+/// One traced call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub access: Access,
+    pub flags: u8,
+    /// Absolute, as resolved by the shim, not yet normalised.
+    pub path: PathBuf,
+}
+
+impl Event {
+    /// Whether the libtest harness, not the test, made the call.
+    pub fn by_harness(&self) -> bool {
+        self.flags & FLAG_HARNESS != 0
+    }
+
+    /// Whether the lookup was about a symbolic link itself.
+    pub fn nofollow(&self) -> bool {
+        self.flags & FLAG_NOFOLLOW != 0
+    }
+}
+
+/// A parsed trace.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub events: Vec<Event>,
+    /// False when the trace ends mid-event or holds an unknown tag: some
+    /// accesses of the test are unknown, so it must not be trusted.
+    pub complete: bool,
+}
+
+/// Parses a trace; never fails, but says when it is incomplete.
+pub fn parse(bytes: &[u8]) -> Trace {
+    let mut events = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let Some((header, tail)) = rest.split_first_chunk::<4>() else {
+            return Trace {
+                events,
+                complete: false,
+            };
+        };
+        let len = usize::from(u16::from_le_bytes([header[2], header[3]]));
+        let (Some(access), Some(path)) = (Access::from_tag(header[0]), tail.get(..len)) else {
+            return Trace {
+                events,
+                complete: false,
+            };
+        };
+        events.push(Event {
+            access,
+            flags: header[1],
+            path: Path::new(OsStr::from_bytes(path)).to_path_buf(),
+        });
+        rest = &tail[len..];
+    }
+    Trace {
+        events,
+        complete: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(tag: u8, flags: u8, path: &str) -> Vec<u8> {
+        let mut out = vec![tag, flags];
+        out.extend_from_slice(&(path.len() as u16).to_le_bytes());
+        out.extend_from_slice(path.as_bytes());
+        out
+    }
+
+    #[test]
+    fn parses_events_in_order() {
+        let mut bytes = event(b'R', 0, "/ws/a");
+        bytes.extend(event(b'M', FLAG_HARNESS, "/ws/b"));
+        let trace = parse(&bytes);
+        assert!(trace.complete);
+        assert_eq!(trace.events.len(), 2);
+        assert_eq!(trace.events[0].access, Access::Read);
+        assert!(trace.events[1].by_harness());
+        assert_eq!(trace.events[1].path, Path::new("/ws/b"));
+    }
+
+    #[test]
+    fn a_cut_or_garbled_trace_is_incomplete() {
+        let bytes = event(b'R', 0, "/ws/a");
+        for cut in 1..bytes.len() {
+            assert!(!parse(&bytes[..cut]).complete, "cut at {cut}");
+        }
+        assert!(!parse(&event(b'?', 0, "/x")).complete);
+        assert!(parse(&[]).complete);
+    }
+}
