@@ -1,1 +1,219 @@
-fn main() {}
+//! `cargo ekstazi`: regression test selection for Rust.
+//!
+//! `cargo ekstazi test` builds the test binaries as `cargo test` would, lists
+//! their tests, and runs — one process per test, under a shim that records
+//! every file the test touches — only the tests whose recorded dependencies
+//! changed since they last passed. The decisions live in `ekstazi-core`;
+//! this crate wires the stages together:
+//!
+//! [`build`] (cargo) → [`list`] (libtest) → [`session`] (analysis) →
+//! [`run`] (processes under [`shim`]) → [`recording`] (records) → [`report`].
+
+mod build;
+mod cli;
+mod env;
+mod list;
+mod recording;
+mod report;
+mod run;
+mod session;
+mod shim;
+mod workspace;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli::{CargoCli, Command, ListArgs, TestArgs, parse_harness_args};
+use ekstazi_core::filter::Decision;
+use ekstazi_core::record::Outcome;
+use session::Session;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// The exit status of `cargo test` when tests fail or do not compile.
+const TESTS_FAILED: u8 = 101;
+
+fn main() -> ExitCode {
+    // Cargo runs us as `cargo-ekstazi ekstazi <args>`; accept being run
+    // directly as `cargo-ekstazi <args>` too.
+    let mut args: Vec<_> = std::env::args_os().collect();
+    if args.get(1).is_none_or(|a| a != "ekstazi") {
+        args.insert(1, "ekstazi".into());
+    }
+    let CargoCli::Ekstazi(cli) = CargoCli::parse_from(args);
+    let result = match cli.command {
+        Command::Test(args) => test(args),
+        Command::List(args) => list(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if e.is::<build::BuildFailed>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(TESTS_FAILED)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn test(args: TestArgs) -> Result<ExitCode> {
+    let start = Instant::now();
+    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
+    let session = Session::prepare(&args.cargo, &args.selection)?;
+    let _lock = lock_store(&session)?;
+    note_other_versions(&session);
+    let plan = session.analyse(&harness.filter, args.selection.forceall);
+    forget_removed_tests(&session)?;
+
+    let selected: Vec<&session::Planned> = plan.iter().filter(|p| p.selected()).collect();
+    let mut tally = report::Tally::default();
+    for planned in &plan {
+        match planned.decision {
+            Decision::Ignored => tally.ignored += 1,
+            Decision::Run if !planned.selected() => {
+                tally.skipped += 1;
+                tally.saved += planned
+                    .last
+                    .as_ref()
+                    .map_or(Duration::ZERO, |r| r.duration());
+            }
+            _ => {}
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "{}",
+        report::selection_line(selected.len(), tally.skipped, tally.ignored)
+    )?;
+
+    let shim = shim::install(&session.ws.target_dir)?;
+    let trace_dir = tempfile::Builder::new()
+        .prefix("ekstazi-traces")
+        .tempdir()
+        .context("cannot create a directory for traces")?;
+    let jobs = args
+        .jobs
+        .or(harness.test_threads)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let mut custom_harness_args: Vec<String> = args.filter.iter().cloned().collect();
+    custom_harness_args.extend(args.libtest.iter().cloned());
+    let config = run::RunConfig {
+        jobs,
+        shim,
+        trace_dir: trace_dir.path().to_path_buf(),
+        custom_harness_args,
+    };
+    let cases: Vec<&list::TestCase> = selected.iter().map(|p| &p.case).collect();
+    let mut failures = Vec::new();
+    let mut record_errors = Vec::new();
+    run::run_all(&session, &config, &cases, |finished| {
+        let planned = selected[finished.job];
+        let label = report::test_label(&session, planned);
+        if finished.outcome == Outcome::Passed {
+            tally.passed += 1;
+        } else {
+            tally.failed += 1;
+        }
+        if !finished.partial {
+            let record = recording::record_of(&session, &planned.case, &finished);
+            if let Err(e) = session.store.save(&record) {
+                record_errors.push(format!("{label}: {e}"));
+            }
+        }
+        if !args.cargo.quiet || finished.outcome != Outcome::Passed {
+            let _ = writeln!(stdout, "{}", report::finished_line(&label, &finished));
+        }
+        if finished.outcome != Outcome::Passed {
+            failures.push((label, finished.output));
+        } else if harness.show_output {
+            let _ = stdout.write_all(&finished.output);
+        }
+    })?;
+
+    report::print_failures(&mut stdout, &failures)?;
+    for error in &record_errors {
+        eprintln!("warning: could not record {error}; the test will run again next time");
+    }
+    writeln!(
+        stdout,
+        "\n{}",
+        report::summary_line(&tally, start.elapsed())
+    )?;
+    Ok(if tally.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(TESTS_FAILED)
+    })
+}
+
+fn list(args: ListArgs) -> Result<ExitCode> {
+    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
+    let session = Session::prepare(&args.cargo, &args.selection)?;
+    note_other_versions(&session);
+    let plan = session.analyse(&harness.filter, args.selection.forceall);
+    let listing = report::list_json(&session, &plan);
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer(&mut stdout, &listing)?;
+        writeln!(stdout)?;
+    } else {
+        report::print_list_table(&mut stdout, &listing)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Takes the state directory's run lock, saying so when another run holds it.
+fn lock_store(session: &Session) -> Result<ekstazi_core::store::StoreLock> {
+    let root = session.store.root();
+    match session.store.lock(true, false) {
+        Ok(lock) => Ok(lock),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            eprintln!(
+                "cargo-ekstazi: waiting for another run to release {}",
+                root.display()
+            );
+            session
+                .store
+                .lock(true, true)
+                .with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
+        Err(e) => {
+            Err(e).with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
+    }
+}
+
+fn note_other_versions(session: &Session) {
+    for version in session.store.other_versions() {
+        eprintln!(
+            "note: records of format {version} in {} are ignored (this cargo-ekstazi writes v{}); \
+             they are left in place",
+            session.store.root().display(),
+            ekstazi_core::record::FORMAT_VERSION
+        );
+    }
+}
+
+/// Removes the records of tests and targets that no longer exist.
+fn forget_removed_tests(session: &Session) -> Result<()> {
+    for (index, binary) in session.built.binaries.iter().enumerate() {
+        let names = session
+            .tests
+            .iter()
+            .filter(|t| t.binary == index)
+            .map(|t| t.name.as_str());
+        session
+            .store
+            .retain_tests(&binary.key, names)
+            .with_context(|| format!("cannot clean the records of {}", binary.key))?;
+    }
+    let keys = session.ws.all_binary_keys();
+    session
+        .store
+        .retain_binaries(keys.iter().map(String::as_str))
+        .context("cannot clean the records of removed targets")?;
+    Ok(())
+}

@@ -42,7 +42,13 @@ pub fn collect(trace: &Trace, anchors: &Anchors, ignore: &Ignore) -> Collected {
     let mut owned: HashSet<PathBuf> = HashSet::new();
     let mut seen: HashSet<(Target, Option<Sum>)> = HashSet::new();
     let mut ignored_seen: HashSet<PathBuf> = HashSet::new();
+    if !trace.events.iter().any(|e| e.access == Access::Start) {
+        out.always.push("the shim did not trace it".to_owned());
+    }
     for event in &trace.events {
+        if event.access == Access::Start {
+            continue;
+        }
         if event.access == Access::Lost {
             let why = "it touched a path the shim could not name".to_owned();
             if !out.always.contains(&why) {
@@ -87,7 +93,7 @@ pub fn collect(trace: &Trace, anchors: &Anchors, ignore: &Ignore) -> Collected {
                 },
                 None,
             ),
-            Access::Lost => unreachable!("handled above"),
+            Access::Lost | Access::Start => unreachable!("handled above"),
         };
         if seen.insert((target.clone(), known.clone())) {
             out.observed.push(Observed { target, known });
@@ -121,8 +127,9 @@ mod tests {
 
     fn trace(events: &[(Access, u8, &str)]) -> Trace {
         Trace {
-            events: events
+            events: [(Access::Start, FLAG_HARNESS, "")]
                 .iter()
+                .chain(events)
                 .map(|(access, flags, path)| Event {
                     access: *access,
                     flags: *flags,
@@ -206,5 +213,18 @@ mod tests {
         assert_eq!(collect(&t, &anchors, &Ignore::defaults()).always.len(), 1);
         t.complete = false;
         assert_eq!(collect(&t, &anchors, &Ignore::defaults()).always.len(), 2);
+    }
+
+    #[test]
+    fn a_trace_without_the_shim_is_untrusted() {
+        let anchors = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
+        let empty = Trace {
+            events: vec![],
+            complete: true,
+        };
+        assert_eq!(
+            collect(&empty, &anchors, &Ignore::defaults()).always,
+            ["the shim did not trace it"]
+        );
     }
 }

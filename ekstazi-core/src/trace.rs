@@ -27,6 +27,8 @@ pub enum Access {
     Deleted,
     /// Touched a path the shim could not name.
     Lost,
+    /// The shim began tracing a process (the path is empty).
+    Start,
 }
 
 impl Access {
@@ -39,6 +41,7 @@ impl Access {
             b'E' => Access::Exists,
             b'D' => Access::Deleted,
             b'L' => Access::Lost,
+            b'S' => Access::Start,
             _ => return None,
         })
     }

@@ -25,6 +25,9 @@ pub const EXISTS: u8 = b'E';
 pub const DELETED: u8 = b'D';
 /// An access happened whose path could not be named: the test is untraceable.
 pub const LOST: u8 = b'L';
+/// The shim started tracing this process (no path): a trace without one
+/// means the shim never loaded, and the test cannot be trusted.
+pub const START: u8 = b'S';
 
 /// The event happened on the test harness's main thread, before or around the
 /// test rather than in it (libtest runs each test on a thread of its own).
@@ -81,6 +84,7 @@ pub unsafe fn init() {
             HARNESS_PID.store(libc::getpid(), Ordering::Relaxed);
         }
     }
+    record(START, 0, &mut EventBuf::empty());
 }
 
 fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
@@ -136,8 +140,7 @@ pub fn record(tag: u8, flags: u8, buf: &mut EventBuf) {
 
 /// Records that an access happened whose path could not be named.
 pub fn record_lost() {
-    let mut buf = EventBuf::empty();
-    record(LOST, 0, &mut buf);
+    record(LOST, 0, &mut EventBuf::empty());
 }
 
 mod seen {

@@ -1,0 +1,432 @@
+//! The command line: `cargo ekstazi <command>`.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use ekstazi_core::filter::{Filter, RunIgnored};
+use std::path::PathBuf;
+
+/// Cargo runs `cargo-ekstazi ekstazi ...`; the first word is the subcommand's name.
+#[derive(Parser, Debug)]
+#[command(name = "cargo", bin_name = "cargo", styles = clap_cargo_styles())]
+pub enum CargoCli {
+    Ekstazi(Ekstazi),
+}
+
+/// Regression test selection for Rust: run only the tests your change can affect.
+#[derive(Args, Debug)]
+#[command(version = version(), about, long_about = None)]
+pub struct Ekstazi {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+fn version() -> &'static str {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (record format ",
+        // Kept in step with ekstazi_core::record::FORMAT_VERSION by a test.
+        "1",
+        ")"
+    )
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build and run the tests affected by changes since they last passed
+    ///
+    /// Like `cargo test`, but each selected test runs in its own process
+    /// under a shim that records what it depends on; a test whose
+    /// dependencies did not change since it last passed is skipped.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi test                    run what changed since the last run
+  cargo ekstazi test --forceall         run every test and rewrite every record
+  cargo ekstazi test -p mycrate parse   only tests of mycrate whose name contains \"parse\"
+  cargo ekstazi test -- --ignored       only #[ignore]d tests")]
+    Test(TestArgs),
+    /// Show which tests would run and why, without running any
+    ///
+    /// Builds what `cargo test --no-run` would, then prints the selection.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi list                    a table of tests, selected or not, with reasons
+  cargo ekstazi list --json             the same as one JSON object")]
+    List(ListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub cargo: CargoOpts,
+    #[command(flatten)]
+    pub selection: SelectionOpts,
+    /// Number of tests to run at once [default: available cores]
+    #[arg(short = 'j', long, value_name = "N", help_heading = "Running")]
+    pub jobs: Option<usize>,
+    /// Accepted for compatibility with `cargo test`: every selected test always runs
+    #[arg(long, help_heading = "Running")]
+    pub no_fail_fast: bool,
+    /// Run only tests whose name contains this
+    pub filter: Option<String>,
+    /// Arguments for the test harness, as with `cargo test -- ARGS`
+    #[arg(last = true)]
+    pub libtest: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub cargo: CargoOpts,
+    #[command(flatten)]
+    pub selection: SelectionOpts,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    pub json: bool,
+    /// Only tests whose name contains this
+    pub filter: Option<String>,
+    /// Test harness arguments that filter (`--exact`, `--skip`, `--ignored`, `--include-ignored`)
+    #[arg(last = true)]
+    pub libtest: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Selection")]
+pub struct SelectionOpts {
+    /// Run every test, ignoring records, and rewrite every record
+    #[arg(long)]
+    pub forceall: bool,
+    /// Where records are kept [default: <workspace>/.ekstazi]
+    #[arg(long, env = "EKSTAZI_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// The options `cargo test` takes that decide what is built; forwarded to cargo.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CargoOpts {
+    /// Package(s) to test
+    #[arg(
+        short,
+        long = "package",
+        value_name = "SPEC",
+        help_heading = "Package Selection"
+    )]
+    pub package: Vec<String>,
+    /// Test all packages in the workspace
+    #[arg(long, help_heading = "Package Selection")]
+    pub workspace: bool,
+    /// Exclude packages from the test
+    #[arg(long, value_name = "SPEC", help_heading = "Package Selection")]
+    pub exclude: Vec<String>,
+    /// Deprecated alias for --workspace
+    #[arg(long, hide = true)]
+    pub all: bool,
+
+    /// Test only this package's library
+    #[arg(long, help_heading = "Target Selection")]
+    pub lib: bool,
+    /// Test all binaries
+    #[arg(long, help_heading = "Target Selection")]
+    pub bins: bool,
+    /// Test only the specified binary
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub bin: Vec<String>,
+    /// Test only the specified test target
+    #[arg(long = "test", value_name = "NAME", help_heading = "Target Selection")]
+    pub test: Vec<String>,
+    /// Test all targets that have `test = true` set
+    #[arg(long, help_heading = "Target Selection")]
+    pub tests: bool,
+    /// Test only the specified example
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub example: Vec<String>,
+    /// Test all examples
+    #[arg(long, help_heading = "Target Selection")]
+    pub examples: bool,
+    /// Test only the specified bench target
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub bench: Vec<String>,
+    /// Test all benches
+    #[arg(long, help_heading = "Target Selection")]
+    pub benches: bool,
+    /// Test all targets
+    #[arg(long, help_heading = "Target Selection")]
+    pub all_targets: bool,
+
+    /// Space or comma separated list of features to activate
+    #[arg(
+        short = 'F',
+        long,
+        value_name = "FEATURES",
+        help_heading = "Feature Selection"
+    )]
+    pub features: Vec<String>,
+    /// Activate all available features
+    #[arg(long, help_heading = "Feature Selection")]
+    pub all_features: bool,
+    /// Do not activate the `default` feature
+    #[arg(long, help_heading = "Feature Selection")]
+    pub no_default_features: bool,
+
+    /// Build artifacts in release mode, with optimizations
+    #[arg(short = 'r', long, help_heading = "Compilation Options")]
+    pub release: bool,
+    /// Build artifacts with the specified profile
+    #[arg(
+        long,
+        value_name = "PROFILE-NAME",
+        help_heading = "Compilation Options"
+    )]
+    pub profile: Option<String>,
+    /// Directory for all generated artifacts
+    #[arg(long, value_name = "DIRECTORY", help_heading = "Compilation Options")]
+    pub target_dir: Option<PathBuf>,
+
+    /// Path to Cargo.toml
+    #[arg(long, value_name = "PATH", help_heading = "Manifest Options")]
+    pub manifest_path: Option<PathBuf>,
+    /// Assert that `Cargo.lock` will remain unchanged
+    #[arg(long, help_heading = "Manifest Options")]
+    pub locked: bool,
+    /// Run without accessing the network
+    #[arg(long, help_heading = "Manifest Options")]
+    pub offline: bool,
+    /// Equivalent to specifying both --locked and --offline
+    #[arg(long, help_heading = "Manifest Options")]
+    pub frozen: bool,
+
+    /// Do not print cargo log messages, nor a line per passing test
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Use verbose output (-vv very verbose)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl CargoOpts {
+    /// The arguments to pass on to `cargo test`.
+    pub fn to_cargo_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        let mut flag = |on: bool, name: &str| {
+            if on {
+                args.push(name.to_owned());
+            }
+        };
+        flag(self.workspace || self.all, "--workspace");
+        flag(self.lib, "--lib");
+        flag(self.bins, "--bins");
+        flag(self.tests, "--tests");
+        flag(self.examples, "--examples");
+        flag(self.benches, "--benches");
+        flag(self.all_targets, "--all-targets");
+        flag(self.all_features, "--all-features");
+        flag(self.no_default_features, "--no-default-features");
+        flag(self.release, "--release");
+        flag(self.locked, "--locked");
+        flag(self.offline, "--offline");
+        flag(self.frozen, "--frozen");
+        flag(self.quiet, "--quiet");
+        for _ in 0..self.verbose {
+            args.push("--verbose".to_owned());
+        }
+        let lists: [(&str, &Vec<String>); 7] = [
+            ("--package", &self.package),
+            ("--exclude", &self.exclude),
+            ("--bin", &self.bin),
+            ("--test", &self.test),
+            ("--example", &self.example),
+            ("--bench", &self.bench),
+            ("--features", &self.features),
+        ];
+        for (name, values) in lists {
+            for value in values {
+                args.push(name.to_owned());
+                args.push(value.clone());
+            }
+        }
+        if let Some(profile) = &self.profile {
+            args.extend(["--profile".to_owned(), profile.clone()]);
+        }
+        if let Some(dir) = &self.target_dir {
+            args.extend(["--target-dir".to_owned(), dir.display().to_string()]);
+        }
+        if let Some(path) = &self.manifest_path {
+            args.extend(["--manifest-path".to_owned(), path.display().to_string()]);
+        }
+        args
+    }
+
+    /// The profile name, as the global fingerprint records it.
+    pub fn profile_name(&self) -> String {
+        match (&self.profile, self.release) {
+            (Some(profile), _) => profile.clone(),
+            (None, true) => "release".to_owned(),
+            (None, false) => "test".to_owned(),
+        }
+    }
+
+    /// The feature request, normalised for the global fingerprint.
+    pub fn feature_request(&self) -> String {
+        let mut features: Vec<&str> = self
+            .features
+            .iter()
+            .flat_map(|f| f.split([' ', ',']))
+            .filter(|f| !f.is_empty())
+            .collect();
+        features.sort_unstable();
+        features.dedup();
+        let mut out = features.join(",");
+        if self.all_features {
+            out.push_str(" --all-features");
+        }
+        if self.no_default_features {
+            out.push_str(" --no-default-features");
+        }
+        out
+    }
+}
+
+/// What the arguments after `--` ask of the harness.
+#[derive(Debug, Default)]
+pub struct HarnessArgs {
+    pub filter: Filter,
+    /// `--nocapture` / `--show-output`: print the output of passing tests too.
+    pub show_output: bool,
+    /// `--test-threads N`: how many tests run at once.
+    pub test_threads: Option<usize>,
+}
+
+/// Parses `[FILTER] -- [LIBTEST ARGS]` the way libtest reads them.
+pub fn parse_harness_args(filter: Option<&str>, args: &[String]) -> Result<HarnessArgs> {
+    let mut out = HarnessArgs::default();
+    out.filter.patterns.extend(filter.map(str::to_owned));
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| -> Result<String> {
+            match &inline {
+                Some(value) => Ok(value.clone()),
+                None => args
+                    .next()
+                    .cloned()
+                    .with_context(|| format!("`{what}` needs a value")),
+            }
+        };
+        match name {
+            "--exact" => out.filter.exact = true,
+            "--skip" => out.filter.skip.push(value("--skip")?),
+            "--ignored" => out.filter.run_ignored = RunIgnored::Only,
+            "--include-ignored" => out.filter.run_ignored = RunIgnored::Yes,
+            "--nocapture" | "--no-capture" | "--show-output" => out.show_output = true,
+            "--test-threads" => {
+                let n = value("--test-threads")?;
+                out.test_threads = Some(
+                    n.parse()
+                        .with_context(|| format!("`--test-threads {n}` is not a number"))?,
+                );
+            }
+            "-q" | "--quiet" => {}
+            "--list" => bail!(
+                "`-- --list` is not supported; use `cargo ekstazi list` to see the tests and the selection"
+            ),
+            other if other.starts_with('-') => bail!(
+                "the test harness option `{other}` is not supported by cargo ekstazi \
+                 (supported: --exact, --skip, --ignored, --include-ignored, --nocapture, --show-output, --test-threads)"
+            ),
+            pattern => out.filter.patterns.push(pattern.to_owned()),
+        }
+    }
+    Ok(out)
+}
+
+fn clap_cargo_styles() -> clap::builder::Styles {
+    use clap::builder::styling::{AnsiColor, Effects};
+    clap::builder::Styles::styled()
+        .header(AnsiColor::Green.on_default() | Effects::BOLD)
+        .usage(AnsiColor::Green.on_default() | Effects::BOLD)
+        .literal(AnsiColor::Cyan.on_default() | Effects::BOLD)
+        .placeholder(AnsiColor::Cyan.on_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        use clap::CommandFactory;
+        CargoCli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_version_names_the_record_format() {
+        assert!(version().ends_with(&format!(
+            "(record format {})",
+            ekstazi_core::record::FORMAT_VERSION
+        )));
+    }
+
+    #[test]
+    fn harness_args_parse_like_libtest() {
+        let args: Vec<String> = [
+            "bar",
+            "--exact",
+            "--skip=slow",
+            "--skip",
+            "flaky",
+            "--include-ignored",
+            "--test-threads",
+            "3",
+        ]
+        .map(String::from)
+        .to_vec();
+        let parsed = parse_harness_args(Some("foo"), &args).unwrap();
+        assert_eq!(parsed.filter.patterns, ["foo", "bar"]);
+        assert_eq!(parsed.filter.skip, ["slow", "flaky"]);
+        assert!(parsed.filter.exact);
+        assert_eq!(parsed.filter.run_ignored, RunIgnored::Yes);
+        assert_eq!(parsed.test_threads, Some(3));
+        assert!(parse_harness_args(None, &["--format=json".into()]).is_err());
+        assert!(parse_harness_args(None, &["--skip".into()]).is_err());
+    }
+
+    #[test]
+    fn cargo_options_are_forwarded() {
+        let CargoCli::Ekstazi(cli) = CargoCli::parse_from([
+            "cargo",
+            "ekstazi",
+            "test",
+            "-p",
+            "a",
+            "--features",
+            "x y",
+            "--release",
+            "--test",
+            "it",
+            "name",
+            "--",
+            "--exact",
+        ]);
+        let Command::Test(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(
+            args.cargo.to_cargo_args(),
+            [
+                "--release",
+                "--package",
+                "a",
+                "--test",
+                "it",
+                "--features",
+                "x y"
+            ]
+        );
+        assert_eq!(args.cargo.profile_name(), "release");
+        assert_eq!(args.cargo.feature_request(), "x,y");
+        assert_eq!(args.filter.as_deref(), Some("name"));
+        assert_eq!(args.libtest, ["--exact"]);
+    }
+}

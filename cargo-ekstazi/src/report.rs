@@ -1,0 +1,151 @@
+//! What the user sees: the selection, a line per finished test, failures
+//! and the summary; and the `list` output, as a table or as JSON.
+
+use crate::list::WHOLE_BINARY;
+use crate::run::Finished;
+use crate::session::{Planned, Session};
+use ekstazi_core::record::Outcome;
+use serde::Serialize;
+use std::io::Write;
+use std::time::Duration;
+
+/// Counts for the summary line.
+#[derive(Default)]
+pub struct Tally {
+    pub passed: usize,
+    pub failed: usize,
+    pub ignored: usize,
+    pub skipped: usize,
+    /// Sum of the last recorded durations of skipped tests.
+    pub saved: Duration,
+}
+
+pub fn test_label(session: &Session, planned: &Planned) -> String {
+    let key = &session.built.binaries[planned.case.binary].key;
+    if planned.case.name == WHOLE_BINARY {
+        format!("{key} {WHOLE_BINARY}")
+    } else {
+        format!("{key} {}", planned.case.name)
+    }
+}
+
+/// The line printed before tests run.
+pub fn selection_line(selected: usize, skipped: usize, ignored: usize) -> String {
+    let mut line = format!(
+        "cargo-ekstazi: {selected} test{} selected, {skipped} skipped as unaffected",
+        plural(selected)
+    );
+    if ignored > 0 {
+        line.push_str(&format!(", {ignored} ignored"));
+    }
+    line
+}
+
+/// One line per finished test, in the spirit of `cargo test`.
+pub fn finished_line(label: &str, finished: &Finished) -> String {
+    let status = match finished.outcome {
+        Outcome::Passed => "ok",
+        Outcome::Failed => "FAILED",
+        Outcome::Crashed => "CRASHED",
+        Outcome::TimedOut => "TIMED OUT",
+    };
+    format!(
+        "test {label} ... {status} ({:.3}s)",
+        finished.duration.as_secs_f64()
+    )
+}
+
+/// Prints each failure's output once, at the end.
+pub fn print_failures(out: &mut impl Write, failures: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    if failures.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nfailures:\n")?;
+    for (label, output) in failures {
+        writeln!(out, "---- {label} output ----")?;
+        out.write_all(output)?;
+        if !output.ends_with(b"\n") {
+            writeln!(out)?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "failures:")?;
+    for (label, _) in failures {
+        writeln!(out, "    {label}")?;
+    }
+    Ok(())
+}
+
+pub fn summary_line(tally: &Tally, elapsed: Duration) -> String {
+    let verdict = if tally.failed == 0 { "ok" } else { "FAILED" };
+    let mut line = format!(
+        "test result: {verdict}. {} passed; {} failed; {} ignored; {} skipped as unaffected",
+        tally.passed, tally.failed, tally.ignored, tally.skipped
+    );
+    if tally.skipped > 0 {
+        line.push_str(&format!(" (~{:.2}s saved)", tally.saved.as_secs_f64()));
+    }
+    line.push_str(&format!("; finished in {:.2}s", elapsed.as_secs_f64()));
+    line
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `cargo ekstazi list --json`: the stable machine-readable selection.
+#[derive(Serialize)]
+pub struct ListJson {
+    pub total: usize,
+    pub selected: usize,
+    pub tests: Vec<ListedTest>,
+}
+
+#[derive(Serialize)]
+pub struct ListedTest {
+    pub binary: String,
+    pub name: String,
+    pub selected: bool,
+    pub reasons: Vec<String>,
+}
+
+pub fn list_json(session: &Session, plan: &[Planned]) -> ListJson {
+    let tests: Vec<ListedTest> = plan
+        .iter()
+        .filter(|p| p.decision == ekstazi_core::filter::Decision::Run)
+        .map(|p| ListedTest {
+            binary: session.built.binaries[p.case.binary].key.clone(),
+            name: p.case.name.clone(),
+            selected: p.selected(),
+            reasons: p.reasons.iter().map(ToString::to_string).collect(),
+        })
+        .collect();
+    ListJson {
+        total: tests.len(),
+        selected: tests.iter().filter(|t| t.selected).count(),
+        tests,
+    }
+}
+
+/// `cargo ekstazi list`: the same as a table.
+pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Result<()> {
+    let width = list
+        .tests
+        .iter()
+        .map(|t| t.binary.len() + 1 + t.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    writeln!(out, "{:<8} {:<width$}  REASONS", "RUN", "TEST")?;
+    for test in &list.tests {
+        let label = format!("{} {}", test.binary, test.name);
+        let run = if test.selected { "run" } else { "skip" };
+        let reasons = if test.reasons.is_empty() {
+            "unaffected".to_owned()
+        } else {
+            test.reasons.join("; ")
+        };
+        writeln!(out, "{run:<8} {label:<width$}  {reasons}")?;
+    }
+    writeln!(out, "\n{} of {} tests selected", list.selected, list.total)
+}

@@ -1,0 +1,207 @@
+//! One invocation's view of the world: the workspace, the built binaries,
+//! their tests, the store and the present checksums; and the analysis that
+//! turns them into a plan.
+
+use crate::build::{self, Built};
+use crate::cli::{CargoOpts, SelectionOpts};
+use crate::env::test_env;
+use crate::list::{self, TestCase};
+use crate::workspace::Workspace;
+use anyhow::Result;
+use ekstazi_core::checksum::{self, Checksums};
+use ekstazi_core::dep::{Sum, Target};
+use ekstazi_core::filter::{Decision, Filter};
+use ekstazi_core::ignore::Ignore;
+use ekstazi_core::path::Anchors;
+use ekstazi_core::record::{FORMAT_VERSION, Global, Record};
+use ekstazi_core::select::{self, Present, Reason};
+use ekstazi_core::store::{Loaded, Store};
+use rayon::prelude::*;
+use std::ffi::OsString;
+
+pub struct Session {
+    pub ws: Workspace,
+    pub built: Built,
+    /// Per binary, the variables cargo would set for its tests.
+    pub envs: Vec<Vec<(OsString, OsString)>>,
+    /// Every test of every built binary, unfiltered.
+    pub tests: Vec<TestCase>,
+    pub store: Store,
+    pub global: Global,
+    pub checksums: Checksums,
+    /// Per binary, its smart checksum now.
+    pub binary_sums: Vec<Sum>,
+    pub ignore: Ignore,
+}
+
+/// A test and what the analysis decided about it.
+pub struct Planned {
+    pub case: TestCase,
+    pub decision: Decision,
+    /// Empty: skipped as unaffected.
+    pub reasons: Vec<Reason>,
+    /// The previous record, if intact (for its duration).
+    pub last: Option<Box<Record>>,
+}
+
+impl Planned {
+    pub fn selected(&self) -> bool {
+        self.decision == Decision::Run && !self.reasons.is_empty()
+    }
+}
+
+impl Session {
+    /// Builds the test binaries and lists their tests.
+    pub fn prepare(cargo: &CargoOpts, selection: &SelectionOpts) -> Result<Session> {
+        let ws = Workspace::load(cargo)?;
+        let built = build::build(&ws, cargo)?;
+        let envs: Vec<_> = built
+            .binaries
+            .iter()
+            .map(|b| test_env(&ws, &built, b))
+            .collect();
+        let listed: Vec<Vec<TestCase>> = built
+            .binaries
+            .par_iter()
+            .enumerate()
+            .map(|(i, binary)| list::list(i, binary, &envs[i]))
+            .collect::<Result<_>>()?;
+        let tests = listed.into_iter().flatten().collect();
+
+        let state_dir = match &selection.state_dir {
+            Some(dir) => std::path::absolute(dir)?,
+            None => ws.root.join(".ekstazi"),
+        };
+        let store = Store::new(&state_dir);
+        let global = Global {
+            rustc: ws.rustc_version.clone(),
+            target: ws.host.clone(),
+            profile: cargo.profile_name(),
+            features: cargo.feature_request(),
+            rustflags: rustflags(),
+            tool: format!(
+                "cargo-ekstazi {} format {FORMAT_VERSION}",
+                env!("CARGO_PKG_VERSION")
+            ),
+        };
+        let anchors = Anchors::new(&ws.root, &ws.target_dir, ws.cargo_home.as_deref());
+        let binary_sums = smart_checksums(&ws, &built);
+        let mut ignore = Ignore::defaults();
+        ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
+        ignore.add(
+            ekstazi_core::path::normalize(&ws.sysroot),
+            "toolchain (part of the global fingerprint)",
+        );
+        ignore.add(
+            ekstazi_core::path::normalize(&ws.target_dir.join("ekstazi")),
+            "cargo-ekstazi's own files",
+        );
+        Ok(Session {
+            ws,
+            built,
+            envs,
+            tests,
+            store,
+            global,
+            checksums: Checksums::new(anchors),
+            binary_sums,
+            ignore,
+        })
+    }
+
+    /// Decides, for every test the filter keeps, whether it runs and why.
+    pub fn analyse(&self, filter: &Filter, forced: bool) -> Vec<Planned> {
+        let scoped: Vec<(TestCase, Decision)> = self
+            .tests
+            .iter()
+            .filter_map(|case| {
+                // A `harness = false` binary receives the filter itself.
+                let decision = if case.name == list::WHOLE_BINARY {
+                    Decision::Run
+                } else {
+                    filter.decide(&case.name, case.ignored)
+                };
+                (decision != Decision::Out).then(|| (case.clone(), decision))
+            })
+            .collect();
+        let loaded: Vec<Option<Loaded>> = scoped
+            .par_iter()
+            .map(|(case, decision)| {
+                (*decision == Decision::Run).then(|| {
+                    self.store
+                        .load(&self.built.binaries[case.binary].key, &case.name)
+                })
+            })
+            .collect();
+        let targets = loaded.iter().flatten().flat_map(|l| match l {
+            Loaded::Found(record) => record.deps.iter().map(|d| &d.target).collect(),
+            _ => Vec::new(),
+        });
+        self.checksums
+            .prefetch(targets.filter(|t| !matches!(t, Target::TestBinary)));
+
+        scoped
+            .into_iter()
+            .zip(loaded)
+            .map(|((case, decision), loaded)| {
+                let Some(loaded) = loaded else {
+                    return Planned {
+                        case,
+                        decision,
+                        reasons: Vec::new(),
+                        last: None,
+                    };
+                };
+                let present = Present {
+                    global: &self.global,
+                    binary: &self.binary_sums[case.binary],
+                    checksums: &self.checksums,
+                    forced,
+                };
+                let reasons = select::reasons(&loaded, &present);
+                let last = match loaded {
+                    Loaded::Found(record) => Some(record),
+                    _ => None,
+                };
+                Planned {
+                    case,
+                    decision,
+                    reasons,
+                    last,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The smart checksum of every binary, in parallel; `Unknown` for one that
+/// cannot be read (its tests then always run).
+fn smart_checksums(ws: &Workspace, built: &Built) -> Vec<Sum> {
+    let mut erase: Vec<Vec<u8>> = [Some(&ws.target_dir), Some(&ws.root), ws.cargo_home.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|p| p.as_os_str().as_encoded_bytes().to_vec())
+        .collect();
+    erase.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let erase: Vec<&[u8]> = erase.iter().map(Vec::as_slice).collect();
+    built
+        .binaries
+        .par_iter()
+        .map(|b| match checksum::smart_binary(&b.path, &erase) {
+            Ok(hash) => Sum::Hash(hash),
+            Err(_) => Sum::Unknown,
+        })
+        .collect()
+}
+
+fn rustflags() -> String {
+    [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+    ]
+    .iter()
+    .filter_map(|var| std::env::var(var).ok().map(|v| format!("{var}={v}")))
+    .collect::<Vec<_>>()
+    .join(" ")
+}

@@ -1,0 +1,45 @@
+//! The runtime shim, embedded in this binary at build time (see `build.rs`)
+//! and written out next to the build on first use, so that an installed
+//! cargo-ekstazi needs nothing else.
+
+use anyhow::{Context, Result, bail};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
+
+/// Writes the shim into `<target dir>/ekstazi/` (once per shim version:
+/// its name carries its digest) and returns its absolute path.
+pub fn install(target_dir: &Path) -> Result<PathBuf> {
+    let digest = blake3::hash(SHIM).to_hex();
+    let dir = std::path::absolute(target_dir.join("ekstazi"))?;
+    let path = dir.join(format!("libekstazi_runtime-{}.so", &digest[..16]));
+    // LD_PRELOAD separates entries with spaces and colons.
+    if path
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .any(|b| b.is_ascii_whitespace() || *b == b':')
+    {
+        bail!(
+            "the target directory {} contains a space or a colon, which LD_PRELOAD cannot carry; \
+             choose another with --target-dir",
+            target_dir.display()
+        );
+    }
+    let current = fs::metadata(&path).is_ok_and(|m| m.len() == SHIM.len() as u64);
+    if !current {
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".shim")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot write to {}", dir.display()))?;
+        tmp.write_all(SHIM)?;
+        tmp.as_file()
+            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        tmp.persist(&path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(path)
+}
