@@ -41,16 +41,16 @@ pub fn selection_line(selected: usize, skipped: usize, ignored: usize) -> String
     line
 }
 
-/// One line per finished test, in the spirit of `cargo test`.
+/// One line per finished test, in the spirit of cargo-nextest.
 pub fn finished_line(label: &str, finished: &Finished) -> String {
     let status = match finished.outcome {
-        Outcome::Passed => "ok",
-        Outcome::Failed => "FAILED",
-        Outcome::Crashed => "CRASHED",
-        Outcome::TimedOut => "TIMED OUT",
+        Outcome::Passed => "PASS",
+        Outcome::Failed => "FAIL",
+        Outcome::Crashed => "CRASH",
+        Outcome::TimedOut => "TIMEOUT",
     };
     format!(
-        "test {label} ... {status} ({:.3}s)",
+        "{status:>12} [{:>8.3}s] {label}",
         finished.duration.as_secs_f64()
     )
 }

@@ -66,7 +66,10 @@ impl Session {
             .enumerate()
             .map(|(i, binary)| list::list(i, binary, &envs[i]))
             .collect::<Result<_>>()?;
-        let tests = listed.into_iter().flatten().collect();
+        let mut tests: Vec<TestCase> = listed.into_iter().flatten().collect();
+        tests.sort_by(|a, b| {
+            (&built.binaries[a.binary].key, &a.name).cmp(&(&built.binaries[b.binary].key, &b.name))
+        });
 
         let state_dir = match &selection.state_dir {
             Some(dir) => std::path::absolute(dir)?,

@@ -1,0 +1,6 @@
+//! End-to-end tests: the real `cargo ekstazi` on fixture projects copied to
+//! temporary directories, asserting on which tests ran and why.
+
+mod support;
+
+mod selection;

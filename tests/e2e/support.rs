@@ -1,0 +1,200 @@
+//! Driving the real `cargo-ekstazi` binary on a copy of a fixture project.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fixture project copied into a temporary directory.
+pub struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+/// What one `cargo ekstazi test` did.
+pub struct TestRun {
+    pub output: Output,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl TestRun {
+    /// `(status, label)` of every test that ran, from the runner's
+    /// `  STATUS [  0.003s] binary test` lines.
+    fn finished(&self) -> impl Iterator<Item = (&str, String)> {
+        self.stdout.lines().filter_map(|line| {
+            let (status, rest) = line.trim_start().split_once(" [")?;
+            let (_, label) = rest.split_once("s] ")?;
+            ["PASS", "FAIL", "CRASH", "TIMEOUT"]
+                .contains(&status)
+                .then(|| (status, label.to_owned()))
+        })
+    }
+
+    /// Labels (`binary test`) of the tests that ran, whatever their outcome.
+    pub fn ran(&self) -> BTreeSet<String> {
+        self.finished().map(|(_, label)| label).collect()
+    }
+
+    /// Labels of the tests that ran and did not pass.
+    pub fn failed(&self) -> BTreeSet<String> {
+        self.finished()
+            .filter(|(status, _)| *status != "PASS")
+            .map(|(_, label)| label)
+            .collect()
+    }
+
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+}
+
+impl std::fmt::Debug for TestRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "status: {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.output.status, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Fixture {
+    pub fn new(name: &str) -> Fixture {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures")
+            .join(name);
+        let dir = tempfile::Builder::new()
+            .prefix("ekstazi-e2e")
+            .tempdir()
+            .unwrap();
+        copy_tree(&source, dir.path());
+        Fixture { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn file(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.file(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.file(rel)).unwrap()
+    }
+
+    /// Replaces one snippet in a source file, which must contain it.
+    pub fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = self.read(rel);
+        assert!(text.contains(from), "{rel} does not contain {from:?}");
+        self.write(rel, &text.replacen(from, to, 1));
+    }
+
+    /// `cargo ekstazi <args>` in the fixture, with the fixture's own target directory.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-ekstazi"));
+        command
+            .arg("ekstazi")
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("EKSTAZI_DIR")
+            .env_remove("RUST_TEST_THREADS");
+        command
+    }
+
+    pub fn run(&self, args: &[&str]) -> TestRun {
+        self.run_with(args, &[])
+    }
+
+    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> TestRun {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        let output = command.output().unwrap();
+        TestRun {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            output,
+        }
+    }
+
+    /// `cargo ekstazi test <args>`, which must succeed.
+    pub fn test_ok(&self, args: &[&str]) -> TestRun {
+        let mut all = vec!["test"];
+        all.extend_from_slice(args);
+        let run = self.run(&all);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        run
+    }
+
+    /// `cargo ekstazi list --json <args>`.
+    pub fn list(&self, args: &[&str]) -> Value {
+        let mut all = vec!["list", "--json"];
+        all.extend_from_slice(args);
+        let run = self.run(&all);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
+    }
+
+    /// The selected tests of a listing, each with its reasons.
+    pub fn selected(&self, args: &[&str]) -> Vec<(String, Vec<String>)> {
+        let list = self.list(args);
+        list["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["selected"].as_bool().unwrap())
+            .map(|t| {
+                let label = format!(
+                    "{} {}",
+                    t["binary"].as_str().unwrap(),
+                    t["name"].as_str().unwrap()
+                );
+                let reasons = t["reasons"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_owned())
+                    .collect();
+                (label, reasons)
+            })
+            .collect()
+    }
+
+    /// Every record file in the state directory.
+    pub fn records(&self) -> BTreeSet<PathBuf> {
+        walkdir::WalkDir::new(self.file(".ekstazi"))
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file() && e.file_name() != "lock")
+            .map(|e| e.path().strip_prefix(self.path()).unwrap().to_path_buf())
+            .collect()
+    }
+}
+
+/// Copies a fixture, leaving out build output and state from manual runs.
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from).into_iter().filter_entry(|e| {
+        let name = e.file_name();
+        name != "target" && name != ".ekstazi"
+    }) {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.path().strip_prefix(from).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A set of test labels, for comparisons.
+pub fn labels(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
