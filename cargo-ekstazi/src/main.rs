@@ -61,11 +61,17 @@ fn main() -> ExitCode {
 fn test(args: TestArgs) -> Result<ExitCode> {
     let start = Instant::now();
     let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
-    let session = Session::prepare(&args.cargo, &args.selection)?;
+    let mut session = Session::prepare(&args.cargo, &args.selection)?;
     let _lock = lock_store(&session)?;
     note_other_versions(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
     forget_removed_tests(&session)?;
+    if args.cargo.verbose > 0 {
+        eprintln!(
+            "cargo-ekstazi: {}",
+            session::describe_timings(&session.timings)
+        );
+    }
 
     let selected: Vec<&session::Planned> = plan.iter().filter(|p| p.selected()).collect();
     let mut tally = report::Tally::default();
@@ -151,9 +157,15 @@ fn test(args: TestArgs) -> Result<ExitCode> {
 
 fn list(args: ListArgs) -> Result<ExitCode> {
     let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
-    let session = Session::prepare(&args.cargo, &args.selection)?;
+    let mut session = Session::prepare(&args.cargo, &args.selection)?;
     note_other_versions(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
+    if args.cargo.verbose > 0 {
+        eprintln!(
+            "cargo-ekstazi: {}",
+            session::describe_timings(&session.timings)
+        );
+    }
     let listing = report::list_json(&session, &plan);
     let mut stdout = std::io::stdout().lock();
     if args.json {

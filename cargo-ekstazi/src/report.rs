@@ -78,8 +78,9 @@ pub fn print_failures(out: &mut impl Write, failures: &[(String, Vec<u8>)]) -> s
 
 pub fn summary_line(tally: &Tally, elapsed: Duration) -> String {
     let verdict = if tally.failed == 0 { "ok" } else { "FAILED" };
+    let selected = tally.passed + tally.failed;
     let mut line = format!(
-        "test result: {verdict}. {} passed; {} failed; {} ignored; {} skipped as unaffected",
+        "test result: {verdict}. {selected} selected: {} passed; {} failed; {} ignored; {} skipped as unaffected",
         tally.passed, tally.failed, tally.ignored, tally.skipped
     );
     if tally.skipped > 0 {

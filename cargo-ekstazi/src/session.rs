@@ -18,6 +18,7 @@ use ekstazi_core::select::{self, Present, Reason};
 use ekstazi_core::store::{Loaded, Store};
 use rayon::prelude::*;
 use std::ffi::OsString;
+use std::time::{Duration, Instant};
 
 pub struct Session {
     pub ws: Workspace,
@@ -32,6 +33,8 @@ pub struct Session {
     /// Per binary, its smart checksum now.
     pub binary_sums: Vec<Sum>,
     pub ignore: Ignore,
+    /// How long each stage took, for `-v`.
+    pub timings: Vec<(&'static str, Duration)>,
 }
 
 /// A test and what the analysis decided about it.
@@ -53,8 +56,16 @@ impl Planned {
 impl Session {
     /// Builds the test binaries and lists their tests.
     pub fn prepare(cargo: &CargoOpts, selection: &SelectionOpts) -> Result<Session> {
+        let mut clock = Instant::now();
+        let mut timings = Vec::new();
+        let mut lap = |stage| {
+            timings.push((stage, clock.elapsed()));
+            clock = Instant::now();
+        };
         let ws = Workspace::load(cargo)?;
+        lap("workspace");
         let built = build::build(&ws, cargo)?;
+        lap("build");
         let envs: Vec<_> = built
             .binaries
             .iter()
@@ -70,6 +81,7 @@ impl Session {
         tests.sort_by(|a, b| {
             (&built.binaries[a.binary].key, &a.name).cmp(&(&built.binaries[b.binary].key, &b.name))
         });
+        lap("list");
 
         let state_dir = match &selection.state_dir {
             Some(dir) => std::path::absolute(dir)?,
@@ -89,6 +101,7 @@ impl Session {
         };
         let anchors = Anchors::new(&ws.root, &ws.target_dir, ws.cargo_home.as_deref());
         let binary_sums = smart_checksums(&ws, &built);
+        lap("binary checksums");
         let mut ignore = Ignore::defaults();
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
         ignore.add(
@@ -109,11 +122,19 @@ impl Session {
             checksums: Checksums::new(anchors),
             binary_sums,
             ignore,
+            timings,
         })
     }
 
     /// Decides, for every test the filter keeps, whether it runs and why.
-    pub fn analyse(&self, filter: &Filter, forced: bool) -> Vec<Planned> {
+    pub fn analyse(&mut self, filter: &Filter, forced: bool) -> Vec<Planned> {
+        let clock = Instant::now();
+        let plan = self.plan(filter, forced);
+        self.timings.push(("analysis", clock.elapsed()));
+        plan
+    }
+
+    fn plan(&self, filter: &Filter, forced: bool) -> Vec<Planned> {
         let scoped: Vec<(TestCase, Decision)> = self
             .tests
             .iter()
@@ -207,4 +228,13 @@ fn rustflags() -> String {
     .filter_map(|var| std::env::var(var).ok().map(|v| format!("{var}={v}")))
     .collect::<Vec<_>>()
     .join(" ")
+}
+
+/// `build 0.31s, list 0.02s, ...` for `-v`.
+pub fn describe_timings(timings: &[(&'static str, Duration)]) -> String {
+    timings
+        .iter()
+        .map(|(stage, took)| format!("{stage} {:.3}s", took.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

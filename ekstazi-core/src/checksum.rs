@@ -179,9 +179,10 @@ impl Checksums {
     }
 
     /// The checksum of a target as a test that started at `since` saw it:
-    /// the value computed before the run when there is one; otherwise the
-    /// value now, unless the entry changed after `since` (then nobody knows
-    /// what the test saw, and the answer is `Unknown`).
+    /// the value computed before the run when there is one. Otherwise the
+    /// value now, if it can stand for what the test saw: a file's content
+    /// only if it did not change after `since`; a path the test found must
+    /// still be there. Anything else is `Unknown` (the test runs next time).
     pub fn as_seen_since(&self, target: &Target, since: SystemTime) -> Sum {
         if let Some(sum) = self.cached(target) {
             return sum;
@@ -192,9 +193,18 @@ impl Checksums {
         let follow = !matches!(target, Target::Kind { follow: false, .. });
         let before = modified(&path, follow);
         let sum = self.compute(target);
-        let after = modified(&path, follow);
-        let stable = before == after && before.is_none_or(|mtime| settled_before(mtime, since));
-        if stable { sum } else { Sum::Unknown }
+        match sum {
+            Sum::Hash(_) => {
+                let after = modified(&path, follow);
+                let stable =
+                    before == after && before.is_some_and(|mtime| settled_before(mtime, since));
+                if stable { sum } else { Sum::Unknown }
+            }
+            // A directory's time changes with its entries; its kind is what counts.
+            Sum::Kind(_) => sum,
+            // The test found it, so it was there: now it is not.
+            Sum::Absent | Sum::Unknown => Sum::Unknown,
+        }
     }
 
     fn path_of(&self, target: &Target) -> Option<std::path::PathBuf> {

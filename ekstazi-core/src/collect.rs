@@ -7,7 +7,7 @@
 //! missing). Events of the harness's main thread and ignored trees are left
 //! out, and said so.
 
-use crate::dep::{Sum, Target};
+use crate::dep::{FileKind, Sum, Target};
 use crate::ignore::Ignore;
 use crate::path::{Anchors, normalize};
 use crate::trace::{Access, Trace};
@@ -91,7 +91,7 @@ pub fn collect(trace: &Trace, anchors: &Anchors, ignore: &Ignore) -> Collected {
                     path: stored,
                     follow: !event.nofollow(),
                 },
-                None,
+                event.kind().map(Sum::Kind),
             ),
             Access::Lost | Access::Start => unreachable!("handled above"),
         };
@@ -113,8 +113,10 @@ fn drop_implied_kinds(observed: &mut Vec<Observed>) {
             _ => None,
         })
         .collect();
-    observed.retain(|o| match &o.target {
-        Target::Kind { path, follow: true } => o.known.is_some() || !read.contains(path),
+    observed.retain(|o| match (&o.target, &o.known) {
+        (Target::Kind { path, follow: true }, None | Some(Sum::Kind(FileKind::File))) => {
+            !read.contains(path)
+        }
         _ => true,
     });
 }

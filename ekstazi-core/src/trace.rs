@@ -6,6 +6,7 @@
 //! depends on nothing but libc and therefore repeats the constants below;
 //! the end-to-end tests keep the two in step.
 
+use crate::dep::FileKind;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,9 @@ impl Access {
 pub const FLAG_HARNESS: u8 = 1;
 /// The lookup did not follow a final symbolic link.
 pub const FLAG_NOFOLLOW: u8 = 2;
+/// Bits 2..5 of the flags: the kind of the path when the call saw it.
+const KIND_SHIFT: u8 = 2;
+const KIND_MASK: u8 = 0b111;
 
 /// One traced call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +74,17 @@ impl Event {
     /// Whether the lookup was about a symbolic link itself.
     pub fn nofollow(&self) -> bool {
         self.flags & FLAG_NOFOLLOW != 0
+    }
+
+    /// What the path was when the call saw it, if the shim could tell.
+    pub fn kind(&self) -> Option<FileKind> {
+        match (self.flags >> KIND_SHIFT) & KIND_MASK {
+            1 => Some(FileKind::File),
+            2 => Some(FileKind::Dir),
+            3 => Some(FileKind::Symlink),
+            4 => Some(FileKind::Other),
+            _ => None,
+        }
     }
 }
 

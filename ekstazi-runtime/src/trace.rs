@@ -34,6 +34,14 @@ pub const START: u8 = b'S';
 pub const FLAG_HARNESS: u8 = 1;
 /// The lookup did not follow a final symbolic link (`lstat`).
 pub const FLAG_NOFOLLOW: u8 = 2;
+/// Bits 2..5 of the flags: what the path was when the call saw it
+/// (`EXISTS` and `MODIFIED` events), so that the reader need not look later,
+/// when the test may have replaced it.
+pub const KIND_SHIFT: u8 = 2;
+pub const KIND_FILE: u8 = 1;
+pub const KIND_DIR: u8 = 2;
+pub const KIND_SYMLINK: u8 = 3;
+pub const KIND_OTHER: u8 = 4;
 
 /// The trace file, or -1 when this process is not traced.
 static FD: AtomicI32 = AtomicI32::new(-1);

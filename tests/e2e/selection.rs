@@ -248,3 +248,84 @@ fn records_of_removed_tests_are_deleted() {
             .any(|r| r.to_string_lossy().ends_with("says_hello"))
     );
 }
+
+#[test]
+fn cargo_options_and_the_state_directory_are_honoured() {
+    let f = Fixture::new("basic");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let manifest = f.file("Cargo.toml");
+    let target = elsewhere.path().join("tgt");
+    let state = elsewhere.path().join("state");
+    let mut command = f.command(&[
+        "test",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--target-dir",
+        target.to_str().unwrap(),
+        "-p",
+        "alpha",
+    ]);
+    command
+        .current_dir(elsewhere.path())
+        .env("EKSTAZI_DIR", &state);
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("PASS") && stdout.contains("alpha tests::doubles"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("beta"),
+        "only the requested package: {stdout}"
+    );
+    assert!(
+        target.join("debug").exists(),
+        "built in the requested target directory"
+    );
+    assert!(
+        state.join("v1/alpha").is_dir(),
+        "records in the requested state directory"
+    );
+    assert!(!f.file(".ekstazi").exists());
+}
+
+#[test]
+fn list_prints_a_readable_table() {
+    let f = Fixture::new("basic");
+    f.test_ok(&[]);
+    f.write("beta/data/a.txt", "changed");
+    let run = f.run(&["list"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("reads_data"))
+        .unwrap();
+    assert!(line.starts_with("run "), "{line}");
+    assert!(line.ends_with("file changed: beta/data/a.txt"), "{line}");
+    let other = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("reads_nothing"))
+        .unwrap();
+    assert!(
+        other.starts_with("skip ") && other.ends_with("unaffected"),
+        "{other}"
+    );
+    assert!(run.stdout.contains("1 of 11 tests selected"), "{run:?}");
+    assert!(f.selected(&[]).len() == 1, "list wrote no record");
+}
+
+#[test]
+fn a_build_failure_is_reported_with_cargos_status() {
+    let f = Fixture::new("basic");
+    f.edit("alpha/src/lib.rs", "x * 2", "x * ");
+    let run = f.run(&["test"]);
+    assert_eq!(run.code(), Some(101), "{run:?}");
+    assert!(run.stderr.contains("could not compile"), "{run:?}");
+}

@@ -1,1 +1,209 @@
-fn main() {}
+//! Developer tasks for cargo-ekstazi: `cargo xtask <task>`.
+//!
+//! - `bench`: end-to-end timings of `cargo ekstazi test` against `cargo test`
+//!   and `cargo nextest run` on one project, measured in the same session
+//!   and interleaved so that machine noise hits every command alike; the
+//!   figures that matter are the ratios.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Time `cargo ekstazi test` (nothing changed, and --forceall) against
+    /// `cargo test` and `cargo nextest run`, and print the ratios
+    Bench {
+        /// The cargo project to measure [default: a copy of examples/demo]
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Timed runs of each command
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Cargo options for every command (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().task {
+        Task::Bench {
+            project,
+            runs,
+            cargo_args,
+        } => bench(project, runs, &cargo_args),
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result<()> {
+    let root = workspace_root();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "cargo-ekstazi"])
+        .current_dir(&root)
+        .status()?;
+    if !status.success() {
+        bail!("building cargo-ekstazi failed");
+    }
+    let ekstazi = root.join("target/release/cargo-ekstazi");
+
+    let scratch;
+    let project = match project {
+        Some(dir) => std::path::absolute(dir)?,
+        None => {
+            scratch = tempfile_dir()?;
+            copy_tree(&root.join("examples/demo"), &scratch)?;
+            scratch.clone()
+        }
+    };
+    eprintln!("measuring in {}", project.display());
+
+    let cargo = |args: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = vec!["cargo".into()];
+        all.extend(args.iter().map(|s| (*s).to_owned()));
+        all.extend(cargo_args.iter().cloned());
+        all
+    };
+    let ekstazi_cmd = |args: &[&str]| -> Vec<String> {
+        let mut all = vec![ekstazi.display().to_string(), "ekstazi".into()];
+        all.extend(args.iter().map(|s| (*s).to_owned()));
+        all.extend(cargo_args.iter().cloned());
+        all
+    };
+    let has_nextest = Command::new("cargo")
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+
+    // Build everything once and let the records settle, so that every timed
+    // command starts from a built tree.
+    for setup in [
+        cargo(&["test", "--no-run", "-q"]),
+        ekstazi_cmd(&["test", "-q"]),
+        ekstazi_cmd(&["test", "-q"]),
+    ] {
+        run(&project, &setup)?;
+    }
+    if has_nextest {
+        run(&project, &cargo(&["nextest", "run", "--no-run"]))?;
+    }
+
+    let mut commands: Vec<(&str, Vec<String>)> = vec![
+        ("cargo test", cargo(&["test", "-q"])),
+        (
+            "cargo test --tests (no doctests)",
+            cargo(&["test", "--tests", "-q"]),
+        ),
+        (
+            "cargo ekstazi test (nothing changed)",
+            ekstazi_cmd(&["test", "-q"]),
+        ),
+        (
+            "cargo ekstazi test --forceall",
+            ekstazi_cmd(&["test", "-q", "--forceall"]),
+        ),
+    ];
+    if has_nextest {
+        commands.push((
+            "cargo nextest run",
+            cargo(&["nextest", "run", "--no-fail-fast"]),
+        ));
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
+    for round in 0..runs {
+        eprintln!("round {}/{runs}", round + 1);
+        for (i, (_, command)) in commands.iter().enumerate() {
+            times[i].push(run(&project, command)?);
+        }
+    }
+
+    let medians: Vec<f64> = times.iter().map(|t| median(t).as_secs_f64()).collect();
+    println!("| command | median | min |");
+    println!("|---|---:|---:|");
+    for ((name, _), (t, m)) in commands.iter().zip(times.iter().zip(&medians)) {
+        let min = t.iter().min().copied().unwrap_or_default().as_secs_f64();
+        println!("| `{name}` | {m:.3}s | {min:.3}s |");
+    }
+    println!();
+    println!(
+        "- nothing changed vs `cargo test`: **{:.2}×**",
+        medians[2] / medians[0]
+    );
+    println!(
+        "- nothing changed vs `cargo test --tests`: **{:.2}×**",
+        medians[2] / medians[1]
+    );
+    if has_nextest {
+        println!(
+            "- `--forceall` vs `cargo nextest run`: **{:.2}×**",
+            medians[3] / medians[4]
+        );
+    }
+    println!(
+        "- `--forceall` vs `cargo test --tests`: **{:.2}×**",
+        medians[3] / medians[1]
+    );
+    Ok(())
+}
+
+/// Runs a command in `dir`, quietly, and returns its wall-clock time. Exit
+/// codes are not judged: a flaky test must not stop a benchmark.
+fn run(dir: &Path, command: &[String]) -> Result<Duration> {
+    let start = Instant::now();
+    Command::new(&command[0])
+        .args(&command[1..])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    Ok(start.elapsed())
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("ekstazi-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == "target" || name == ".ekstazi" {
+            continue;
+        }
+        let dest = to.join(&name);
+        if entry.file_type()?.is_dir() {
+            std::fs::create_dir_all(&dest)?;
+            copy_tree(&entry.path(), &dest)?;
+        } else {
+            std::fs::copy(entry.path(), &dest)?;
+        }
+    }
+    Ok(())
+}

@@ -1,6 +1,6 @@
 //! Opening files: the `open` family, `creat`, and stdio's `fopen` family.
 
-use super::{event, is_absence, observe, parent_missing, unavailable};
+use super::{event, fd_kind, is_absence, observe, parent_missing, probe_kind, unavailable};
 use crate::{real, trace};
 use libc::{FILE, c_char, c_int, c_uint, mode_t};
 
@@ -16,7 +16,7 @@ unsafe fn describe_open(
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,
-    ok: bool,
+    fd: c_int,
     err: c_int,
     existed: Option<bool>,
 ) {
@@ -25,33 +25,36 @@ unsafe fn describe_open(
     }
     let access = flags & libc::O_ACCMODE;
     let create = flags & libc::O_CREAT != 0;
-    let tag = if ok {
+    let (tag, kind) = if fd >= 0 {
         // The content now is the test's own: made exclusively, truncated, or new.
         let replaced = (create && flags & libc::O_EXCL != 0)
             || (flags & libc::O_TRUNC != 0 && access != libc::O_RDONLY)
             || (create && existed == Some(false));
-        if flags & libc::O_PATH != 0 {
-            trace::EXISTS
+        if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 {
+            (trace::EXISTS, fd_kind(fd))
         } else if replaced {
-            trace::CREATED
+            (trace::CREATED, 0)
         } else if access == libc::O_WRONLY {
-            trace::MODIFIED
+            (trace::MODIFIED, fd_kind(fd))
         } else {
-            trace::READ
+            (trace::READ, 0)
         }
     } else if is_absence(err) {
         if create {
             // SAFETY: forwarded from the caller.
             return unsafe { parent_missing(dirfd, path) };
         }
-        trace::MISSING
-    } else if err == libc::EEXIST || err == libc::EISDIR {
-        trace::EXISTS
+        (trace::MISSING, 0)
+    } else if err == libc::EISDIR {
+        (trace::EXISTS, trace::KIND_DIR << trace::KIND_SHIFT)
+    } else if err == libc::EEXIST {
+        // SAFETY: forwarded from the caller.
+        (trace::EXISTS, unsafe { probe_kind(dirfd, path, false) })
     } else {
         return; // permissions and the like: the outcome does not hinge on content
     };
     // SAFETY: forwarded from the caller.
-    unsafe { event(dirfd, path, tag, 0) }
+    unsafe { event(dirfd, path, tag, kind) }
 }
 
 /// Whether `path` exists, asked without disturbing `errno`, for the flags
@@ -86,7 +89,7 @@ unsafe fn traced_open(
     let existed = unsafe { probe_existence(dirfd, path, flags) };
     let fd = call();
     // SAFETY: forwarded from the caller.
-    observe(|err| unsafe { describe_open(dirfd, path, flags, fd >= 0, err, existed) });
+    observe(|err| unsafe { describe_open(dirfd, path, flags, fd, err, existed) });
     fd
 }
 
@@ -219,7 +222,7 @@ macro_rules! fopen {
                 let mut file = std::ptr::null_mut();
                 traced_open(libc::AT_FDCWD, path, flags, || {
                     file = real(path, mode);
-                    if file.is_null() { -1 } else { 0 }
+                    if file.is_null() { -1 } else { libc::fileno(file) }
                 });
                 file
             }
@@ -241,7 +244,7 @@ macro_rules! freopen {
                 let mut file = std::ptr::null_mut();
                 traced_open(libc::AT_FDCWD, path, flags, || {
                     file = real(path, mode, stream);
-                    if file.is_null() { -1 } else { 0 }
+                    if file.is_null() { -1 } else { libc::fileno(file) }
                 });
                 file
             }

@@ -66,6 +66,51 @@ unsafe fn parent_missing(dirfd: c_int, path: *const c_char) {
     }
 }
 
+/// The trace's kind bits for a `st_mode`.
+fn kind_flags(mode: libc::mode_t) -> u8 {
+    let kind = match mode & libc::S_IFMT {
+        libc::S_IFREG => trace::KIND_FILE,
+        libc::S_IFDIR => trace::KIND_DIR,
+        libc::S_IFLNK => trace::KIND_SYMLINK,
+        _ => trace::KIND_OTHER,
+    };
+    kind << trace::KIND_SHIFT
+}
+
+/// The kind bits of `path` now, looked up without disturbing anything
+/// (0, "unknown", when it cannot be looked up).
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn probe_kind(dirfd: c_int, path: *const c_char, nofollow: bool) -> u8 {
+    let Some(fstatat) = crate::real::fstatat64() else {
+        return 0;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::stat64>::uninit();
+    let flags = if nofollow {
+        libc::AT_SYMLINK_NOFOLLOW
+    } else {
+        0
+    };
+    // SAFETY: `st` is large enough for the kernel's answer; `path` is a C string.
+    if unsafe { fstatat(dirfd, path, st.as_mut_ptr().cast(), flags) } != 0 {
+        return 0;
+    }
+    // SAFETY: fstatat succeeded, so `st` is initialised.
+    kind_flags(unsafe { st.assume_init_ref() }.st_mode)
+}
+
+/// The kind bits of an open descriptor.
+fn fd_kind(fd: c_int) -> u8 {
+    let mut st = std::mem::MaybeUninit::<libc::stat64>::uninit();
+    // SAFETY: as above, for a descriptor.
+    if unsafe { libc::fstat64(fd, st.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: fstat64 succeeded.
+    kind_flags(unsafe { st.assume_init_ref() }.st_mode)
+}
+
 /// Whether a failed lookup proved that the path does not exist.
 fn is_absence(err: c_int) -> bool {
     err == libc::ENOENT || err == libc::ENOTDIR

@@ -5,7 +5,7 @@
 //! before that (that the path existed, or that its parent was missing) still
 //! is an input.
 
-use super::{event, is_absence, observe, parent_missing, unavailable};
+use super::{event, is_absence, observe, parent_missing, probe_kind, unavailable};
 use crate::{real, trace};
 use libc::{c_char, c_int, c_uint, mode_t};
 
@@ -17,20 +17,38 @@ unsafe fn describe_mkdir(dirfd: c_int, path: *const c_char, result: c_int) {
         if result == 0 {
             event(dirfd, path, trace::CREATED, 0);
         } else if err == libc::EEXIST {
-            event(dirfd, path, trace::EXISTS, 0);
+            event(dirfd, path, trace::EXISTS, probe_kind(dirfd, path, false));
         } else if is_absence(err) {
             parent_missing(dirfd, path);
         }
     });
 }
 
+/// What a path about to be removed or renamed away is: its existence is
+/// what the test observed, and afterwards it cannot be looked up. Only
+/// probed when tracing.
+///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn describe_remove(dirfd: c_int, path: *const c_char, result: c_int) {
+unsafe fn kind_before(dirfd: c_int, path: *const c_char) -> u8 {
+    if !trace::enabled() {
+        return 0;
+    }
+    let _inside = crate::guard::enter();
+    let saved = super::errno();
+    // SAFETY: forwarded from the caller.
+    let kind = unsafe { probe_kind(dirfd, path, true) };
+    super::set_errno(saved);
+    kind
+}
+
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn describe_remove(dirfd: c_int, path: *const c_char, result: c_int, kind: u8) {
     // SAFETY: forwarded from the caller.
     observe(|err| unsafe {
         if result == 0 {
-            event(dirfd, path, trace::EXISTS, trace::FLAG_NOFOLLOW);
+            event(dirfd, path, trace::EXISTS, trace::FLAG_NOFOLLOW | kind);
             event(dirfd, path, trace::DELETED, 0);
         } else if is_absence(err) {
             event(dirfd, path, trace::MISSING, 0);
@@ -46,11 +64,12 @@ unsafe fn describe_rename(
     newdir: c_int,
     new: *const c_char,
     result: c_int,
+    kind: u8,
 ) {
     // SAFETY: forwarded from the caller.
     observe(|err| unsafe {
         if result == 0 {
-            event(olddir, old, trace::EXISTS, trace::FLAG_NOFOLLOW);
+            event(olddir, old, trace::EXISTS, trace::FLAG_NOFOLLOW | kind);
             event(olddir, old, trace::DELETED, 0);
             event(newdir, new, trace::CREATED, 0);
         } else if is_absence(err) {
@@ -98,14 +117,35 @@ macro_rules! remove_path {
             let Some(real) = real::$name() else { return unavailable(-1) };
             // SAFETY: the caller's contract is libc's.
             unsafe {
+                let kind = kind_before(libc::AT_FDCWD, path);
                 let result = real(path);
-                describe_remove(libc::AT_FDCWD, path, result);
+                describe_remove(libc::AT_FDCWD, path, result, kind);
                 result
             }
         }
     )*};
 }
-remove_path!(unlink, rmdir, remove);
+remove_path!(unlink, remove);
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    let Some(real) = real::rmdir() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(path);
+        describe_remove(
+            libc::AT_FDCWD,
+            path,
+            result,
+            trace::KIND_DIR << trace::KIND_SHIFT,
+        );
+        result
+    }
+}
 
 /// # Safety
 /// As the libc function.
@@ -116,8 +156,13 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        let kind = if flags & libc::AT_REMOVEDIR != 0 {
+            trace::KIND_DIR << trace::KIND_SHIFT
+        } else {
+            kind_before(dirfd, path)
+        };
         let result = real(dirfd, path, flags);
-        describe_remove(dirfd, path, result);
+        describe_remove(dirfd, path, result, kind);
         result
     }
 }
@@ -131,8 +176,9 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        let kind = kind_before(libc::AT_FDCWD, old);
         let result = real(old, new);
-        describe_rename(libc::AT_FDCWD, old, libc::AT_FDCWD, new, result);
+        describe_rename(libc::AT_FDCWD, old, libc::AT_FDCWD, new, result, kind);
         result
     }
 }
@@ -151,8 +197,9 @@ pub unsafe extern "C" fn renameat(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        let kind = kind_before(olddir, old);
         let result = real(olddir, old, newdir, new);
-        describe_rename(olddir, old, newdir, new, result);
+        describe_rename(olddir, old, newdir, new, result, kind);
         result
     }
 }
@@ -172,8 +219,9 @@ pub unsafe extern "C" fn renameat2(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        let kind = kind_before(olddir, old);
         let result = real(olddir, old, newdir, new, flags);
-        describe_rename(olddir, old, newdir, new, result);
+        describe_rename(olddir, old, newdir, new, result, kind);
         result
     }
 }

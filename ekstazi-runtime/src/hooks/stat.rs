@@ -3,27 +3,50 @@
 //! Rust's std reaches `statx` through `dlsym(RTLD_DEFAULT, "statx")`, which
 //! finds this definition first because the shim is preloaded.
 
-use super::{event, is_absence, observe, unavailable};
+use super::{event, is_absence, kind_flags, observe, probe_kind, unavailable};
 use crate::{real, trace};
 use libc::{c_char, c_int, c_uint, c_void};
 
-/// Records what a lookup of `path` revealed: that it exists, or that it does not.
+/// Records what a lookup of `path` revealed: that it exists (and as what),
+/// or that it does not. `kind` is the kind bits the call itself returned,
+/// 0 when it returns none (then the shim looks).
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn describe_lookup(dirfd: c_int, path: *const c_char, result: c_int, nofollow: bool) {
-    observe(|err| {
-        let tag = if result == 0 || err == libc::EACCES {
-            trace::EXISTS
+unsafe fn describe_lookup(
+    dirfd: c_int,
+    path: *const c_char,
+    result: c_int,
+    nofollow: bool,
+    kind: u8,
+) {
+    // SAFETY: forwarded from the caller.
+    observe(|err| unsafe {
+        let nofollow_flag = if nofollow { trace::FLAG_NOFOLLOW } else { 0 };
+        if result == 0 || err == libc::EACCES {
+            let kind = if kind != 0 {
+                kind
+            } else {
+                probe_kind(dirfd, path, nofollow)
+            };
+            event(dirfd, path, trace::EXISTS, nofollow_flag | kind);
         } else if is_absence(err) {
-            trace::MISSING
-        } else {
-            return;
-        };
-        let flags = if nofollow { trace::FLAG_NOFOLLOW } else { 0 };
-        // SAFETY: forwarded from the caller.
-        unsafe { event(dirfd, path, tag, flags) }
+            event(dirfd, path, trace::MISSING, nofollow_flag);
+        }
     });
+}
+
+/// The kind bits in a `struct stat` the call filled (unknown on failure).
+///
+/// # Safety
+/// `buf` is what the caller passed to a stat call that returned `result`.
+unsafe fn stat_kind(result: c_int, buf: *mut c_void) -> u8 {
+    if result != 0 || buf.is_null() {
+        return 0;
+    }
+    // SAFETY: a successful stat filled a `struct stat`, which on the 64-bit
+    // Linux targets the shim supports has the layout of `stat64`.
+    kind_flags(unsafe { (*buf.cast::<libc::stat64>()).st_mode })
 }
 
 macro_rules! stat_path {
@@ -36,7 +59,7 @@ macro_rules! stat_path {
             // SAFETY: the caller's contract is libc's.
             unsafe {
                 let result = real(path, buf);
-                describe_lookup(libc::AT_FDCWD, path, result, $nofollow);
+                describe_lookup(libc::AT_FDCWD, path, result, $nofollow, stat_kind(result, buf));
                 result
             }
         }
@@ -54,7 +77,7 @@ macro_rules! stat_at {
             // SAFETY: the caller's contract is libc's.
             unsafe {
                 let result = real(dirfd, path, buf, flags);
-                describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+                describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0, stat_kind(result, buf));
                 result
             }
         }
@@ -73,7 +96,7 @@ macro_rules! xstat_path {
             // SAFETY: the caller's contract is libc's.
             unsafe {
                 let result = real(version, path, buf);
-                describe_lookup(libc::AT_FDCWD, path, result, $nofollow);
+                describe_lookup(libc::AT_FDCWD, path, result, $nofollow, stat_kind(result, buf));
                 result
             }
         }
@@ -91,7 +114,7 @@ macro_rules! xstat_at {
             // SAFETY: the caller's contract is libc's.
             unsafe {
                 let result = real(version, dirfd, path, buf, flags);
-                describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+                describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0, stat_kind(result, buf));
                 result
             }
         }
@@ -115,7 +138,24 @@ pub unsafe extern "C" fn statx(
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, flags, mask, buf);
-        describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+        let kind = if result == 0 && !buf.is_null() {
+            // SAFETY: a successful statx filled a `struct statx`.
+            let stx = &*buf.cast::<libc::statx>();
+            if stx.stx_mask & libc::STATX_TYPE != 0 {
+                kind_flags(libc::mode_t::from(stx.stx_mode))
+            } else {
+                0
+            }
+        } else {
+            0
+        };
+        describe_lookup(
+            dirfd,
+            path,
+            result,
+            flags & libc::AT_SYMLINK_NOFOLLOW != 0,
+            kind,
+        );
         result
     }
 }
@@ -130,7 +170,7 @@ macro_rules! access_path {
             // SAFETY: the caller's contract is libc's.
             unsafe {
                 let result = real(path, mode);
-                describe_lookup(libc::AT_FDCWD, path, result, false);
+                describe_lookup(libc::AT_FDCWD, path, result, false, 0);
                 result
             }
         }
@@ -153,7 +193,13 @@ pub unsafe extern "C" fn faccessat(
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, mode, flags);
-        describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0);
+        describe_lookup(
+            dirfd,
+            path,
+            result,
+            flags & libc::AT_SYMLINK_NOFOLLOW != 0,
+            0,
+        );
         result
     }
 }
