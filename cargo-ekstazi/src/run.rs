@@ -87,8 +87,9 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
         }
         // The harness's main thread is told apart from the test by being the
         // main thread of the process this runner started.
-        command.env("EKSTAZI_RUNNER_PID", std::process::id().to_string());
+        command.env("EKSTAZI_LIBTEST", "1");
     }
+    command.env("EKSTAZI_RUNNER_PID", std::process::id().to_string());
     command
         .current_dir(binary.manifest_dir())
         .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)))

@@ -8,7 +8,7 @@ use crate::env::test_env;
 use crate::list::{self, TestCase};
 use crate::workspace::Workspace;
 use anyhow::Result;
-use ekstazi_core::checksum::{self, Checksums};
+use ekstazi_core::checksum::Checksums;
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::filter::{Decision, Filter};
 use ekstazi_core::ignore::Ignore;
@@ -95,12 +95,22 @@ impl Session {
             features: cargo.feature_request(),
             rustflags: rustflags(),
             tool: format!(
-                "cargo-ekstazi {} format {FORMAT_VERSION}",
-                env!("CARGO_PKG_VERSION")
+                "cargo-ekstazi {} format {FORMAT_VERSION} shim {}",
+                env!("CARGO_PKG_VERSION"),
+                crate::shim::digest()
             ),
         };
-        let anchors = Anchors::new(&ws.root, &ws.target_dir, ws.cargo_home.as_deref());
-        let binary_sums = smart_checksums(&ws, &built);
+        let checksums = Checksums::new(Anchors::new(
+            &ws.root,
+            &ws.target_dir,
+            ws.cargo_home.as_deref(),
+        ));
+        // `Unknown` for a binary that cannot be read: its tests always run.
+        let binary_sums = built
+            .binaries
+            .par_iter()
+            .map(|b| checksums.program(&b.path))
+            .collect();
         lap("binary checksums");
         let mut ignore = Ignore::defaults();
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
@@ -119,7 +129,7 @@ impl Session {
             tests,
             store,
             global,
-            checksums: Checksums::new(anchors),
+            checksums,
             binary_sums,
             ignore,
             timings,
@@ -196,26 +206,6 @@ impl Session {
             })
             .collect()
     }
-}
-
-/// The smart checksum of every binary, in parallel; `Unknown` for one that
-/// cannot be read (its tests then always run).
-fn smart_checksums(ws: &Workspace, built: &Built) -> Vec<Sum> {
-    let mut erase: Vec<Vec<u8>> = [Some(&ws.target_dir), Some(&ws.root), ws.cargo_home.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|p| p.as_os_str().as_encoded_bytes().to_vec())
-        .collect();
-    erase.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let erase: Vec<&[u8]> = erase.iter().map(Vec::as_slice).collect();
-    built
-        .binaries
-        .par_iter()
-        .map(|b| match checksum::smart_binary(&b.path, &erase) {
-            Ok(hash) => Sum::Hash(hash),
-            Err(_) => Sum::Unknown,
-        })
-        .collect()
 }
 
 fn rustflags() -> String {

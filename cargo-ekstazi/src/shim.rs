@@ -9,12 +9,17 @@ use std::path::{Path, PathBuf};
 
 static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
 
+/// A short digest of the embedded shim: records made with another shim saw
+/// the world through other hooks, so it is part of the global fingerprint.
+pub fn digest() -> String {
+    blake3::hash(SHIM).to_hex()[..16].to_owned()
+}
+
 /// Writes the shim into `<target dir>/ekstazi/` (once per shim version:
 /// its name carries its digest) and returns its absolute path.
 pub fn install(target_dir: &Path) -> Result<PathBuf> {
-    let digest = blake3::hash(SHIM).to_hex();
     let dir = std::path::absolute(target_dir.join("ekstazi"))?;
-    let path = dir.join(format!("libekstazi_runtime-{}.so", &digest[..16]));
+    let path = dir.join(format!("libekstazi_runtime-{}.so", digest()));
     // LD_PRELOAD separates entries with spaces and colons.
     if path
         .as_os_str()

@@ -120,14 +120,76 @@ fn hash_erasing(hasher: &mut blake3::Hasher, mut bytes: &[u8], erase: &[&[u8]]) 
 /// most once each.
 pub struct Checksums {
     anchors: Anchors,
+    erase: Vec<Vec<u8>>,
+    /// Computed before any test ran: the authoritative present.
     known: Mutex<HashMap<Target, Sum>>,
+    /// Computed after a test, valid while the entry's stamp is unchanged:
+    /// a program that a thousand tests run is checksummed once.
+    seen: Mutex<HashMap<Target, (Stamp, Sum)>>,
+}
+
+/// What identifies one version of a file without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path, follow: bool) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = if follow {
+            fs::metadata(path)
+        } else {
+            fs::symlink_metadata(path)
+        }
+        .ok()?;
+        Some(Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    /// The later of the modification and status-change times: a file
+    /// changed and then given an old modification time still has a new
+    /// status-change time.
+    fn changed(&self) -> SystemTime {
+        let at = |(secs, nanos): (i64, i64)| {
+            SystemTime::UNIX_EPOCH
+                + Duration::from_secs(secs.max(0) as u64)
+                + Duration::from_nanos(nanos.max(0) as u64)
+        };
+        at(self.mtime).max(at(self.ctime))
+    }
 }
 
 impl Checksums {
     pub fn new(anchors: Anchors) -> Checksums {
         Checksums {
+            erase: anchors.erase_list(),
             anchors,
             known: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The smart checksum of an executable, with this checkout's directories
+    /// erased; the plain content checksum of anything the smart checksum
+    /// cannot read (a script run through its `#!` line).
+    pub fn program(&self, path: &Path) -> Sum {
+        let erase: Vec<&[u8]> = self.erase.iter().map(Vec::as_slice).collect();
+        match smart_binary(path, &erase) {
+            Ok(hash) => Sum::Hash(hash),
+            Err(_) => match content(path) {
+                Sum::Kind(_) => Sum::Unknown,
+                other => other,
+            },
         }
     }
 
@@ -191,14 +253,27 @@ impl Checksums {
             return Sum::Unknown;
         };
         let follow = !matches!(target, Target::Kind { follow: false, .. });
-        let before = modified(&path, follow);
+        let before = Stamp::of(&path, follow);
+        let settled = before.is_some_and(|stamp| settled_before(stamp.changed(), since));
+        if settled
+            && let Some((stamp, sum)) = self.seen.lock().expect("checksum cache lock").get(target)
+            && Some(*stamp) == before
+        {
+            return sum.clone();
+        }
         let sum = self.compute(target);
         match sum {
             Sum::Hash(_) => {
-                let after = modified(&path, follow);
-                let stable =
-                    before == after && before.is_some_and(|mtime| settled_before(mtime, since));
-                if stable { sum } else { Sum::Unknown }
+                if !settled || Stamp::of(&path, follow) != before {
+                    return Sum::Unknown;
+                }
+                if let Some(stamp) = before {
+                    self.seen
+                        .lock()
+                        .expect("checksum cache lock")
+                        .insert(target.clone(), (stamp, sum.clone()));
+                }
+                sum
             }
             // A directory's time changes with its entries; its kind is what counts.
             Sum::Kind(_) => sum,
@@ -209,7 +284,9 @@ impl Checksums {
 
     fn path_of(&self, target: &Target) -> Option<std::path::PathBuf> {
         match target {
-            Target::Content(path) | Target::Kind { path, .. } => self.anchors.resolve(path),
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
+                self.anchors.resolve(path)
+            }
             Target::TestBinary => None,
         }
     }
@@ -221,6 +298,7 @@ impl Checksums {
         match target {
             Target::Content(_) => content(&path),
             Target::Kind { follow, .. } => kind(&path, *follow),
+            Target::Program(_) => self.program(&path),
             Target::TestBinary => Sum::Unknown,
         }
     }
@@ -240,15 +318,6 @@ fn settled_before(mtime: SystemTime, since: SystemTime) -> bool {
         Duration::from_millis(50)
     };
     since.checked_sub(margin).is_some_and(|limit| mtime < limit)
-}
-
-fn modified(path: &Path, follow: bool) -> Option<SystemTime> {
-    let meta = if follow {
-        fs::metadata(path)
-    } else {
-        fs::symlink_metadata(path)
-    };
-    meta.ok()?.modified().ok()
 }
 
 #[cfg(test)]
@@ -291,6 +360,41 @@ mod tests {
         assert_eq!(content(&dir.path().join("nope")), Sum::Absent);
         assert_eq!(content(&file.join("below-a-file")), Sum::Absent);
         assert_eq!(content(Path::new("/dev/null")), Sum::Kind(FileKind::Other));
+    }
+
+    #[test]
+    fn a_new_dependency_is_trusted_only_if_it_predates_the_test() {
+        let dir = tempfile::tempdir().unwrap();
+        let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("target"), None));
+        fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let target = Target::Content(checksums.anchors().store(&dir.path().join("a.txt")));
+        let now = SystemTime::now();
+        assert_eq!(
+            checksums.as_seen_since(&target, now),
+            Sum::Unknown,
+            "written as the test started"
+        );
+        let later = now + Duration::from_secs(1);
+        let sum = checksums.as_seen_since(&target, later);
+        assert_eq!(sum, content(&dir.path().join("a.txt")));
+        assert_eq!(
+            checksums.as_seen_since(&target, later),
+            sum,
+            "served from the stamp cache"
+        );
+        fs::write(dir.path().join("a.txt"), "bb").unwrap();
+        assert_eq!(
+            checksums.as_seen_since(&target, later),
+            content(&dir.path().join("a.txt")),
+            "a new stamp: checksummed again, not served from the cache"
+        );
+        assert_ne!(checksums.as_seen_since(&target, later), sum);
+        let gone = Target::Content(checksums.anchors().store(&dir.path().join("gone")));
+        assert_eq!(
+            checksums.as_seen_since(&gone, later),
+            Sum::Unknown,
+            "read, then deleted"
+        );
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub fn collect(trace: &Trace, anchors: &Anchors, ignore: &Ignore) -> Collected {
                 continue;
             }
             Access::Read => (Target::Content(stored), None),
+            Access::Exec => (Target::Program(stored), None),
             Access::Missing => (
                 Target::Kind {
                     path: stored,

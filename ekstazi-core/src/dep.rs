@@ -18,12 +18,17 @@ pub enum Target {
     /// The test binary itself, by its smart checksum (loaded sections only,
     /// no debug information, no build id).
     TestBinary,
+    /// A program a process of the test ran, by the same smart checksum (or
+    /// its bytes, for a file that is not an executable the checksum reads).
+    Program(StoredPath),
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Content(path) | Target::Kind { path, .. } => path.fmt(f),
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
+                path.fmt(f)
+            }
             Target::TestBinary => f.write_str("test binary"),
         }
     }
@@ -84,6 +89,8 @@ pub struct Dep {
 pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
     match (target, was, now) {
         (Target::TestBinary, _, _) => "binary changed".to_owned(),
+        (Target::Program(_), _, Sum::Absent) => format!("program deleted: {target}"),
+        (Target::Program(_), _, _) => format!("program changed: {target}"),
         (_, Sum::Absent, _) => format!("file created: {target}"),
         (_, Sum::Unknown, _) => format!("file changed while the test ran: {target}"),
         (_, _, Sum::Absent) => format!("file deleted: {target}"),

@@ -101,6 +101,23 @@ impl Anchors {
         &self.workspace
     }
 
+    /// The anchors' absolute paths as bytes, longest first: what a smart
+    /// checksum erases so that a binary built in another checkout matches.
+    pub fn erase_list(&self) -> Vec<Vec<u8>> {
+        let mut list: Vec<Vec<u8>> = [
+            Some(&self.target),
+            Some(&self.workspace),
+            self.cargo_home.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+        .collect();
+        list.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        list.dedup();
+        list
+    }
+
     /// Stores an absolute path relative to the most specific anchor it lies
     /// under. The target directory comes first: it usually lies inside the
     /// workspace but moves independently of it (`CARGO_TARGET_DIR`).

@@ -154,7 +154,9 @@ impl Record {
     fn validate(&self) -> Result<(), DecodeError> {
         use crate::dep::Target;
         let paths_ok = self.deps.iter().all(|dep| match &dep.target {
-            Target::Content(path) | Target::Kind { path, .. } => path.is_valid(),
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
+                path.is_valid()
+            }
             Target::TestBinary => true,
         });
         if paths_ok {

@@ -30,6 +30,8 @@ pub enum Access {
     Lost,
     /// The shim began tracing a process (the path is empty).
     Start,
+    /// A process of the test runs this program.
+    Exec,
 }
 
 impl Access {
@@ -43,6 +45,7 @@ impl Access {
             b'D' => Access::Deleted,
             b'L' => Access::Lost,
             b'S' => Access::Start,
+            b'X' => Access::Exec,
             _ => return None,
         })
     }

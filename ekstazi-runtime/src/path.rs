@@ -71,6 +71,19 @@ impl EventBuf {
         }
     }
 
+    /// The target of a symbolic link (such as `/proc/self/exe`).
+    pub fn read_link(link: &std::ffi::CStr) -> Option<EventBuf> {
+        let mut out = EventBuf::empty();
+        let spare = out.spare();
+        // SAFETY: `link` is a C string; readlink writes at most `spare.len()` bytes.
+        let n = unsafe { libc::readlink(link.as_ptr(), spare.as_mut_ptr().cast(), spare.len()) };
+        if n <= 0 || n as usize >= spare.len() {
+            return None;
+        }
+        out.len += n as usize;
+        Some(out)
+    }
+
     fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
         &mut self.buf[self.len..]
     }

@@ -28,6 +28,10 @@ pub const LOST: u8 = b'L';
 /// The shim started tracing this process (no path): a trace without one
 /// means the shim never loaded, and the test cannot be trusted.
 pub const START: u8 = b'S';
+/// This process runs the program at the path (written once, at start, by
+/// every traced process except the test binary itself, whose checksum the
+/// runner takes anyway): the programs a test runs are its dependencies.
+pub const EXEC: u8 = b'X';
 
 /// The event happened on the test harness's main thread, before or around the
 /// test rather than in it (libtest runs each test on a thread of its own).
@@ -83,16 +87,26 @@ pub unsafe fn init() {
     };
     FD.store(fd, Ordering::Relaxed);
 
+    // The test binary is the process the runner started; with libtest, its
+    // main thread is the harness, not the test.
     // SAFETY: getenv/getppid/getpid have no preconditions.
-    unsafe {
+    let is_test_binary = unsafe {
         let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
-        if !runner.is_null()
+        !runner.is_null()
             && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
-        {
-            HARNESS_PID.store(libc::getpid(), Ordering::Relaxed);
-        }
+    };
+    // SAFETY: as above.
+    if is_test_binary && unsafe { !libc::getenv(c"EKSTAZI_LIBTEST".as_ptr()).is_null() } {
+        // SAFETY: as above.
+        HARNESS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     }
     record(START, 0, &mut EventBuf::empty());
+    if !is_test_binary {
+        match EventBuf::read_link(c"/proc/self/exe") {
+            Some(mut exe) => record(EXEC, 0, &mut exe),
+            None => record_lost(),
+        }
+    }
 }
 
 fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {

@@ -12,6 +12,7 @@ const ALL: &[&str] = &[
     "beta::files has_cargo_env",
     "beta::files reads_data",
     "beta::files reads_nothing",
+    "beta::files runs_helper",
     "beta::files writes_then_reads_its_own_file",
     "gamma tests::says_hello",
     "gamma::custom (whole binary)",
@@ -27,12 +28,12 @@ fn first_run_runs_everything_and_second_run_nothing() {
     let second = f.test_ok(&[]);
     assert!(second.ran().is_empty(), "{second:?}");
     assert!(
-        second.stdout.contains("11 skipped as unaffected"),
+        second.stdout.contains("12 skipped as unaffected"),
         "{second:?}"
     );
 
     let list = f.list(&[]);
-    assert_eq!(list["total"], 11);
+    assert_eq!(list["total"], 12);
     assert_eq!(list["selected"], 0);
     for test in list["tests"].as_array().unwrap() {
         assert_eq!(test["reasons"].as_array().unwrap().len(), 0, "{test}");
@@ -130,6 +131,7 @@ fn a_library_change_selects_the_binaries_that_link_it() {
             "beta::files has_cargo_env",
             "beta::files reads_data",
             "beta::files reads_nothing",
+            "beta::files runs_helper",
             "beta::files writes_then_reads_its_own_file",
         ],
         "gamma links nothing of alpha and stays skipped"
@@ -140,7 +142,7 @@ fn a_library_change_selects_the_binaries_that_link_it() {
             .all(|(_, reasons)| reasons == &["binary changed"]),
         "{selected:?}"
     );
-    assert_eq!(f.test_ok(&[]).ran().len(), 9);
+    assert_eq!(f.test_ok(&[]).ran().len(), 10);
     assert!(f.test_ok(&[]).ran().is_empty());
 }
 
@@ -317,7 +319,7 @@ fn list_prints_a_readable_table() {
         other.starts_with("skip ") && other.ends_with("unaffected"),
         "{other}"
     );
-    assert!(run.stdout.contains("1 of 11 tests selected"), "{run:?}");
+    assert!(run.stdout.contains("1 of 12 tests selected"), "{run:?}");
     assert!(f.selected(&[]).len() == 1, "list wrote no record");
 }
 
@@ -328,4 +330,23 @@ fn a_build_failure_is_reported_with_cargos_status() {
     let run = f.run(&["test"]);
     assert_eq!(run.code(), Some(101), "{run:?}");
     assert!(run.stderr.contains("could not compile"), "{run:?}");
+}
+
+#[test]
+fn a_changed_program_selects_the_tests_that_ran_it() {
+    let f = Fixture::new("basic");
+    f.test_ok(&[]);
+    f.edit(
+        "beta/src/bin/helper.rs",
+        "println!(\"helper\");",
+        "println!(\"{}\", \"helper\");",
+    );
+    assert_eq!(
+        f.selected(&[]),
+        [(
+            "beta::files runs_helper".to_owned(),
+            vec!["program changed: $CARGO_TARGET_DIR/debug/helper".to_owned()]
+        )]
+    );
+    assert_eq!(f.test_ok(&[]).ran(), labels(&["beta::files runs_helper"]));
 }
