@@ -115,9 +115,7 @@ fn drop_implied_kinds(observed: &mut Vec<Observed>) {
         })
         .collect();
     observed.retain(|o| match (&o.target, &o.known) {
-        (Target::Kind { path, follow: true }, None | Some(Sum::Kind(FileKind::File))) => {
-            !read.contains(path)
-        }
+        (Target::Kind { path, follow: true }, None | Some(Sum::Kind(FileKind::File))) => !read.contains(path),
         _ => true,
     });
 }
@@ -171,10 +169,7 @@ mod tests {
             (Access::Exists, 0, "/ws/data/a.txt"),
             (Access::Read, 0, "/ws/data/a.txt"),
         ]);
-        assert_eq!(
-            names(&c),
-            ["read data/a.txt", "absent somefile.txt", "exists data"]
-        );
+        assert_eq!(names(&c), ["read data/a.txt", "absent somefile.txt", "exists data"]);
         assert!(c.always.is_empty());
     }
 
@@ -191,10 +186,7 @@ mod tests {
             (Access::Deleted, 0, "/ws/pre.txt"),
             (Access::Read, 0, "/ws/pre.txt"),
         ]);
-        assert_eq!(
-            names(&c),
-            ["absent out.txt", "read pre.txt", "exists pre.txt"]
-        );
+        assert_eq!(names(&c), ["absent out.txt", "read pre.txt", "exists pre.txt"]);
         assert_eq!(c.ignored.len(), 3);
     }
 

@@ -154,16 +154,10 @@ impl Record {
     fn validate(&self) -> Result<(), DecodeError> {
         use crate::dep::Target;
         let paths_ok = self.deps.iter().all(|dep| match &dep.target {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
-                path.is_valid()
-            }
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => path.is_valid(),
             Target::TestBinary => true,
         });
-        if paths_ok {
-            Ok(())
-        } else {
-            Err(DecodeError::BadPath)
-        }
+        if paths_ok { Ok(()) } else { Err(DecodeError::BadPath) }
     }
 }
 
@@ -209,9 +203,7 @@ pub(crate) mod tests_support {
             always: vec![],
             deps: vec![
                 crate::dep::Dep {
-                    target: Target::Content(
-                        StoredPath::new(Anchor::Workspace, &b"data/a.txt"[..]).unwrap(),
-                    ),
+                    target: Target::Content(StoredPath::new(Anchor::Workspace, &b"data/a.txt"[..]).unwrap()),
                     sum: Sum::Hash([7; 32]),
                 },
                 crate::dep::Dep {

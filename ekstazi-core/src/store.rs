@@ -92,9 +92,7 @@ impl Store {
         };
         let mut found: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|name| {
-                name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok()
-            })
+            .filter(|name| name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok())
             .collect();
         found.sort();
         found
@@ -115,9 +113,7 @@ impl Store {
         match read_bounded(&path) {
             Ok(None) => Loaded::Missing,
             Ok(Some(bytes)) => match Record::decode(&bytes) {
-                Ok(record) if record.binary == binary && record.test == test => {
-                    Loaded::Found(Box::new(record))
-                }
+                Ok(record) if record.binary == binary && record.test == test => Loaded::Found(Box::new(record)),
                 Ok(_) => Loaded::Invalid(DecodeError::OtherTest.into()),
                 Err(e) => Loaded::Invalid(e.into()),
             },
@@ -132,8 +128,7 @@ impl Store {
         fs::create_dir_all(&dir)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
         tmp.write_all(&record.encode())?;
-        tmp.persist(dir.join(escape(&record.test)))
-            .map_err(|e| e.error)?;
+        tmp.persist(dir.join(escape(&record.test))).map_err(|e| e.error)?;
         Ok(())
     }
 
@@ -148,21 +143,14 @@ impl Store {
     /// Removes the records of a binary's tests that are not in `tests` (the
     /// binary's complete test list), and temporary files of interrupted
     /// writes. Returns how many records were removed.
-    pub fn retain_tests<'a>(
-        &self,
-        binary: &str,
-        tests: impl IntoIterator<Item = &'a str>,
-    ) -> io::Result<usize> {
+    pub fn retain_tests<'a>(&self, binary: &str, tests: impl IntoIterator<Item = &'a str>) -> io::Result<usize> {
         let keep: HashSet<String> = tests.into_iter().map(escape).collect();
         self.retain_files(&self.binary_dir(binary), &keep)
     }
 
     /// Removes the record directories of binaries not in `binaries` (every
     /// test binary the workspace can build). Returns how many went.
-    pub fn retain_binaries<'a>(
-        &self,
-        binaries: impl IntoIterator<Item = &'a str>,
-    ) -> io::Result<usize> {
+    pub fn retain_binaries<'a>(&self, binaries: impl IntoIterator<Item = &'a str>) -> io::Result<usize> {
         let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
         let entries = match fs::read_dir(&self.records) {
             Ok(entries) => entries,
@@ -225,9 +213,7 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Invalid> {
         return Err(DecodeError::TooLarge.into());
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    File::open(path)?
-        .take(MAX_RECORD_BYTES + 1)
-        .read_to_end(&mut bytes)?;
+    File::open(path)?.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_RECORD_BYTES {
         return Err(DecodeError::TooLarge.into());
     }
@@ -245,8 +231,7 @@ const MAX_NAME: usize = 160;
 pub fn escape(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for (i, byte) in name.bytes().enumerate() {
-        let keep =
-            byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0);
+        let keep = byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0);
         if keep {
             out.push(byte as char);
         } else {
@@ -295,10 +280,7 @@ mod tests {
             Loaded::Found(found) => assert_eq!(*found, record),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(
-            store.load(&record.binary, "other"),
-            Loaded::Missing
-        ));
+        assert!(matches!(store.load(&record.binary, "other"), Loaded::Missing));
         // A record copied under another test's name is not that test's record.
         fs::copy(
             store.record_path(&record.binary, &record.test),

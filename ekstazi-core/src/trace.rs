@@ -125,10 +125,7 @@ pub fn parse(bytes: &[u8]) -> Trace {
         });
         rest = &tail[len..];
     }
-    Trace {
-        events,
-        complete: true,
-    }
+    Trace { events, complete: true }
 }
 
 #[cfg(test)]

@@ -14,11 +14,7 @@ unsafe fn lookup(name: &'static [u8], version: Option<&'static [u8]>) -> usize {
         if sym.is_null()
             && let Some(version) = version
         {
-            sym = libc::dlvsym(
-                libc::RTLD_NEXT,
-                name.as_ptr().cast(),
-                version.as_ptr().cast(),
-            );
+            sym = libc::dlvsym(libc::RTLD_NEXT, name.as_ptr().cast(), version.as_ptr().cast());
         }
         sym as usize
     }

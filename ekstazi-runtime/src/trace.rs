@@ -92,8 +92,7 @@ pub unsafe fn init() {
     // SAFETY: getenv/getppid/getpid have no preconditions.
     let is_test_binary = unsafe {
         let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
-        !runner.is_null()
-            && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
+        !runner.is_null() && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
     };
     // SAFETY: as above.
     if is_test_binary && unsafe { !libc::getenv(c"EKSTAZI_LIBTEST".as_ptr()).is_null() } {
@@ -114,8 +113,7 @@ fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
         return None;
     }
     digits.iter().try_fold(0, |n: libc::pid_t, d| {
-        d.is_ascii_digit()
-            .then(|| n * 10 + libc::pid_t::from(d - b'0'))
+        d.is_ascii_digit().then(|| n * 10 + libc::pid_t::from(d - b'0'))
     })
 }
 

@@ -1,0 +1,315 @@
+//! Code dependencies at function granularity: which functions of which
+//! program a test executed, and whether any of them changed.
+//!
+//! A record keeps, per program, the id of the [`Snapshot`] of that program
+//! when the test ran (its smart checksum) and the indices of the executed
+//! functions in it. Selection compares the old snapshot's fingerprints of
+//! those functions with the present ones, by name. Snapshots live in the
+//! store, shared by every record that refers to them.
+
+use crate::dep::Hash;
+use crate::fingerprint::{self, FingerprintError, Snapshot};
+use crate::path::StoredPath;
+use crate::trace::CoverageEvent;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Whose code.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CodeUnit {
+    /// The test binary itself.
+    TestBinary,
+    /// A program the test ran.
+    Program(StoredPath),
+}
+
+impl fmt::Display for CodeUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CodeUnit::TestBinary => f.write_str("test binary"),
+            CodeUnit::Program(path) => path.fmt(f),
+        }
+    }
+}
+
+/// The functions a test executed in one program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeDep {
+    pub unit: CodeUnit,
+    /// The snapshot of the program when the test ran (its smart checksum).
+    pub snapshot: Hash,
+    /// Indices into that snapshot's functions, ascending.
+    pub functions: Vec<u32>,
+}
+
+/// What a test's processes reported about their code, per program.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Programs whose every process reported its coverage, with the entry
+    /// addresses of the functions executed.
+    pub complete: BTreeMap<PathBuf, BTreeSet<u32>>,
+    /// Programs with a process that ended without reporting (killed, or
+    /// replaced by `exec` before it could): their code is depended on whole.
+    pub incomplete: BTreeSet<PathBuf>,
+}
+
+/// Groups a trace's coverage events by program.
+pub fn coverage(events: &[CoverageEvent]) -> Coverage {
+    // One session per process image: a pid can run several programs in turn
+    // (`exec`), and a session left open never reported.
+    let mut sessions: Vec<(u32, &PathBuf, bool)> = Vec::new();
+    let mut functions: BTreeMap<PathBuf, BTreeSet<u32>> = BTreeMap::new();
+    for event in events {
+        match event {
+            CoverageEvent::Instrumented { pid, program } => sessions.push((*pid, program, false)),
+            CoverageEvent::Functions { program, entries, .. } => {
+                functions.entry(program.clone()).or_default().extend(entries);
+            }
+            CoverageEvent::Complete { pid } => {
+                if let Some(session) = sessions.iter_mut().rev().find(|(p, _, done)| p == pid && !done) {
+                    session.2 = true;
+                }
+            }
+        }
+    }
+    let incomplete: BTreeSet<PathBuf> = sessions
+        .iter()
+        .filter(|(_, _, done)| !done)
+        .map(|(_, program, _)| (*program).clone())
+        .collect();
+    let mut complete: BTreeMap<PathBuf, BTreeSet<u32>> = BTreeMap::new();
+    for (_, program, _) in &sessions {
+        if !incomplete.contains(*program) {
+            // A program that ran no instrumented function still has
+            // complete, empty, coverage.
+            complete.entry((*program).clone()).or_default();
+        }
+    }
+    for (program, entries) in functions {
+        if let Some(known) = complete.get_mut(&program) {
+            known.extend(entries);
+        }
+    }
+    Coverage { complete, incomplete }
+}
+
+/// At most this many changed functions are named per program.
+const NAMED_CHANGES: usize = 10;
+
+/// Why a code dependency no longer holds, given the snapshot it was recorded
+/// against and the present one; empty when every executed function is the
+/// same.
+pub fn changes(dep: &CodeDep, old: &Snapshot, new: &Snapshot) -> Vec<String> {
+    let place = match &dep.unit {
+        CodeUnit::TestBinary => String::new(),
+        unit => format!(" (in {unit})"),
+    };
+    let mut reasons = Vec::new();
+    if old.uninstrumented != new.uninstrumented {
+        reasons.push(format!("uninstrumented code changed{place}"));
+    }
+    let mut changed = 0;
+    for &index in &dep.functions {
+        let Some(name) = old.names.get(index as usize) else {
+            reasons.push(format!("code record does not match its snapshot{place}"));
+            return reasons;
+        };
+        let verdict = match new.index_of(name) {
+            None => "function removed",
+            Some(i) if new.fps[i] != old.fps[index as usize] => "function changed",
+            Some(_) => continue,
+        };
+        changed += 1;
+        if changed <= NAMED_CHANGES {
+            reasons.push(format!("{verdict}: {}{place}", fingerprint::demangle(name)));
+        }
+    }
+    if changed > NAMED_CHANGES {
+        reasons.push(format!("{} more functions changed{place}", changed - NAMED_CHANGES));
+    }
+    reasons
+}
+
+/// The same dependency expressed against another snapshot of the program
+/// (for a test that stayed unaffected by a rebuild), or `None` if one of its
+/// functions is gone.
+pub fn translate(dep: &CodeDep, old: &Snapshot, new: &Snapshot, new_id: Hash) -> Option<CodeDep> {
+    let mut functions = dep
+        .functions
+        .iter()
+        .map(|&i| new.index_of(old.names.get(i as usize)?).map(|j| j as u32))
+        .collect::<Option<Vec<u32>>>()?;
+    functions.sort_unstable();
+    Some(CodeDep {
+        unit: dep.unit.clone(),
+        snapshot: new_id,
+        functions,
+    })
+}
+
+/// Where the linker map of an instrumented executable is: next to it, or,
+/// for an executable cargo copied out of `deps/` (a `[[bin]]`), next to the
+/// original, found by being the same file.
+pub fn map_path(binary: &Path) -> Option<PathBuf> {
+    let beside = append(binary, ".map");
+    if beside.exists() {
+        return Some(beside);
+    }
+    let name = binary.file_name()?.to_str()?;
+    let deps = binary.parent()?.join("deps");
+    let target = std::fs::metadata(binary).ok()?;
+    for entry in std::fs::read_dir(&deps).ok()?.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        let candidate = file
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|hash| !hash.contains('.'));
+        if candidate && same_file(&entry.path(), binary, &target) {
+            let map = append(&entry.path(), ".map");
+            if map.exists() {
+                return Some(map);
+            }
+        }
+    }
+    None
+}
+
+/// Whether `candidate` is `binary`: the same file (a hard link), or, where
+/// cargo had to copy, the same bytes.
+fn same_file(candidate: &Path, binary: &Path, meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(candidate).is_ok_and(|m| {
+        (m.dev(), m.ino()) == (meta.dev(), meta.ino())
+            || (m.len() == meta.len() && std::fs::read(candidate).ok() == std::fs::read(binary).ok())
+    })
+}
+
+fn append(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Snapshots by id: loaded from the store or computed from a binary, once
+/// per run.
+pub struct Snapshots {
+    store: crate::store::Store,
+    known: Mutex<HashMap<Hash, Arc<Snapshot>>>,
+}
+
+impl Snapshots {
+    pub fn new(store: crate::store::Store) -> Snapshots {
+        Snapshots {
+            store,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A snapshot recorded earlier, if the store still has it.
+    pub fn stored(&self, id: &Hash) -> Option<Arc<Snapshot>> {
+        if let Some(snapshot) = self.known.lock().expect("snapshot cache lock").get(id) {
+            return Some(snapshot.clone());
+        }
+        let snapshot = Arc::new(self.store.load_snapshot(id)?);
+        self.known
+            .lock()
+            .expect("snapshot cache lock")
+            .insert(*id, snapshot.clone());
+        Some(snapshot)
+    }
+
+    /// The snapshot of the executable at `binary`, whose smart checksum is
+    /// `id`: from the store, or fingerprinted now (and stored).
+    pub fn of_binary(&self, binary: &Path, id: &Hash) -> Result<Arc<Snapshot>, FingerprintError> {
+        if let Some(snapshot) = self.stored(id) {
+            return Ok(snapshot);
+        }
+        let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
+        let map_text = std::fs::read_to_string(&map).map_err(|e| FingerprintError::Parse(e.to_string()))?;
+        let data = std::fs::read(binary).map_err(|e| FingerprintError::Parse(e.to_string()))?;
+        let snapshot = Arc::new(fingerprint::fingerprint(&data, &map_text)?);
+        // Not being able to keep it costs only time: the next run computes it again.
+        let _ = self.store.save_snapshot(id, &snapshot);
+        self.known
+            .lock()
+            .expect("snapshot cache lock")
+            .insert(*id, snapshot.clone());
+        Ok(snapshot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(functions: &[(&str, u8)], uninstrumented: u8) -> Snapshot {
+        let mut functions = functions.to_vec();
+        functions.sort();
+        Snapshot {
+            names: functions.iter().map(|(n, _)| (*n).to_owned()).collect(),
+            fps: functions.iter().map(|(_, f)| [*f; 16]).collect(),
+            entries: vec![],
+            uninstrumented: [uninstrumented; 32],
+            stats: Default::default(),
+        }
+    }
+
+    #[test]
+    fn only_executed_functions_decide() {
+        let old = snapshot(&[("_ZN2fx4read17hE", 1), ("_ZN2fx5write17hE", 2), ("_ZN2fx9uncovered17hE", 3)], 0);
+        let dep = CodeDep {
+            unit: CodeUnit::TestBinary,
+            snapshot: [0; 32],
+            functions: vec![old.index_of("_ZN2fx4read17hE").unwrap() as u32],
+        };
+        let uncovered_edit = snapshot(&[("_ZN2fx4read17hE", 1), ("_ZN2fx5write17hE", 2), ("_ZN2fx9uncovered17hE", 9)], 0);
+        assert!(changes(&dep, &old, &uncovered_edit).is_empty());
+        let read_edit = snapshot(&[("_ZN2fx4read17hE", 7), ("_ZN2fx5write17hE", 2)], 0);
+        assert_eq!(changes(&dep, &old, &read_edit), ["function changed: fx::read"]);
+        let renamed = snapshot(&[("_ZN2fx5read217hE", 1)], 0);
+        assert_eq!(changes(&dep, &old, &renamed), ["function removed: fx::read"]);
+        let std_changed = snapshot(&[("_ZN2fx4read17hE", 1)], 5);
+        assert_eq!(changes(&dep, &old, &std_changed), ["uninstrumented code changed"]);
+
+        let moved = translate(&dep, &old, &uncovered_edit, [1; 32]).unwrap();
+        assert_eq!(moved.snapshot, [1; 32]);
+        assert_eq!(uncovered_edit.names[moved.functions[0] as usize], "_ZN2fx4read17hE");
+        assert!(translate(&dep, &old, &renamed, [1; 32]).is_none());
+    }
+
+    #[test]
+    fn coverage_is_complete_only_when_every_process_reported() {
+        let f = |pid, program: &str, entries: &[u32]| CoverageEvent::Functions {
+            pid,
+            program: program.into(),
+            entries: entries.to_vec(),
+        };
+        let i = |pid, program: &str| CoverageEvent::Instrumented { pid, program: program.into() };
+        let q = |pid| CoverageEvent::Complete { pid };
+        let events = [
+            i(1, "/t"),
+            i(2, "/rg"),
+            f(2, "/rg", &[5]),
+            q(2),
+            i(3, "/rg"),
+            i(4, "/t"),
+            f(1, "/t", &[1, 2]),
+            q(1),
+            i(5, "/srv"),
+        ];
+        let c = coverage(&events[..5]);
+        assert_eq!(c.complete.get(Path::new("/rg")), Some(&BTreeSet::from([5])));
+        assert!(c.incomplete.contains(Path::new("/t")), "pid 1 has not reported yet");
+        let c = coverage(&events);
+        assert_eq!(
+            c.incomplete,
+            BTreeSet::from(["/rg".into(), "/t".into(), "/srv".into()]),
+            "pid 3 (rg), 4 (a fork of the test) and 5 never reported"
+        );
+        assert!(c.complete.is_empty());
+    }
+}

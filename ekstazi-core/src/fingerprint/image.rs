@@ -1,0 +1,349 @@
+//! A linked executable as the fingerprinter sees it: sections, function and
+//! data symbols, relocations (static ones kept by `--emit-relocs`, and the
+//! dynamic ones of a position-independent executable), the thread-local
+//! block, and the input-section extents from the linker's map.
+
+use super::map::Extent;
+use super::FingerprintError;
+use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
+use object::{
+    Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget, SymbolKind,
+};
+use std::collections::{BTreeMap, HashMap};
+
+/// One allocated section of the executable.
+#[derive(Debug, Clone)]
+pub(crate) struct Section {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+    /// Where its bytes are in the file; `None` for `.bss`-like sections.
+    pub file_range: Option<(usize, usize)>,
+    pub exec: bool,
+    pub write: bool,
+}
+
+/// A sized symbol.
+#[derive(Debug, Clone)]
+pub(crate) struct Symbol {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+}
+
+/// A static relocation in data (kept in the executable by `--emit-relocs`):
+/// the place holds a pointer or offset to `target` (`S + A`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum StaticReloc {
+    /// An absolute address of `size` bytes.
+    Absolute { target: u64, size: u8 },
+    /// A 32-bit difference (jump tables: label minus table).
+    Relative32,
+    /// Anything else, masked: `size` bytes.
+    Other { size: u8 },
+}
+
+/// A relocation in code that the instruction decoder cannot see through
+/// (everything that is not relative to the instruction pointer).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CodeReloc {
+    /// `size` bytes holding an absolute address or a thread-pointer offset
+    /// of `target`.
+    Absolute { target: u64, size: u8, tls: bool },
+    /// Relative to the instruction pointer: the decoder resolves it, except
+    /// where the linker rewrote the instruction (thread-local accesses
+    /// relaxed to the local-exec model); `target` is `S + A`.
+    PcRelative { size: u8, target: u64, tls: bool },
+    /// Against a symbol defined elsewhere (resolved at load time).
+    External { size: u8, symbol: usize },
+}
+
+/// A dynamic relocation of a slot (GOT entries, pointers in data).
+#[derive(Debug, Clone)]
+pub(crate) enum DynReloc {
+    /// The slot holds `base + addend`.
+    Relative(u64),
+    /// The slot holds the address of a symbol resolved at load time.
+    Symbol(String),
+    /// The slot holds a thread-pointer offset of a (possibly local) symbol.
+    Tpoff(Option<String>, i64),
+}
+
+/// The thread-local block. Thread-local symbols' values, and `S` of their
+/// relocations, are offsets into the block's template; x86-64 thread-pointer
+/// offsets are relative to the block's (aligned) end.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tls {
+    pub aligned_size: u64,
+}
+
+pub(crate) struct Image<'a> {
+    pub data: &'a [u8],
+    /// Allocated sections, by address.
+    pub sections: Vec<Section>,
+    /// Functions (sized), by address.
+    pub functions: Vec<Symbol>,
+    /// Data objects (sized), by address.
+    pub objects: Vec<Symbol>,
+    /// Thread-local objects, by offset into the TLS template.
+    pub tls_objects: Vec<Symbol>,
+    pub data_relocs: BTreeMap<u64, StaticReloc>,
+    pub code_relocs: BTreeMap<u64, CodeReloc>,
+    /// Names of the undefined symbols code relocations refer to.
+    pub externals: Vec<String>,
+    pub dynamic: HashMap<u64, DynReloc>,
+    pub tls: Option<Tls>,
+    /// Input sections from the link map, by start address.
+    pub extents: Vec<Extent>,
+    /// `__sancov_pcs`: the addresses of instrumented functions' entries.
+    pub instrumented_entries: Vec<u64>,
+}
+
+impl<'a> Image<'a> {
+    pub fn parse(data: &'a [u8], extents: Vec<Extent>) -> Result<Image<'a>, FingerprintError> {
+        let file = ElfFile64::<Endianness>::parse(data).map_err(|e| FingerprintError::Parse(e.to_string()))?;
+        if file.elf_header().e_machine(file.endian()) != object::elf::EM_X86_64 {
+            return Err(FingerprintError::Unsupported("function fingerprints support x86-64 only".into()));
+        }
+
+        let mut sections = Vec::new();
+        for section in file.sections() {
+            let header = section.elf_section_header();
+            let flags = header.sh_flags(file.endian()).0;
+            if flags & object::elf::SHF_ALLOC.0 == 0 {
+                continue;
+            }
+            let nobits = header.sh_type(file.endian()) == object::elf::SHT_NOBITS;
+            sections.push(Section {
+                name: section.name().unwrap_or_default().to_owned(),
+                addr: section.address(),
+                size: section.size(),
+                file_range: if nobits {
+                    None
+                } else {
+                    section.file_range().map(|(off, len)| (off as usize, len as usize))
+                },
+                exec: flags & object::elf::SHF_EXECINSTR.0 != 0,
+                write: flags & object::elf::SHF_WRITE.0 != 0,
+            });
+        }
+        sections.sort_by_key(|s| s.addr);
+
+        let mut functions = Vec::new();
+        let mut objects = Vec::new();
+        let mut tls_objects = Vec::new();
+        for symbol in file.symbols() {
+            if symbol.size() == 0 || symbol.is_undefined() {
+                continue;
+            }
+            let Ok(name) = symbol.name() else { continue };
+            let entry = Symbol {
+                name: name.to_owned(),
+                addr: symbol.address(),
+                size: symbol.size(),
+            };
+            match symbol.kind() {
+                SymbolKind::Text => functions.push(entry),
+                SymbolKind::Data => objects.push(entry),
+                SymbolKind::Tls => tls_objects.push(entry),
+                _ => {}
+            }
+        }
+        functions.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
+        objects.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
+        tls_objects.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
+
+        let mut data_relocs = BTreeMap::new();
+        let mut code_relocs = BTreeMap::new();
+        let mut externals = Vec::new();
+        for section in file.sections() {
+            let header = section.elf_section_header();
+            let flags = header.sh_flags(file.endian()).0;
+            if flags & object::elf::SHF_ALLOC.0 == 0 {
+                continue;
+            }
+            let exec = flags & object::elf::SHF_EXECINSTR.0 != 0;
+            for (place, reloc) in section.relocations() {
+                let RelocationFlags::Elf { r_type } = reloc.flags() else { continue };
+                let external = match reloc.target() {
+                    RelocationTarget::Symbol(index) => file
+                        .symbol_by_index(index)
+                        .ok()
+                        .filter(|s| s.is_undefined())
+                        .and_then(|s| s.name().ok().map(str::to_owned)),
+                    _ => None,
+                };
+                let target = match reloc.target() {
+                    RelocationTarget::Symbol(index) => file
+                        .symbol_by_index(index)
+                        .map(|s| s.address())
+                        .unwrap_or(0)
+                        .wrapping_add_signed(reloc.addend()),
+                    RelocationTarget::Absolute => reloc.addend() as u64,
+                    _ => 0,
+                };
+                let size = (reloc.size() / 8).max(4);
+                if exec && let Some(name) = external {
+                    externals.push(name);
+                    code_relocs.insert(place, CodeReloc::External { size, symbol: externals.len() - 1 });
+                } else if exec {
+                    code_relocs.insert(place, classify_code(r_type, target, size));
+                } else {
+                    data_relocs.insert(place, classify_data(r_type, target, size));
+                }
+            }
+        }
+
+        let mut dynamic = HashMap::new();
+        if let Some(relocs) = file.dynamic_relocations() {
+            for (place, reloc) in relocs {
+                let RelocationFlags::Elf { r_type } = reloc.flags() else { continue };
+                let symbol = match reloc.target() {
+                    RelocationTarget::Symbol(index) => file
+                        .dynamic_symbol_table()
+                        .and_then(|table| table.symbol_by_index(index).ok())
+                        .and_then(|s| s.name().ok().map(str::to_owned))
+                        .filter(|n| !n.is_empty()),
+                    _ => None,
+                };
+                let entry = match r_type {
+                    object::elf::R_X86_64_RELATIVE => DynReloc::Relative(reloc.addend() as u64),
+                    object::elf::R_X86_64_TPOFF64 => DynReloc::Tpoff(symbol, reloc.addend()),
+                    _ => match symbol {
+                        Some(name) => DynReloc::Symbol(name),
+                        None => continue,
+                    },
+                };
+                dynamic.insert(place, entry);
+            }
+        }
+
+        let tls = file.elf_program_headers().iter().find_map(|ph| {
+            use object::read::elf::ProgramHeader;
+            (ph.p_type(file.endian()) == object::elf::PT_TLS).then(|| {
+                let align = ph.p_align(file.endian()).max(1);
+                Tls {
+                    aligned_size: ph.p_memsz(file.endian()).div_ceil(align) * align,
+                }
+            })
+        });
+
+        let mut image = Image {
+            data,
+            sections,
+            functions,
+            objects,
+            tls_objects,
+            data_relocs,
+            code_relocs,
+            externals,
+            dynamic,
+            tls,
+            extents,
+            instrumented_entries: Vec::new(),
+        };
+        image.instrumented_entries = image.read_pc_table();
+        Ok(image)
+    }
+
+    /// The section containing `addr`.
+    pub fn section_at(&self, addr: u64) -> Option<&Section> {
+        let i = self.sections.partition_point(|s| s.addr <= addr);
+        let section = self.sections.get(i.checked_sub(1)?)?;
+        (addr < section.addr + section.size.max(1)).then_some(section)
+    }
+
+    /// The function containing `addr`.
+    pub fn function_at(&self, addr: u64) -> Option<&Symbol> {
+        containing(&self.functions, addr)
+    }
+
+    /// The data object containing `addr`.
+    pub fn object_at(&self, addr: u64) -> Option<&Symbol> {
+        containing(&self.objects, addr)
+    }
+
+    /// The thread-local object at an offset into the TLS template.
+    pub fn tls_object_at(&self, offset: u64) -> Option<&Symbol> {
+        containing(&self.tls_objects, offset)
+    }
+
+    /// A data object starting exactly at `addr`.
+    pub fn object_starting_at(&self, addr: u64) -> Option<&Symbol> {
+        let i = self.objects.partition_point(|s| s.addr < addr);
+        self.objects.get(i).filter(|s| s.addr == addr)
+    }
+
+    /// The input section (from the link map) containing `addr`.
+    pub fn extent_at(&self, addr: u64) -> Option<&Extent> {
+        let i = self.extents.partition_point(|e| e.start <= addr);
+        let extent = self.extents.get(i.checked_sub(1)?)?;
+        (addr < extent.start + extent.size).then_some(extent)
+    }
+
+    /// The bytes at `[addr, addr + len)`, if they are in the file (not
+    /// `.bss`) and within one section.
+    pub fn bytes(&self, addr: u64, len: u64) -> Option<&'a [u8]> {
+        let section = self.section_at(addr)?;
+        let (offset, size) = section.file_range?;
+        let start = usize::try_from(addr - section.addr).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        if end > size {
+            return None;
+        }
+        self.data.get(offset + start..offset + end)
+    }
+
+    /// The pointer stored at `addr`, as the loader would leave it.
+    pub fn pointer_at(&self, addr: u64) -> Option<u64> {
+        if let Some(DynReloc::Relative(target)) = self.dynamic.get(&addr) {
+            return Some(*target);
+        }
+        if let Some(StaticReloc::Absolute { target, size: 8 }) = self.data_relocs.get(&addr) {
+            return Some(*target);
+        }
+        let bytes = self.bytes(addr, 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    /// The entries of the sanitizer-coverage PC table: with
+    /// `-sanitizer-coverage-pc-table` every instrumented function has an
+    /// entry (PC, flags), in the order of the coverage flags.
+    fn read_pc_table(&self) -> Vec<u64> {
+        let Some(table) = self.sections.iter().find(|s| s.name == "__sancov_pcs") else {
+            return Vec::new();
+        };
+        (0..table.size / 16)
+            .filter_map(|i| self.pointer_at(table.addr + 16 * i))
+            .collect()
+    }
+}
+
+fn containing(symbols: &[Symbol], addr: u64) -> Option<&Symbol> {
+    let i = symbols.partition_point(|s| s.addr <= addr);
+    symbols[..i].iter().rev().take(4).find(|s| addr < s.addr + s.size)
+}
+
+fn classify_code(r_type: object::elf::RelocationType, target: u64, size: u8) -> CodeReloc {
+    use object::elf::*;
+    match r_type {
+        R_X86_64_64 => CodeReloc::Absolute { target, size: 8, tls: false },
+        R_X86_64_32 | R_X86_64_32S => CodeReloc::Absolute { target, size: 4, tls: false },
+        R_X86_64_TPOFF32 | R_X86_64_DTPOFF32 => CodeReloc::Absolute { target, size: 4, tls: true },
+        R_X86_64_TPOFF64 | R_X86_64_DTPOFF64 => CodeReloc::Absolute { target, size: 8, tls: true },
+        R_X86_64_TLSGD | R_X86_64_TLSLD | R_X86_64_GOTTPOFF | R_X86_64_GOTPC32_TLSDESC => {
+            CodeReloc::PcRelative { size, target, tls: true }
+        }
+        _ => CodeReloc::PcRelative { size, target, tls: false },
+    }
+}
+
+fn classify_data(r_type: object::elf::RelocationType, target: u64, size: u8) -> StaticReloc {
+    use object::elf::*;
+    match r_type {
+        R_X86_64_64 => StaticReloc::Absolute { target, size: 8 },
+        R_X86_64_32 | R_X86_64_32S => StaticReloc::Absolute { target, size: 4 },
+        R_X86_64_PC32 => StaticReloc::Relative32,
+        _ => StaticReloc::Other { size },
+    }
+}

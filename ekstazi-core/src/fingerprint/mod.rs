@@ -1,0 +1,194 @@
+//! Function fingerprints: a checksum of every function of an instrumented
+//! test binary that changes when, and only when, what the function does
+//! changes.
+//!
+//! A function's fingerprint hashes its machine code with every field that
+//! holds an address replaced by *what it refers to*: a function by its
+//! symbol name, data by its content — recursively through the pointers
+//! inside data (vtables, tables of function pointers) — a jump inside the
+//! function by its offset. No address enters a hash, so changing one
+//! function leaves the others' fingerprints alone, and a changed constant,
+//! `static`, string or vtable changes exactly the functions that use it.
+//!
+//! Like Ekstazi's smart checksum ignores debug information, the line and
+//! column stored in `core::panic::Location` data are ignored (the file name
+//! is kept), so that moving code down a few lines changes no fingerprint.
+//!
+//! Inputs: the executable, linked with `--emit-relocs` (relocations of data
+//! survive linking) and the linker's map (the exact extent of every
+//! anonymous constant). Code is x86-64, decoded with `iced-x86`: a field
+//! relative to the instruction pointer is found by decoding, which gives the
+//! exact target (a relocation's `S + A` is skewed by the bytes that follow
+//! the field in the instruction).
+//!
+//! Functions compiled without coverage (the standard library, C code from
+//! build scripts) are summed into one "uninstrumented" fingerprint that every
+//! test of the binary depends on.
+
+mod image;
+pub mod map;
+mod normalise;
+
+use crate::dep::Hash;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// A function fingerprint: 128 bits of blake3.
+pub type Fp = [u8; 16];
+
+/// Why a binary cannot be fingerprinted (its tests then fall back to the
+/// binary's smart checksum).
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    #[error("cannot parse the executable: {0}")]
+    Parse(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("the executable carries no coverage instrumentation")]
+    NotInstrumented,
+    #[error("the linker map has no input sections")]
+    NoMap,
+}
+
+/// The fingerprints of one binary, as stored and compared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Instrumented functions, sorted by (mangled) name.
+    pub names: Vec<String>,
+    /// `fps[i]` is the fingerprint of `names[i]`.
+    pub fps: Vec<Fp>,
+    /// Entry address of each instrumented function → index into `names`,
+    /// sorted by address: how coverage (entry PCs) maps to functions.
+    pub entries: Vec<(u64, u32)>,
+    /// Everything compiled without coverage, as one fingerprint.
+    pub uninstrumented: Hash,
+    pub stats: Stats,
+}
+
+/// Counts for diagnostics and benchmarks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub functions: u64,
+    pub instrumented: u64,
+    /// References that could not be resolved to a symbol or data extent
+    /// (hashed by section and offset: safe, but layout-dependent).
+    pub unresolved: u64,
+    pub code_bytes: u64,
+}
+
+impl Snapshot {
+    /// The index of a function by mangled name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.names.binary_search_by(|n| n.as_str().cmp(name)).ok()
+    }
+
+    /// The function whose entry is at `addr` (a coverage PC).
+    pub fn at_entry(&self, addr: u64) -> Option<u32> {
+        self.entries
+            .binary_search_by_key(&addr, |(a, _)| *a)
+            .ok()
+            .map(|i| self.entries[i].1)
+    }
+}
+
+/// Fingerprints every function of an instrumented executable, given the
+/// text of its linker map.
+pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, FingerprintError> {
+    let extents = map::parse(map_text);
+    if extents.is_empty() {
+        return Err(FingerprintError::NoMap);
+    }
+    let image = image::Image::parse(binary, extents)?;
+    if image.instrumented_entries.is_empty() {
+        return Err(FingerprintError::NotInstrumented);
+    }
+
+    // One representative symbol per address: aliases share code.
+    let mut by_addr: BTreeMap<u64, &image::Symbol> = BTreeMap::new();
+    for f in &image.functions {
+        by_addr
+            .entry(f.addr)
+            .and_modify(|g| {
+                if f.name < g.name {
+                    *g = f;
+                }
+            })
+            .or_insert(f);
+    }
+    let instrumented: HashSet<u64> = image.instrumented_entries.iter().copied().collect();
+    let normaliser = normalise::Normaliser::new(&image);
+    let computed: Vec<(u64, &str, Fp, bool)> = by_addr
+        .par_iter()
+        .map_init(normalise::Memo::default, |memo, (addr, f)| {
+            let fp = normaliser.function(f, memo);
+            (*addr, f.name.as_str(), fp, instrumented.contains(addr))
+        })
+        .collect();
+
+    let mut named: BTreeMap<&str, (Vec<Fp>, Vec<u64>)> = BTreeMap::new();
+    let mut uninstrumented: Vec<(&str, Fp)> = Vec::new();
+    for (addr, name, fp, is_instrumented) in &computed {
+        if *is_instrumented {
+            let slot = named.entry(name).or_default();
+            slot.0.push(*fp);
+            slot.1.push(*addr);
+        } else {
+            uninstrumented.push((name, *fp));
+        }
+    }
+    uninstrumented.sort_unstable();
+    let mut whole = blake3::Hasher::new();
+    for (name, fp) in &uninstrumented {
+        whole.update(name.as_bytes());
+        whole.update(&[0]);
+        whole.update(fp);
+    }
+
+    let mut names = Vec::with_capacity(named.len());
+    let mut fps = Vec::with_capacity(named.len());
+    let mut entries = Vec::new();
+    for (index, (name, (mut parts, addrs))) in named.into_iter().enumerate() {
+        // Two local functions can share a name (one per codegen unit): the
+        // name stands for all of them.
+        parts.sort_unstable();
+        let fp = if parts.len() == 1 {
+            parts[0]
+        } else {
+            let mut h = blake3::Hasher::new();
+            parts.iter().for_each(|p| {
+                h.update(p);
+            });
+            truncate(h.finalize())
+        };
+        names.push(name.to_owned());
+        fps.push(fp);
+        entries.extend(addrs.into_iter().map(|a| (a, index as u32)));
+    }
+    entries.sort_unstable();
+
+    let stats = Stats {
+        functions: computed.len() as u64,
+        instrumented: names.len() as u64,
+        unresolved: normaliser.unresolved(),
+        code_bytes: by_addr.values().map(|f| f.size).sum(),
+    };
+    Ok(Snapshot {
+        names,
+        fps,
+        entries,
+        uninstrumented: *whole.finalize().as_bytes(),
+        stats,
+    })
+}
+
+fn truncate(hash: blake3::Hash) -> Fp {
+    let mut fp = [0; 16];
+    fp.copy_from_slice(&hash.as_bytes()[..16]);
+    fp
+}
+
+/// A readable name for a mangled symbol, without the trailing hash.
+pub fn demangle(name: &str) -> String {
+    format!("{:#}", rustc_demangle::demangle(name))
+}

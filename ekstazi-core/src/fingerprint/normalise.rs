@@ -1,0 +1,469 @@
+//! Hashing code and data with addresses replaced by what they refer to.
+
+use super::image::{CodeReloc, DynReloc, Image, StaticReloc, Symbol};
+use super::map::Merge;
+use super::{Fp, truncate};
+use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What an address in code or data refers to, as it enters a hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Referent<'a> {
+    /// Inside the function being hashed, at this offset.
+    Local(u64),
+    /// A function (or a dynamically resolved symbol), at an offset into it.
+    Function(&'a str, u64),
+    /// Data, by the digest of its content (and, for writable data, its
+    /// identity), at an offset into it.
+    Data([u8; 32], u64),
+    /// A sanitizer-coverage flag: which one depends on the layout, not on
+    /// what the function does.
+    CoverageFlag,
+    /// The end of a section (`__stop_<name>`).
+    SectionEnd(&'a str),
+    /// Nothing better known: a section and offset (layout-dependent).
+    Unresolved(&'a str, u64),
+}
+
+impl Referent<'_> {
+    fn feed(&self, out: &mut Vec<u8>) {
+        match self {
+            Referent::Local(off) => {
+                out.push(1);
+                out.extend_from_slice(&off.to_le_bytes());
+            }
+            Referent::Function(name, off) => {
+                out.push(2);
+                out.extend_from_slice(name.as_bytes());
+                out.push(0);
+                out.extend_from_slice(&off.to_le_bytes());
+            }
+            Referent::Data(digest, off) => {
+                out.push(3);
+                out.extend_from_slice(digest);
+                out.extend_from_slice(&off.to_le_bytes());
+            }
+            Referent::CoverageFlag => out.push(4),
+            Referent::SectionEnd(section) => {
+                out.push(6);
+                out.extend_from_slice(section.as_bytes());
+            }
+            Referent::Unresolved(section, off) => {
+                out.push(5);
+                out.extend_from_slice(section.as_bytes());
+                out.push(0);
+                out.extend_from_slice(&off.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// Per-thread memory of data already hashed: `(extent start, entry)` →
+/// digest.
+#[derive(Default)]
+pub(crate) struct Memo {
+    done: HashMap<(u64, u64), [u8; 32]>,
+    /// Extents being hashed, to break cycles (a linked structure in data).
+    stack: Vec<(u64, u64)>,
+}
+
+pub(crate) struct Normaliser<'i, 'a> {
+    image: &'i Image<'a>,
+    unresolved: AtomicU64,
+}
+
+/// A masked copy of some bytes, and the referents of the masked fields in
+/// the order of their places.
+struct Masked<'r> {
+    bytes: Vec<u8>,
+    referents: Vec<(u64, Referent<'r>)>,
+    /// The masked ranges, `[start, end)`.
+    ranges: Vec<(u64, u64)>,
+}
+
+impl<'r> Masked<'r> {
+    fn new(bytes: &[u8]) -> Self {
+        Masked {
+            bytes: bytes.to_vec(),
+            referents: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Replaces `len` bytes at `offset` by zeros, remembering what they meant.
+    fn mask(&mut self, offset: u64, len: u64, referent: Referent<'r>) {
+        let start = offset as usize;
+        let end = (start + len as usize).min(self.bytes.len());
+        if start < end {
+            self.bytes[start..end].fill(0);
+        }
+        self.referents.push((offset, referent));
+        self.ranges.push((offset, offset + len));
+    }
+
+    /// Whether any of `[offset, offset + len)` is masked already.
+    fn covers(&self, offset: u64, len: u64) -> bool {
+        self.ranges.iter().any(|(start, end)| offset < *end && *start < offset + len)
+    }
+
+    fn digest(mut self, prefix: &[u8]) -> [u8; 32] {
+        self.referents.sort_by_key(|(at, _)| *at);
+        let mut tail = Vec::new();
+        for (at, referent) in &self.referents {
+            tail.extend_from_slice(&at.to_le_bytes());
+            referent.feed(&mut tail);
+        }
+        let mut h = blake3::Hasher::new();
+        h.update(prefix);
+        h.update(&(self.bytes.len() as u64).to_le_bytes());
+        h.update(&self.bytes);
+        h.update(&tail);
+        *h.finalize().as_bytes()
+    }
+}
+
+impl<'i, 'a> Normaliser<'i, 'a> {
+    pub fn new(image: &'i Image<'a>) -> Self {
+        Normaliser {
+            image,
+            unresolved: AtomicU64::new(0),
+        }
+    }
+
+    pub fn unresolved(&self) -> u64 {
+        self.unresolved.load(Ordering::Relaxed)
+    }
+
+    /// The fingerprint of one function.
+    pub fn function(&self, f: &'i Symbol, memo: &mut Memo) -> Fp {
+        CUR.with(|c| *c.borrow_mut() = format!("{} @{:#x}", f.name, f.addr));
+        let Some(code) = self.image.bytes(f.addr, f.size) else {
+            let mut h = blake3::Hasher::new();
+            h.update(b"no code");
+            h.update(&f.size.to_le_bytes());
+            return truncate(h.finalize());
+        };
+        let mut masked = Masked::new(code);
+
+        // Fields the decoder cannot interpret: absolute addresses and
+        // thread-pointer offsets, known from the kept relocations.
+        for (&place, reloc) in self.image.code_relocs.range(f.addr..f.addr + f.size) {
+            if let CodeReloc::Absolute { target, size, tls } = *reloc {
+                let referent = if tls {
+                    self.tls(target)
+                } else {
+                    self.referent(target, Some(f), memo)
+                };
+                masked.mask(place - f.addr, u64::from(size), referent);
+            }
+        }
+
+        // Fields relative to the instruction pointer, exactly resolved.
+        let mut decoder = Decoder::with_ip(64, code, f.addr, DecoderOptions::NONE);
+        let mut instruction = Instruction::default();
+        while decoder.can_decode() {
+            let at = decoder.position() as u64;
+            decoder.decode_out(&mut instruction);
+            if instruction.is_invalid() {
+                continue;
+            }
+            let offsets = decoder.get_constant_offsets(&instruction);
+            if instruction.is_ip_rel_memory_operand() && offsets.has_displacement() {
+                let target = instruction.ip_rel_memory_address();
+                let referent = self.referent(target, Some(f), memo);
+                masked.mask(
+                    at + offsets.displacement_offset() as u64,
+                    offsets.displacement_size() as u64,
+                    referent,
+                );
+            }
+            let branches = (0..instruction.op_count())
+                .any(|i| matches!(instruction.op_kind(i), OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64));
+            if branches && offsets.has_immediate() {
+                let target = instruction.near_branch_target();
+                let referent = self.referent(target, Some(f), memo);
+                masked.mask(
+                    at + offsets.immediate_offset() as u64,
+                    offsets.immediate_size() as u64,
+                    referent,
+                );
+            }
+        }
+
+        // A relocated field the decoder did not explain is still an address.
+        for (&place, reloc) in self.image.code_relocs.range(f.addr..f.addr + f.size) {
+            if let CodeReloc::External { size, symbol } = *reloc {
+                let name = &self.image.externals[symbol];
+                masked.mask(place - f.addr, u64::from(size), Referent::Function(name, 0));
+            }
+            if let CodeReloc::PcRelative { size, target, tls } = *reloc
+                && !masked.covers(place - f.addr, u64::from(size))
+            {
+                // The field ends the instruction (true of every such
+                // relocation but immediates, which none of these are).
+                let at = target.wrapping_add(u64::from(size));
+                let referent = if tls { self.tls(at) } else { self.referent(at, Some(f), memo) };
+                masked.mask(place - f.addr, u64::from(size), referent);
+            }
+        }
+        truncate_digest(masked.digest(b"fn"))
+    }
+
+    /// What an address refers to, seen from function `from` (if any).
+    fn referent(&self, addr: u64, from: Option<&Symbol>, memo: &mut Memo) -> Referent<'i> {
+        if let Some(f) = from
+            && addr >= f.addr
+            && addr < f.addr + f.size
+        {
+            return Referent::Local(addr - f.addr);
+        }
+        let image = self.image;
+        let Some(section) = image.section_at(addr) else {
+            // `__stop_<section>` and the like: the end of a section.
+            return match image.sections.iter().find(|s| s.addr + s.size == addr) {
+                Some(s) if s.name.starts_with("__sancov") => Referent::CoverageFlag,
+                Some(s) => Referent::SectionEnd(&s.name),
+                None => self.unresolved_at("(none)", addr),
+            };
+        };
+        if section.name.starts_with("__sancov") {
+            return Referent::CoverageFlag;
+        }
+        if section.exec {
+            if section.name.starts_with(".plt") {
+                if let Some(name) = self.plt_target(addr) {
+                    return Referent::Function(name, 0);
+                }
+                return self.unresolved_at(&section.name, addr - section.addr);
+            }
+            return match image.function_at(addr) {
+                Some(g) => Referent::Function(&g.name, addr - g.addr),
+                None => self.unresolved_at(&section.name, addr - section.addr),
+            };
+        }
+        if section.name.starts_with(".got") {
+            return match image.dynamic.get(&addr) {
+                Some(DynReloc::Symbol(name)) => Referent::Function(name, 0),
+                Some(DynReloc::Relative(target)) => self.referent(*target, None, memo),
+                Some(DynReloc::Tpoff(Some(name), addend)) => Referent::Function(name, *addend as u64),
+                Some(DynReloc::Tpoff(None, addend)) => self.tls_offset(*addend),
+                None => self.unresolved_at(&section.name, addr - section.addr),
+            };
+        }
+        self.data(addr, from, memo)
+    }
+
+    fn unresolved_at(&self, section: &'i str, offset: u64) -> Referent<'i> {
+        if std::env::var_os("EKSTAZI_DEBUG_FP").is_some() { CUR.with(|c| eprintln!("unresolved {section}+{offset:#x} from {}", c.borrow())); }
+        self.unresolved.fetch_add(1, Ordering::Relaxed);
+        Referent::Unresolved(section, offset)
+    }
+
+    /// The symbol a PLT stub jumps to: decode the stub's indirect jump and
+    /// look its GOT slot up.
+    fn plt_target(&self, addr: u64) -> Option<&'i str> {
+        let code = self.image.bytes(addr, 16)?;
+        let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+        let mut instruction = Instruction::default();
+        for _ in 0..4 {
+            if !decoder.can_decode() {
+                break;
+            }
+            decoder.decode_out(&mut instruction);
+            if instruction.is_ip_rel_memory_operand() {
+                return match self.image.dynamic.get(&instruction.ip_rel_memory_address()) {
+                    Some(DynReloc::Symbol(name)) => Some(name),
+                    _ => None,
+                };
+            }
+        }
+        None
+    }
+
+    /// A thread-local variable, by its offset into the TLS template.
+    fn tls(&self, offset: u64) -> Referent<'i> {
+        match self.image.tls_object_at(offset) {
+            Some(var) => Referent::Function(&var.name, offset - var.addr),
+            None => self.unresolved_at(".tdata", offset),
+        }
+    }
+
+    /// A thread-local variable given by its offset from the thread pointer.
+    fn tls_offset(&self, offset: i64) -> Referent<'i> {
+        match self.image.tls {
+            Some(tls) => self.tls(tls.aligned_size.wrapping_add_signed(offset)),
+            None => self.unresolved_at(".tdata", offset as u64),
+        }
+    }
+
+    /// Data at `addr`: the digest of the object (input section) containing
+    /// it, entered at `addr`.
+    fn data(&self, addr: u64, from: Option<&Symbol>, memo: &mut Memo) -> Referent<'i> {
+        let image = self.image;
+        let section = image.section_at(addr).expect("callers checked the section");
+        if let Some(StaticReloc::Relative32) = image.data_relocs.get(&addr) {
+            return self.jump_table(addr, from, memo);
+        }
+        let (start, end) = match image.extent_at(addr) {
+            Some(extent) => match extent.merge {
+                Merge::Strings => {
+                    let limit = extent.start + extent.size;
+                    let bytes = image.bytes(addr, limit - addr).unwrap_or(&[]);
+                    let len = bytes.iter().position(|b| *b == 0).map_or(bytes.len(), |n| n + 1);
+                    (addr, addr + len as u64)
+                }
+                Merge::Constants(n) => {
+                    let n = u64::from(n.max(1));
+                    let start = extent.start + (addr - extent.start) / n * n;
+                    (start, start + n)
+                }
+                Merge::None => (extent.start, extent.start + extent.size),
+            },
+            None => match image.object_at(addr) {
+                Some(object) => (object.addr, object.addr + object.size),
+                None => return self.unresolved_at(&section.name, addr - section.addr),
+            },
+        };
+        // Writable data is a place, not just a value: which static a
+        // function uses matters even when two hold equal bytes.
+        let identity = if section.write {
+            image.object_starting_at(start).map(|o| o.name.as_str())
+        } else {
+            None
+        };
+        let digest = self.extent(start, end, addr, identity, memo);
+        Referent::Data(digest, addr - start)
+    }
+
+    /// The digest of data `[start, end)` entered at `entry`.
+    fn extent(&self, start: u64, end: u64, entry: u64, identity: Option<&str>, memo: &mut Memo) -> [u8; 32] {
+        let key = (start, entry);
+        if let Some(digest) = memo.done.get(&key) {
+            return *digest;
+        }
+        if let Some(depth) = memo.stack.iter().position(|k| *k == key) {
+            let mut h = blake3::Hasher::new();
+            h.update(b"cycle");
+            h.update(&(memo.stack.len() - depth).to_le_bytes());
+            return *h.finalize().as_bytes();
+        }
+        memo.stack.push(key);
+        let image = self.image;
+        let len = end - start;
+        let zeros;
+        let bytes = match image.bytes(start, len) {
+            Some(bytes) => bytes,
+            None => {
+                zeros = vec![0; len.min(1 << 20) as usize];
+                &zeros[..]
+            }
+        };
+        let mut masked = Masked::new(bytes);
+        let relocs: Vec<(u64, StaticReloc)> = image.data_relocs.range(start..end).map(|(p, r)| (*p, *r)).collect();
+        if relocs.is_empty() {
+            // Without kept relocations, the loader's list of pointers to fix.
+            for place in (start.next_multiple_of(8)..end.saturating_sub(7)).step_by(8) {
+                if let Some(DynReloc::Relative(target)) = image.dynamic.get(&place) {
+                    let referent = self.referent(*target, None, memo);
+                    masked.mask(place - start, 8, referent);
+                }
+            }
+        }
+        for (place, reloc) in &relocs {
+            match *reloc {
+                StaticReloc::Absolute { target, size } => {
+                    let referent = self.referent(target, None, memo);
+                    masked.mask(place - start, u64::from(size), referent);
+                }
+                StaticReloc::Relative32 => {
+                    // `.long sym - .`: relative to the place itself.
+                    let label = place.wrapping_add_signed(i64::from(self.i32_at(*place)));
+                    let referent = self.referent(label, None, memo);
+                    masked.mask(place - start, 4, referent);
+                }
+                StaticReloc::Other { size } => masked.mask(place - start, u64::from(size), Referent::CoverageFlag),
+            }
+        }
+        if self.is_panic_location(start, len, &relocs) {
+            // `core::panic::Location { file: &str, line: u32, col: u32 }`:
+            // keep the file, forget where in it.
+            masked.mask(16, 8, Referent::Local(0));
+        }
+        let mut prefix = b"data".to_vec();
+        if let Some(identity) = identity {
+            prefix.extend_from_slice(identity.as_bytes());
+        }
+        let digest = masked.digest(&prefix);
+        memo.stack.pop();
+        memo.done.insert(key, digest);
+        digest
+    }
+
+    fn i32_at(&self, addr: u64) -> i32 {
+        self.image
+            .bytes(addr, 4)
+            .map_or(0, |b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+
+    /// A jump table entered at `table` from function `from`: consecutive
+    /// 32-bit entries, each a label's distance from the table's start. Only
+    /// the table itself is hashed — it ends where a label would leave the
+    /// function (the next function's table may follow it directly).
+    fn jump_table(&self, table: u64, from: Option<&Symbol>, memo: &mut Memo) -> Referent<'i> {
+        let owner = from.or_else(|| {
+            let first = table.wrapping_add_signed(i64::from(self.i32_at(table)));
+            self.image.function_at(first)
+        });
+        let mut labels = Vec::new();
+        let mut place = table;
+        while let Some(StaticReloc::Relative32) = self.image.data_relocs.get(&place) {
+            let label = table.wrapping_add_signed(i64::from(self.i32_at(place)));
+            if owner.is_some_and(|f| label < f.addr || label >= f.addr + f.size) {
+                break;
+            }
+            labels.push(label);
+            place += 4;
+        }
+        let mut masked = Masked::new(&[]);
+        for (i, label) in labels.into_iter().enumerate() {
+            let referent = self.referent(label, owner, memo);
+            masked.mask(4 * i as u64, 0, referent);
+        }
+        Referent::Data(masked.digest(b"jump table"), 0)
+    }
+
+    /// Whether `[start, start + len)` has the shape of a panic location: 24
+    /// bytes, a pointer at 0 to a `.rs` file name whose length is at 8.
+    fn is_panic_location(&self, start: u64, len: u64, relocs: &[(u64, StaticReloc)]) -> bool {
+        if len != 24 {
+            return false;
+        }
+        let target = match relocs {
+            [(place, StaticReloc::Absolute { target, size: 8 })] if *place == start => *target,
+            [] => match self.image.dynamic.get(&start) {
+                Some(DynReloc::Relative(target)) => *target,
+                _ => return false,
+            },
+            _ => return false,
+        };
+        let Some(file_len) = self
+            .image
+            .bytes(start + 8, 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        else {
+            return false;
+        };
+        file_len < 4096
+            && self
+                .image
+                .bytes(target, file_len)
+                .is_some_and(|name| name.ends_with(b".rs") && std::str::from_utf8(name).is_ok())
+    }
+}
+
+fn truncate_digest(digest: [u8; 32]) -> Fp {
+    truncate(blake3::Hash::from_bytes(digest))
+}
+
+thread_local! { static CUR: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) }; }
