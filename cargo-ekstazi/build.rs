@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let runtime = manifest_dir.join("..").join("ekstazi-runtime");
     for watched in ["src", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", runtime.join(watched).display());
@@ -42,10 +43,18 @@ fn main() {
     ] {
         build.env_remove(var);
     }
-    let status = build.status().expect("cannot run cargo to build ekstazi-runtime");
-    assert!(status.success(), "building ekstazi-runtime failed: {status}");
+    let status = build
+        .status()
+        .expect("cannot run cargo to build ekstazi-runtime");
+    assert!(
+        status.success(),
+        "building ekstazi-runtime failed: {status}"
+    );
 
-    let built = target_dir.join(&target).join("release").join("libekstazi_runtime.so");
+    let built = target_dir
+        .join(&target)
+        .join("release")
+        .join("libekstazi_runtime.so");
     std::fs::copy(&built, out_dir.join("libekstazi_runtime.so"))
         .unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
 }

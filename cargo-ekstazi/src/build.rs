@@ -29,7 +29,10 @@ pub struct TestBinary {
 
 impl TestBinary {
     pub fn manifest_dir(&self) -> PathBuf {
-        self.manifest_path.parent().map(PathBuf::from).unwrap_or_default()
+        self.manifest_path
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default()
     }
 }
 
@@ -52,7 +55,11 @@ pub struct BuildFailed(pub std::process::ExitStatus);
 pub fn build(ws: &Workspace, opts: &CargoOpts) -> Result<Built> {
     let mut command = Command::new(&ws.cargo);
     command
-        .args(["test", "--no-run", "--message-format=json-render-diagnostics"])
+        .args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
         .args(opts.to_cargo_args())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -71,7 +78,12 @@ pub fn build(ws: &Workspace, opts: &CargoOpts) -> Result<Built> {
                 };
                 let kind = primary_kind(&artifact.target.kind);
                 if artifact.profile.test {
-                    tests.push((artifact.package_id, artifact.target, artifact.manifest_path, executable));
+                    tests.push((
+                        artifact.package_id,
+                        artifact.target,
+                        artifact.manifest_path,
+                        executable,
+                    ));
                 } else if kind == "bin" {
                     bins.entry(artifact.package_id)
                         .or_default()
@@ -122,5 +134,8 @@ pub fn build(ws: &Workspace, opts: &CargoOpts) -> Result<Built> {
             }
         })
         .collect();
-    Ok(Built { binaries, native_dirs })
+    Ok(Built {
+        binaries,
+        native_dirs,
+    })
 }

@@ -25,7 +25,7 @@ fn version() -> &'static str {
         env!("CARGO_PKG_VERSION"),
         " (record format ",
         // Kept in step with ekstazi_core::record::FORMAT_VERSION by a test.
-        "1",
+        "2",
         ")"
     )
 }
@@ -104,7 +104,12 @@ pub struct SelectionOpts {
 #[derive(Args, Debug, Clone, Default)]
 pub struct CargoOpts {
     /// Package(s) to test
-    #[arg(short, long = "package", value_name = "SPEC", help_heading = "Package Selection")]
+    #[arg(
+        short,
+        long = "package",
+        value_name = "SPEC",
+        help_heading = "Package Selection"
+    )]
     pub package: Vec<String>,
     /// Test all packages in the workspace
     #[arg(long, help_heading = "Package Selection")]
@@ -148,7 +153,12 @@ pub struct CargoOpts {
     pub all_targets: bool,
 
     /// Space or comma separated list of features to activate
-    #[arg(short = 'F', long, value_name = "FEATURES", help_heading = "Feature Selection")]
+    #[arg(
+        short = 'F',
+        long,
+        value_name = "FEATURES",
+        help_heading = "Feature Selection"
+    )]
     pub features: Vec<String>,
     /// Activate all available features
     #[arg(long, help_heading = "Feature Selection")]
@@ -161,7 +171,11 @@ pub struct CargoOpts {
     #[arg(short = 'r', long, help_heading = "Compilation Options")]
     pub release: bool,
     /// Build artifacts with the specified profile
-    #[arg(long, value_name = "PROFILE-NAME", help_heading = "Compilation Options")]
+    #[arg(
+        long,
+        value_name = "PROFILE-NAME",
+        help_heading = "Compilation Options"
+    )]
     pub profile: Option<String>,
     /// Directory for all generated artifacts
     #[arg(long, value_name = "DIRECTORY", help_heading = "Compilation Options")]
@@ -294,7 +308,10 @@ pub fn parse_harness_args(filter: Option<&str>, args: &[String]) -> Result<Harne
         let mut value = |what: &str| -> Result<String> {
             match &inline {
                 Some(value) => Ok(value.clone()),
-                None => args.next().cloned().with_context(|| format!("`{what}` needs a value")),
+                None => args
+                    .next()
+                    .cloned()
+                    .with_context(|| format!("`{what}` needs a value")),
             }
         };
         match name {
@@ -312,7 +329,9 @@ pub fn parse_harness_args(filter: Option<&str>, args: &[String]) -> Result<Harne
             }
             "-q" | "--quiet" => {}
             "--list" => {
-                bail!("`-- --list` is not supported; use `cargo ekstazi list` to see the tests and the selection")
+                bail!(
+                    "`-- --list` is not supported; use `cargo ekstazi list` to see the tests and the selection"
+                )
             }
             other if other.starts_with('-') => bail!(
                 "the test harness option `{other}` is not supported by cargo ekstazi \
@@ -345,7 +364,10 @@ mod tests {
 
     #[test]
     fn the_version_names_the_record_format() {
-        assert!(version().ends_with(&format!("(record format {})", ekstazi_core::record::FORMAT_VERSION)));
+        assert!(version().ends_with(&format!(
+            "(record format {})",
+            ekstazi_core::record::FORMAT_VERSION
+        )));
     }
 
     #[test]
@@ -389,10 +411,20 @@ mod tests {
             "--",
             "--exact",
         ]);
-        let Command::Test(args) = cli.command else { panic!() };
+        let Command::Test(args) = cli.command else {
+            panic!()
+        };
         assert_eq!(
             args.cargo.to_cargo_args(),
-            ["--release", "--package", "a", "--test", "it", "--features", "x y"]
+            [
+                "--release",
+                "--package",
+                "a",
+                "--test",
+                "it",
+                "--features",
+                "x y"
+            ]
         );
         assert_eq!(args.cargo.profile_name(), "release");
         assert_eq!(args.cargo.feature_request(), "x,y");

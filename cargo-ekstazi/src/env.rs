@@ -13,7 +13,10 @@ pub fn test_env(ws: &Workspace, built: &Built, binary: &TestBinary) -> Vec<(OsSt
     let mut set = |key: &str, value: OsString| env.push((key.into(), value));
     set("CARGO", ws.cargo.clone());
     set("CARGO_MANIFEST_DIR", binary.manifest_dir().into_os_string());
-    set("CARGO_MANIFEST_PATH", binary.manifest_path.clone().into_os_string());
+    set(
+        "CARGO_MANIFEST_PATH",
+        binary.manifest_path.clone().into_os_string(),
+    );
     if let Some(package) = ws.packages.get(&binary.package_id) {
         let version = &package.version;
         let text = |s: Option<&str>| OsString::from(s.unwrap_or_default());
@@ -24,7 +27,10 @@ pub fn test_env(ws: &Workspace, built: &Built, binary: &TestBinary) -> Vec<(OsSt
         set("CARGO_PKG_VERSION_PRE", version.pre.to_string().into());
         set("CARGO_PKG_AUTHORS", package.authors.join(":").into());
         set("CARGO_PKG_NAME", package.name.to_string().into());
-        set("CARGO_PKG_DESCRIPTION", text(package.description.as_deref()));
+        set(
+            "CARGO_PKG_DESCRIPTION",
+            text(package.description.as_deref()),
+        );
         set("CARGO_PKG_HOMEPAGE", text(package.homepage.as_deref()));
         set("CARGO_PKG_REPOSITORY", text(package.repository.as_deref()));
         set("CARGO_PKG_LICENSE", text(package.license.as_deref()));
@@ -41,13 +47,19 @@ pub fn test_env(ws: &Workspace, built: &Built, binary: &TestBinary) -> Vec<(OsSt
                 .unwrap_or_default()
                 .into(),
         );
-        set("CARGO_PKG_README", text(package.readme.as_ref().map(|p| p.as_str())));
+        set(
+            "CARGO_PKG_README",
+            text(package.readme.as_ref().map(|p| p.as_str())),
+        );
     }
     if let Some(out_dir) = &binary.out_dir {
         set("OUT_DIR", out_dir.clone().into_os_string());
     }
     for (name, path) in &binary.bin_exes {
-        set(&format!("CARGO_BIN_EXE_{name}"), path.clone().into_os_string());
+        set(
+            &format!("CARGO_BIN_EXE_{name}"),
+            path.clone().into_os_string(),
+        );
     }
     set("LD_LIBRARY_PATH", library_path(ws, built, binary));
     env

@@ -20,7 +20,11 @@ pub struct TestCase {
 
 /// Lists the tests of `binary` with `--list --format terse`, once for all
 /// tests and once with `--ignored` to learn which are ignored.
-pub fn list(index: usize, binary: &TestBinary, env: &[(OsString, OsString)]) -> Result<Vec<TestCase>> {
+pub fn list(
+    index: usize,
+    binary: &TestBinary,
+    env: &[(OsString, OsString)],
+) -> Result<Vec<TestCase>> {
     if binary.custom_harness {
         return Ok(vec![TestCase {
             binary: index,
@@ -40,7 +44,11 @@ pub fn list(index: usize, binary: &TestBinary, env: &[(OsString, OsString)]) -> 
         .collect())
 }
 
-fn run_list(binary: &TestBinary, env: &[(OsString, OsString)], ignored: bool) -> Result<Vec<String>> {
+fn run_list(
+    binary: &TestBinary,
+    env: &[(OsString, OsString)],
+    ignored: bool,
+) -> Result<Vec<String>> {
     let mut command = Command::new(&binary.path);
     command
         .args(["--list", "--format", "terse"])

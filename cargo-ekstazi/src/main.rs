@@ -67,7 +67,10 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     let plan = session.analyse(&harness.filter, args.selection.forceall);
     forget_removed_tests(&session)?;
     if args.cargo.verbose > 0 {
-        eprintln!("cargo-ekstazi: {}", session::describe_timings(&session.timings));
+        eprintln!(
+            "cargo-ekstazi: {}",
+            session::describe_timings(&session.timings)
+        );
     }
 
     let selected: Vec<&session::Planned> = plan.iter().filter(|p| p.selected()).collect();
@@ -77,7 +80,10 @@ fn test(args: TestArgs) -> Result<ExitCode> {
             Decision::Ignored => tally.ignored += 1,
             Decision::Run if !planned.selected() => {
                 tally.skipped += 1;
-                tally.saved += planned.last.as_ref().map_or(Duration::ZERO, |r| r.duration());
+                tally.saved += planned
+                    .last
+                    .as_ref()
+                    .map_or(Duration::ZERO, |r| r.duration());
             }
             _ => {}
         }
@@ -137,7 +143,11 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     for error in &record_errors {
         eprintln!("warning: could not record {error}; the test will run again next time");
     }
-    writeln!(stdout, "\n{}", report::summary_line(&tally, start.elapsed()))?;
+    writeln!(
+        stdout,
+        "\n{}",
+        report::summary_line(&tally, start.elapsed())
+    )?;
     Ok(if tally.failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -151,7 +161,10 @@ fn list(args: ListArgs) -> Result<ExitCode> {
     note_other_versions(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
     if args.cargo.verbose > 0 {
-        eprintln!("cargo-ekstazi: {}", session::describe_timings(&session.timings));
+        eprintln!(
+            "cargo-ekstazi: {}",
+            session::describe_timings(&session.timings)
+        );
     }
     let listing = report::list_json(&session, &plan);
     let mut stdout = std::io::stdout().lock();
@@ -170,13 +183,18 @@ fn lock_store(session: &Session) -> Result<ekstazi_core::store::StoreLock> {
     match session.store.lock(true, false) {
         Ok(lock) => Ok(lock),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            eprintln!("cargo-ekstazi: waiting for another run to release {}", root.display());
+            eprintln!(
+                "cargo-ekstazi: waiting for another run to release {}",
+                root.display()
+            );
             session
                 .store
                 .lock(true, true)
                 .with_context(|| format!("cannot lock the state directory {}", root.display()))
         }
-        Err(e) => Err(e).with_context(|| format!("cannot lock the state directory {}", root.display())),
+        Err(e) => {
+            Err(e).with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
     }
 }
 

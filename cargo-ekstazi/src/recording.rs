@@ -29,19 +29,27 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         // No file: the shim never started, which `collect` reports.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => {
-            record.always.push(format!("its trace could not be read: {e}"));
+            record
+                .always
+                .push(format!("its trace could not be read: {e}"));
             return record;
         }
     };
-    let collected = collect(&trace::parse(&bytes), session.checksums.anchors(), &session.ignore);
+    let collected = collect(
+        &trace::parse(&bytes),
+        session.checksums.anchors(),
+        &session.ignore,
+    );
     record.always = collected.always;
     record.deps = collected
         .observed
         .into_iter()
         .map(|observed| {
-            let sum = observed
-                .known
-                .unwrap_or_else(|| session.checksums.as_seen_since(&observed.target, finished.started));
+            let sum = observed.known.unwrap_or_else(|| {
+                session
+                    .checksums
+                    .as_seen_since(&observed.target, finished.started)
+            });
             Dep {
                 target: observed.target,
                 sum,

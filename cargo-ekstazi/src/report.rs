@@ -49,7 +49,10 @@ pub fn finished_line(label: &str, finished: &Finished) -> String {
         Outcome::Crashed => "CRASH",
         Outcome::TimedOut => "TIMEOUT",
     };
-    format!("{status:>12} [{:>8.3}s] {label}", finished.duration.as_secs_f64())
+    format!(
+        "{status:>12} [{:>8.3}s] {label}",
+        finished.duration.as_secs_f64()
+    )
 }
 
 /// Prints each failure's output once, at the end.

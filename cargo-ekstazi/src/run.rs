@@ -147,7 +147,10 @@ fn preload(shim: &Path) -> OsString {
 /// calls `exit(0)`, or a name that matched nothing) is not a pass.
 fn judge(status: std::process::ExitStatus, output: &[u8]) -> Outcome {
     let text = String::from_utf8_lossy(output);
-    let verdict = text.lines().rev().find(|line| line.starts_with("test result: "));
+    let verdict = text
+        .lines()
+        .rev()
+        .find(|line| line.starts_with("test result: "));
     match (status.success(), status.code(), verdict) {
         (true, _, Some(line)) if line.starts_with("test result: ok. 1 passed;") => Outcome::Passed,
         (_, Some(101), _) => Outcome::Failed,
@@ -170,7 +173,10 @@ mod tests {
         let pass = b"running 1 test\ntest a ... ok\n\ntest result: ok. 1 passed; 0 failed;\n";
         assert_eq!(judge(ok, pass), Outcome::Passed);
         assert_eq!(
-            judge(ok, b"running 0 tests\ntest result: ok. 0 passed; 0 failed;\n"),
+            judge(
+                ok,
+                b"running 0 tests\ntest result: ok. 0 passed; 0 failed;\n"
+            ),
             Outcome::Crashed
         );
         assert_eq!(judge(ok, b"the test called exit(0)"), Outcome::Crashed);

@@ -66,7 +66,11 @@ impl Session {
         lap("workspace");
         let built = build::build(&ws, cargo)?;
         lap("build");
-        let envs: Vec<_> = built.binaries.iter().map(|b| test_env(&ws, &built, b)).collect();
+        let envs: Vec<_> = built
+            .binaries
+            .iter()
+            .map(|b| test_env(&ws, &built, b))
+            .collect();
         let listed: Vec<Vec<TestCase>> = built
             .binaries
             .par_iter()
@@ -74,7 +78,9 @@ impl Session {
             .map(|(i, binary)| list::list(i, binary, &envs[i]))
             .collect::<Result<_>>()?;
         let mut tests: Vec<TestCase> = listed.into_iter().flatten().collect();
-        tests.sort_by(|a, b| (&built.binaries[a.binary].key, &a.name).cmp(&(&built.binaries[b.binary].key, &b.name)));
+        tests.sort_by(|a, b| {
+            (&built.binaries[a.binary].key, &a.name).cmp(&(&built.binaries[b.binary].key, &b.name))
+        });
         lap("list");
 
         let state_dir = match &selection.state_dir {
@@ -94,9 +100,17 @@ impl Session {
                 crate::shim::digest()
             ),
         };
-        let checksums = Checksums::new(Anchors::new(&ws.root, &ws.target_dir, ws.cargo_home.as_deref()));
+        let checksums = Checksums::new(Anchors::new(
+            &ws.root,
+            &ws.target_dir,
+            ws.cargo_home.as_deref(),
+        ));
         // `Unknown` for a binary that cannot be read: its tests always run.
-        let binary_sums = built.binaries.par_iter().map(|b| checksums.program(&b.path)).collect();
+        let binary_sums = built
+            .binaries
+            .par_iter()
+            .map(|b| checksums.program(&b.path))
+            .collect();
         lap("binary checksums");
         let mut ignore = Ignore::defaults();
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
@@ -147,7 +161,10 @@ impl Session {
         let loaded: Vec<Option<Loaded>> = scoped
             .par_iter()
             .map(|(case, decision)| {
-                (*decision == Decision::Run).then(|| self.store.load(&self.built.binaries[case.binary].key, &case.name))
+                (*decision == Decision::Run).then(|| {
+                    self.store
+                        .load(&self.built.binaries[case.binary].key, &case.name)
+                })
             })
             .collect();
         let targets = loaded.iter().flatten().flat_map(|l| match l {
@@ -192,11 +209,15 @@ impl Session {
 }
 
 fn rustflags() -> String {
-    ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS"]
-        .iter()
-        .filter_map(|var| std::env::var(var).ok().map(|v| format!("{var}={v}")))
-        .collect::<Vec<_>>()
-        .join(" ")
+    [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+    ]
+    .iter()
+    .filter_map(|var| std::env::var(var).ok().map(|v| format!("{var}={v}")))
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// `build 0.31s, list 0.02s, ...` for `-v`.

@@ -81,7 +81,11 @@ impl Workspace {
     pub fn all_binary_keys(&self) -> Vec<String> {
         self.packages
             .values()
-            .flat_map(|p| p.targets.iter().map(move |t| binary_key(&p.name, &t.kind, &t.name)))
+            .flat_map(|p| {
+                p.targets
+                    .iter()
+                    .map(move |t| binary_key(&p.name, &t.kind, &t.name))
+            })
             .collect()
     }
 }
@@ -152,7 +156,8 @@ fn custom_harness_targets(package: &Package) -> Result<Vec<(String, String, Stri
     let manifest: toml::Table = text
         .parse()
         .with_context(|| format!("cannot parse {}", package.manifest_path))?;
-    let no_harness = |table: &toml::Table| table.get("harness").and_then(toml::Value::as_bool) == Some(false);
+    let no_harness =
+        |table: &toml::Table| table.get("harness").and_then(toml::Value::as_bool) == Some(false);
     let mut found = Vec::new();
     if let Some(lib) = manifest.get("lib").and_then(toml::Value::as_table)
         && no_harness(lib)
@@ -166,9 +171,16 @@ fn custom_harness_targets(package: &Package) -> Result<Vec<(String, String, Stri
         found.push((package.name.to_string(), "lib".to_owned(), name));
     }
     for kind in ["bin", "test", "bench", "example"] {
-        let tables = manifest.get(kind).and_then(toml::Value::as_array).into_iter().flatten();
+        let tables = manifest
+            .get(kind)
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten();
         for table in tables.filter_map(toml::Value::as_table) {
-            if let (true, Some(name)) = (no_harness(table), table.get("name").and_then(toml::Value::as_str)) {
+            if let (true, Some(name)) = (
+                no_harness(table),
+                table.get("name").and_then(toml::Value::as_str),
+            ) {
                 found.push((package.name.to_string(), kind.to_owned(), name.to_owned()));
             }
         }
@@ -185,7 +197,13 @@ mod tests {
         assert_eq!(binary_key("demo", &[TargetKind::Lib], "demo"), "demo");
         assert_eq!(binary_key("demo", &[TargetKind::ProcMacro], "demo"), "demo");
         assert_eq!(binary_key("demo", &[TargetKind::Test], "it"), "demo::it");
-        assert_eq!(binary_key("demo", &[TargetKind::Bin], "cli"), "demo::bin/cli");
-        assert_eq!(binary_key("demo", &[TargetKind::Bench], "b"), "demo::bench/b");
+        assert_eq!(
+            binary_key("demo", &[TargetKind::Bin], "cli"),
+            "demo::bin/cli"
+        );
+        assert_eq!(
+            binary_key("demo", &[TargetKind::Bench], "b"),
+            "demo::bench/b"
+        );
     }
 }

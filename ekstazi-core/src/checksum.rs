@@ -161,7 +161,9 @@ impl Stamp {
     /// status-change time.
     fn changed(&self) -> SystemTime {
         let at = |(secs, nanos): (i64, i64)| {
-            SystemTime::UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64) + Duration::from_nanos(nanos.max(0) as u64)
+            SystemTime::UNIX_EPOCH
+                + Duration::from_secs(secs.max(0) as u64)
+                + Duration::from_nanos(nanos.max(0) as u64)
         };
         at(self.mtime).max(at(self.ctime))
     }
@@ -209,7 +211,10 @@ impl Checksums {
             .into_par_iter()
             .map(|target| (target.clone(), self.compute(target)))
             .collect();
-        self.known.lock().expect("checksum cache lock").extend(computed);
+        self.known
+            .lock()
+            .expect("checksum cache lock")
+            .extend(computed);
     }
 
     /// The current checksum of a path target (`TestBinary` is the caller's:
@@ -228,7 +233,11 @@ impl Checksums {
 
     /// The checksum computed earlier in this run, if any.
     pub fn cached(&self, target: &Target) -> Option<Sum> {
-        self.known.lock().expect("checksum cache lock").get(target).cloned()
+        self.known
+            .lock()
+            .expect("checksum cache lock")
+            .get(target)
+            .cloned()
     }
 
     /// The checksum of a target as a test that started at `since` saw it:
@@ -275,7 +284,9 @@ impl Checksums {
 
     fn path_of(&self, target: &Target) -> Option<std::path::PathBuf> {
         match target {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => self.anchors.resolve(path),
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
+                self.anchors.resolve(path)
+            }
             Target::TestBinary => None,
         }
     }
@@ -324,8 +335,14 @@ mod tests {
             now + Duration::from_nanos(1)
         ));
         let whole_second = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        assert!(!settled_before(whole_second, whole_second + Duration::from_secs(1)));
-        assert!(settled_before(whole_second, whole_second + Duration::from_secs(3)));
+        assert!(!settled_before(
+            whole_second,
+            whole_second + Duration::from_secs(1)
+        ));
+        assert!(settled_before(
+            whole_second,
+            whole_second + Duration::from_secs(3)
+        ));
     }
 
     #[test]
@@ -387,11 +404,18 @@ mod tests {
             hash_erasing(&mut h, bytes, &[b"/ws/target", b"/ws"]);
             h.finalize()
         };
-        assert_eq!(hash(b"x/ws/src/y/ws/target/z"), hash(b"x/ws/src/y/ws/target/z"));
+        assert_eq!(
+            hash(b"x/ws/src/y/ws/target/z"),
+            hash(b"x/ws/src/y/ws/target/z")
+        );
         let mut h = blake3::Hasher::new();
         hash_erasing(&mut h, b"x/ci/src", &[b"/ci/target", b"/ci"]);
         assert_eq!(hash(b"x/ws/src"), h.finalize());
-        assert_ne!(hash(b"x/ws/src"), hash(b"x/ws/target/src"), "which anchor matters");
+        assert_ne!(
+            hash(b"x/ws/src"),
+            hash(b"x/ws/target/src"),
+            "which anchor matters"
+        );
         assert_ne!(hash(b"abc"), hash(b"abd"));
     }
 

@@ -65,11 +65,20 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
     for event in events {
         match event {
             CoverageEvent::Instrumented { pid, program } => sessions.push((*pid, program, false)),
-            CoverageEvent::Functions { program, entries, .. } => {
-                functions.entry(program.clone()).or_default().extend(entries);
+            CoverageEvent::Functions {
+                program, entries, ..
+            } => {
+                functions
+                    .entry(program.clone())
+                    .or_default()
+                    .extend(entries);
             }
             CoverageEvent::Complete { pid } => {
-                if let Some(session) = sessions.iter_mut().rev().find(|(p, _, done)| p == pid && !done) {
+                if let Some(session) = sessions
+                    .iter_mut()
+                    .rev()
+                    .find(|(p, _, done)| p == pid && !done)
+                {
                     session.2 = true;
                 }
             }
@@ -93,7 +102,10 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
             known.extend(entries);
         }
     }
-    Coverage { complete, incomplete }
+    Coverage {
+        complete,
+        incomplete,
+    }
 }
 
 /// At most this many changed functions are named per program.
@@ -128,7 +140,10 @@ pub fn changes(dep: &CodeDep, old: &Snapshot, new: &Snapshot) -> Vec<String> {
         }
     }
     if changed > NAMED_CHANGES {
-        reasons.push(format!("{} more functions changed{place}", changed - NAMED_CHANGES));
+        reasons.push(format!(
+            "{} more functions changed{place}",
+            changed - NAMED_CHANGES
+        ));
     }
     reasons
 }
@@ -184,7 +199,8 @@ fn same_file(candidate: &Path, binary: &Path, meta: &std::fs::Metadata) -> bool 
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(candidate).is_ok_and(|m| {
         (m.dev(), m.ino()) == (meta.dev(), meta.ino())
-            || (m.len() == meta.len() && std::fs::read(candidate).ok() == std::fs::read(binary).ok())
+            || (m.len() == meta.len()
+                && std::fs::read(candidate).ok() == std::fs::read(binary).ok())
     })
 }
 
@@ -229,7 +245,8 @@ impl Snapshots {
             return Ok(snapshot);
         }
         let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
-        let map_text = std::fs::read_to_string(&map).map_err(|e| FingerprintError::Parse(e.to_string()))?;
+        let map_text =
+            std::fs::read_to_string(&map).map_err(|e| FingerprintError::Parse(e.to_string()))?;
         let data = std::fs::read(binary).map_err(|e| FingerprintError::Parse(e.to_string()))?;
         let snapshot = Arc::new(fingerprint::fingerprint(&data, &map_text)?);
         // Not being able to keep it costs only time: the next run computes it again.
@@ -260,24 +277,50 @@ mod tests {
 
     #[test]
     fn only_executed_functions_decide() {
-        let old = snapshot(&[("_ZN2fx4read17hE", 1), ("_ZN2fx5write17hE", 2), ("_ZN2fx9uncovered17hE", 3)], 0);
+        let old = snapshot(
+            &[
+                ("_ZN2fx4read17hE", 1),
+                ("_ZN2fx5write17hE", 2),
+                ("_ZN2fx9uncovered17hE", 3),
+            ],
+            0,
+        );
         let dep = CodeDep {
             unit: CodeUnit::TestBinary,
             snapshot: [0; 32],
             functions: vec![old.index_of("_ZN2fx4read17hE").unwrap() as u32],
         };
-        let uncovered_edit = snapshot(&[("_ZN2fx4read17hE", 1), ("_ZN2fx5write17hE", 2), ("_ZN2fx9uncovered17hE", 9)], 0);
+        let uncovered_edit = snapshot(
+            &[
+                ("_ZN2fx4read17hE", 1),
+                ("_ZN2fx5write17hE", 2),
+                ("_ZN2fx9uncovered17hE", 9),
+            ],
+            0,
+        );
         assert!(changes(&dep, &old, &uncovered_edit).is_empty());
         let read_edit = snapshot(&[("_ZN2fx4read17hE", 7), ("_ZN2fx5write17hE", 2)], 0);
-        assert_eq!(changes(&dep, &old, &read_edit), ["function changed: fx::read"]);
+        assert_eq!(
+            changes(&dep, &old, &read_edit),
+            ["function changed: fx::read"]
+        );
         let renamed = snapshot(&[("_ZN2fx5read217hE", 1)], 0);
-        assert_eq!(changes(&dep, &old, &renamed), ["function removed: fx::read"]);
+        assert_eq!(
+            changes(&dep, &old, &renamed),
+            ["function removed: fx::read"]
+        );
         let std_changed = snapshot(&[("_ZN2fx4read17hE", 1)], 5);
-        assert_eq!(changes(&dep, &old, &std_changed), ["uninstrumented code changed"]);
+        assert_eq!(
+            changes(&dep, &old, &std_changed),
+            ["uninstrumented code changed"]
+        );
 
         let moved = translate(&dep, &old, &uncovered_edit, [1; 32]).unwrap();
         assert_eq!(moved.snapshot, [1; 32]);
-        assert_eq!(uncovered_edit.names[moved.functions[0] as usize], "_ZN2fx4read17hE");
+        assert_eq!(
+            uncovered_edit.names[moved.functions[0] as usize],
+            "_ZN2fx4read17hE"
+        );
         assert!(translate(&dep, &old, &renamed, [1; 32]).is_none());
     }
 
@@ -288,7 +331,10 @@ mod tests {
             program: program.into(),
             entries: entries.to_vec(),
         };
-        let i = |pid, program: &str| CoverageEvent::Instrumented { pid, program: program.into() };
+        let i = |pid, program: &str| CoverageEvent::Instrumented {
+            pid,
+            program: program.into(),
+        };
         let q = |pid| CoverageEvent::Complete { pid };
         let events = [
             i(1, "/t"),
@@ -303,7 +349,10 @@ mod tests {
         ];
         let c = coverage(&events[..5]);
         assert_eq!(c.complete.get(Path::new("/rg")), Some(&BTreeSet::from([5])));
-        assert!(c.incomplete.contains(Path::new("/t")), "pid 1 has not reported yet");
+        assert!(
+            c.incomplete.contains(Path::new("/t")),
+            "pid 1 has not reported yet"
+        );
         let c = coverage(&events);
         assert_eq!(
             c.incomplete,

@@ -115,7 +115,9 @@ fn drop_implied_kinds(observed: &mut Vec<Observed>) {
         })
         .collect();
     observed.retain(|o| match (&o.target, &o.known) {
-        (Target::Kind { path, follow: true }, None | Some(Sum::Kind(FileKind::File))) => !read.contains(path),
+        (Target::Kind { path, follow: true }, None | Some(Sum::Kind(FileKind::File))) => {
+            !read.contains(path)
+        }
         _ => true,
     });
 }
@@ -137,6 +139,7 @@ mod tests {
                     path: PathBuf::from(path),
                 })
                 .collect(),
+            coverage: vec![],
             complete: true,
         }
     }
@@ -169,7 +172,10 @@ mod tests {
             (Access::Exists, 0, "/ws/data/a.txt"),
             (Access::Read, 0, "/ws/data/a.txt"),
         ]);
-        assert_eq!(names(&c), ["read data/a.txt", "absent somefile.txt", "exists data"]);
+        assert_eq!(
+            names(&c),
+            ["read data/a.txt", "absent somefile.txt", "exists data"]
+        );
         assert!(c.always.is_empty());
     }
 
@@ -186,7 +192,10 @@ mod tests {
             (Access::Deleted, 0, "/ws/pre.txt"),
             (Access::Read, 0, "/ws/pre.txt"),
         ]);
-        assert_eq!(names(&c), ["absent out.txt", "read pre.txt", "exists pre.txt"]);
+        assert_eq!(
+            names(&c),
+            ["absent out.txt", "read pre.txt", "exists pre.txt"]
+        );
         assert_eq!(c.ignored.len(), 3);
     }
 
@@ -214,8 +223,8 @@ mod tests {
     fn a_trace_without_the_shim_is_untrusted() {
         let anchors = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
         let empty = Trace {
-            events: vec![],
             complete: true,
+            ..Trace::default()
         };
         assert_eq!(
             collect(&empty, &anchors, &Ignore::defaults()).always,

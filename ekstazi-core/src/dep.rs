@@ -26,7 +26,9 @@ pub enum Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => path.fmt(f),
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
+                path.fmt(f)
+            }
             Target::TestBinary => f.write_str("test binary"),
         }
     }

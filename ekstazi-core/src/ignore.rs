@@ -46,8 +46,14 @@ mod tests {
     fn trees_match_by_component() {
         let mut ignore = Ignore::defaults();
         ignore.add("/ws/.ekstazi", "state directory");
-        assert_eq!(ignore.check(Path::new("/proc/self/maps")), Some("kernel interface"));
-        assert_eq!(ignore.check(Path::new("/ws/.ekstazi/v1/x")), Some("state directory"));
+        assert_eq!(
+            ignore.check(Path::new("/proc/self/maps")),
+            Some("kernel interface")
+        );
+        assert_eq!(
+            ignore.check(Path::new("/ws/.ekstazi/v1/x")),
+            Some("state directory")
+        );
         assert_eq!(ignore.check(Path::new("/ws/.ekstazix")), None);
         assert_eq!(ignore.check(Path::new("/devices")), None);
     }

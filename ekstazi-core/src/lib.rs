@@ -23,9 +23,11 @@
 //! ```
 
 pub mod checksum;
+pub mod code;
 pub mod collect;
 pub mod dep;
 pub mod filter;
+pub mod fingerprint;
 pub mod ignore;
 pub mod path;
 pub mod record;

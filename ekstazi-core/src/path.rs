@@ -104,11 +104,15 @@ impl Anchors {
     /// The anchors' absolute paths as bytes, longest first: what a smart
     /// checksum erases so that a binary built in another checkout matches.
     pub fn erase_list(&self) -> Vec<Vec<u8>> {
-        let mut list: Vec<Vec<u8>> = [Some(&self.target), Some(&self.workspace), self.cargo_home.as_ref()]
-            .into_iter()
-            .flatten()
-            .map(|p| p.as_os_str().as_bytes().to_vec())
-            .collect();
+        let mut list: Vec<Vec<u8>> = [
+            Some(&self.target),
+            Some(&self.workspace),
+            self.cargo_home.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.as_os_str().as_bytes().to_vec())
+        .collect();
         list.sort_by_key(|s| std::cmp::Reverse(s.len()));
         list.dedup();
         list
@@ -191,13 +195,17 @@ mod tests {
     #[test]
     fn paths_are_stored_relative_to_the_most_specific_anchor() {
         let a = anchors();
-        assert_eq!(a.store(Path::new("/ws/data/a.txt")).to_string(), "data/a.txt");
+        assert_eq!(
+            a.store(Path::new("/ws/data/a.txt")).to_string(),
+            "data/a.txt"
+        );
         assert_eq!(
             a.store(Path::new("/ws/target/debug/x")).to_string(),
             "$CARGO_TARGET_DIR/debug/x"
         );
         assert_eq!(
-            a.store(Path::new("/home/u/.cargo/registry/src/x")).to_string(),
+            a.store(Path::new("/home/u/.cargo/registry/src/x"))
+                .to_string(),
             "$CARGO_HOME/registry/src/x"
         );
         assert_eq!(a.store(Path::new("/etc/hosts")).to_string(), "/etc/hosts");
@@ -209,7 +217,10 @@ mod tests {
     fn stored_paths_resolve_in_another_checkout() {
         let stored = anchors().store(Path::new("/ws/./data/../data/a.txt"));
         let elsewhere = Anchors::new(Path::new("/ci/ws"), Path::new("/ci/ws/target"), None);
-        assert_eq!(elsewhere.resolve(&stored), Some(PathBuf::from("/ci/ws/data/a.txt")));
+        assert_eq!(
+            elsewhere.resolve(&stored),
+            Some(PathBuf::from("/ci/ws/data/a.txt"))
+        );
     }
 
     #[test]
@@ -235,7 +246,10 @@ mod tests {
 
     #[test]
     fn normalize_is_lexical() {
-        assert_eq!(normalize(Path::new("/a/b/../c/./d//e")), PathBuf::from("/a/c/d/e"));
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d//e")),
+            PathBuf::from("/a/c/d/e")
+        );
         assert_eq!(normalize(Path::new("/../a")), PathBuf::from("/a"));
     }
 }

@@ -8,12 +8,13 @@
 //! intact digest, a body that decodes completely and paths that stay inside
 //! their anchors. Anything else is a [`DecodeError`], and its test runs.
 
+use crate::code::{CodeDep, CodeUnit};
 use crate::dep::Dep;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -97,6 +98,8 @@ pub struct Record {
     /// for a fully traced test.
     pub always: Vec<String>,
     pub deps: Vec<Dep>,
+    /// The functions the test executed, per program (function granularity).
+    pub code: Vec<CodeDep>,
 }
 
 impl Record {
@@ -106,47 +109,15 @@ impl Record {
 
     /// Serialises the record with header and digest.
     pub fn encode(&self) -> Vec<u8> {
-        let body = postcard::to_stdvec(self).expect("a record always serialises");
-        let body_len = u32::try_from(body.len()).expect("a record body fits in 4 GiB");
-        let mut out = Vec::with_capacity(HEADER + body.len() + DIGEST);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&body_len.to_le_bytes());
-        out.extend_from_slice(&body);
-        let digest = blake3::hash(&out);
-        out.extend_from_slice(digest.as_bytes());
-        out
+        seal(
+            MAGIC,
+            &postcard::to_stdvec(self).expect("a record always serialises"),
+        )
     }
 
     /// Parses and checks an encoded record.
     pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-        if bytes.len() < HEADER + DIGEST {
-            return Err(DecodeError::Truncated);
-        }
-        if &bytes[..4] != MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-        if version != FORMAT_VERSION {
-            return Err(DecodeError::OtherVersion(version));
-        }
-        let body_len = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
-        if body_len != bytes.len() - HEADER - DIGEST {
-            return Err(if body_len > bytes.len() - HEADER - DIGEST {
-                DecodeError::Truncated
-            } else {
-                DecodeError::BadLength
-            });
-        }
-        let (signed, digest) = bytes.split_at(HEADER + body_len);
-        if blake3::hash(signed).as_bytes() != digest {
-            return Err(DecodeError::BadDigest);
-        }
-        let (record, rest): (Record, _) =
-            postcard::take_from_bytes(&signed[HEADER..]).map_err(|_| DecodeError::BadBody)?;
-        if !rest.is_empty() {
-            return Err(DecodeError::BadBody);
-        }
+        let record: Record = open(MAGIC, bytes)?;
         record.validate()?;
         Ok(record)
     }
@@ -154,11 +125,68 @@ impl Record {
     fn validate(&self) -> Result<(), DecodeError> {
         use crate::dep::Target;
         let paths_ok = self.deps.iter().all(|dep| match &dep.target {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => path.is_valid(),
+            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
+                path.is_valid()
+            }
             Target::TestBinary => true,
+        }) && self.code.iter().all(|code| match &code.unit {
+            CodeUnit::Program(path) => path.is_valid(),
+            CodeUnit::TestBinary => true,
         });
-        if paths_ok { Ok(()) } else { Err(DecodeError::BadPath) }
+        if paths_ok {
+            Ok(())
+        } else {
+            Err(DecodeError::BadPath)
+        }
     }
+}
+
+/// Wraps a serialised body: magic, format version, length, body, digest.
+pub(crate) fn seal(magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
+    let body_len = u32::try_from(body.len()).expect("a body fits in 4 GiB");
+    let mut out = Vec::with_capacity(HEADER + body.len() + DIGEST);
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&body_len.to_le_bytes());
+    out.extend_from_slice(body);
+    let digest = blake3::hash(&out);
+    out.extend_from_slice(digest.as_bytes());
+    out
+}
+
+/// Checks a sealed body whole and decodes it.
+pub(crate) fn open<T: serde::de::DeserializeOwned>(
+    magic: &[u8; 4],
+    bytes: &[u8],
+) -> Result<T, DecodeError> {
+    if bytes.len() < HEADER + DIGEST {
+        return Err(DecodeError::Truncated);
+    }
+    if &bytes[..4] != magic {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::OtherVersion(version));
+    }
+    let body_len = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
+    if body_len != bytes.len() - HEADER - DIGEST {
+        return Err(if body_len > bytes.len() - HEADER - DIGEST {
+            DecodeError::Truncated
+        } else {
+            DecodeError::BadLength
+        });
+    }
+    let (signed, digest) = bytes.split_at(HEADER + body_len);
+    if blake3::hash(signed).as_bytes() != digest {
+        return Err(DecodeError::BadDigest);
+    }
+    let (value, rest) =
+        postcard::take_from_bytes(&signed[HEADER..]).map_err(|_| DecodeError::BadBody)?;
+    if !rest.is_empty() {
+        return Err(DecodeError::BadBody);
+    }
+    Ok(value)
 }
 
 /// Why a record was not accepted. Every variant means: run the test.
@@ -203,7 +231,9 @@ pub(crate) mod tests_support {
             always: vec![],
             deps: vec![
                 crate::dep::Dep {
-                    target: Target::Content(StoredPath::new(Anchor::Workspace, &b"data/a.txt"[..]).unwrap()),
+                    target: Target::Content(
+                        StoredPath::new(Anchor::Workspace, &b"data/a.txt"[..]).unwrap(),
+                    ),
                     sum: Sum::Hash([7; 32]),
                 },
                 crate::dep::Dep {
@@ -211,6 +241,11 @@ pub(crate) mod tests_support {
                     sum: Sum::Hash([1; 32]),
                 },
             ],
+            code: vec![CodeDep {
+                unit: CodeUnit::TestBinary,
+                snapshot: [3; 32],
+                functions: vec![1, 5, 300],
+            }],
         }
     }
 }

@@ -76,7 +76,13 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
     if record.outcome != Outcome::Passed {
         reasons.push(Reason::NotPassed(record.outcome));
     }
-    reasons.extend(record.global.changes(present.global).into_iter().map(Reason::Global));
+    reasons.extend(
+        record
+            .global
+            .changes(present.global)
+            .into_iter()
+            .map(Reason::Global),
+    );
     reasons.extend(record.always.iter().cloned().map(Reason::Always));
     for dep in &record.deps {
         let now = match &dep.target {
@@ -84,7 +90,11 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
             target => present.checksums.get(target),
         };
         if !dep.sum.matches(&now) {
-            reasons.push(Reason::Changed(describe_change(&dep.target, &dep.sum, &now)));
+            reasons.push(Reason::Changed(describe_change(
+                &dep.target,
+                &dep.sum,
+                &now,
+            )));
         }
     }
     reasons
@@ -205,7 +215,10 @@ mod tests {
             target: Target::Content(ws("x")),
             sum: Sum::Unknown,
         }];
-        assert_eq!(w.reasons(record(deps)), ["file changed while the test ran: x"]);
+        assert_eq!(
+            w.reasons(record(deps)),
+            ["file changed while the test ran: x"]
+        );
     }
 
     #[test]
@@ -222,7 +235,10 @@ mod tests {
             checksums: &checksums,
             forced: true,
         };
-        assert_eq!(reasons(&Loaded::Missing, &present), [Reason::Forced, Reason::New]);
+        assert_eq!(
+            reasons(&Loaded::Missing, &present),
+            [Reason::Forced, Reason::New]
+        );
         let bad = Loaded::Invalid(crate::record::DecodeError::BadDigest.into());
         assert_eq!(
             reasons(&bad, &present)[1].to_string(),

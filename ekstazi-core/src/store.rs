@@ -5,6 +5,8 @@
 //!   lock                      held by a run (exclusive) or an analysis (shared)
 //!   v1/                       one directory per record format version
 //!     <binary key>/<test>     escaped names, one record each
+//!     .code/<id>              function fingerprints of one build of a
+//!                             program, shared by the records that name it
 //! ```
 //! One file per test lets runs and CI shards write without coordination and
 //! merge by copying. Files are written to a temporary name and renamed, so a
@@ -12,6 +14,8 @@
 //! that no test name can leave its directory, and a record is only accepted
 //! for the test whose file it is in.
 
+use crate::dep::Hash;
+use crate::fingerprint::Snapshot;
 use crate::record::{DecodeError, FORMAT_VERSION, MAX_RECORD_BYTES, Record};
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -92,7 +96,9 @@ impl Store {
         };
         let mut found: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|name| name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok())
+            .filter(|name| {
+                name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok()
+            })
             .collect();
         found.sort();
         found
@@ -113,7 +119,9 @@ impl Store {
         match read_bounded(&path) {
             Ok(None) => Loaded::Missing,
             Ok(Some(bytes)) => match Record::decode(&bytes) {
-                Ok(record) if record.binary == binary && record.test == test => Loaded::Found(Box::new(record)),
+                Ok(record) if record.binary == binary && record.test == test => {
+                    Loaded::Found(Box::new(record))
+                }
                 Ok(_) => Loaded::Invalid(DecodeError::OtherTest.into()),
                 Err(e) => Loaded::Invalid(e.into()),
             },
@@ -128,7 +136,8 @@ impl Store {
         fs::create_dir_all(&dir)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
         tmp.write_all(&record.encode())?;
-        tmp.persist(dir.join(escape(&record.test))).map_err(|e| e.error)?;
+        tmp.persist(dir.join(escape(&record.test)))
+            .map_err(|e| e.error)?;
         Ok(())
     }
 
@@ -143,14 +152,21 @@ impl Store {
     /// Removes the records of a binary's tests that are not in `tests` (the
     /// binary's complete test list), and temporary files of interrupted
     /// writes. Returns how many records were removed.
-    pub fn retain_tests<'a>(&self, binary: &str, tests: impl IntoIterator<Item = &'a str>) -> io::Result<usize> {
+    pub fn retain_tests<'a>(
+        &self,
+        binary: &str,
+        tests: impl IntoIterator<Item = &'a str>,
+    ) -> io::Result<usize> {
         let keep: HashSet<String> = tests.into_iter().map(escape).collect();
         self.retain_files(&self.binary_dir(binary), &keep)
     }
 
     /// Removes the record directories of binaries not in `binaries` (every
     /// test binary the workspace can build). Returns how many went.
-    pub fn retain_binaries<'a>(&self, binaries: impl IntoIterator<Item = &'a str>) -> io::Result<usize> {
+    pub fn retain_binaries<'a>(
+        &self,
+        binaries: impl IntoIterator<Item = &'a str>,
+    ) -> io::Result<usize> {
         let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
         let entries = match fs::read_dir(&self.records) {
             Ok(entries) => entries,
@@ -161,7 +177,9 @@ impl Store {
         for entry in entries {
             let entry = entry?;
             let name = entry.file_name();
-            let stale = name.to_str().is_none_or(|name| !keep.contains(name));
+            // Names with a leading dot are the store's own (no escaped key has one).
+            let ours = name.as_encoded_bytes().starts_with(b".");
+            let stale = !ours && name.to_str().is_none_or(|name| !keep.contains(name));
             if stale && entry.file_type()?.is_dir() {
                 fs::remove_dir_all(entry.path())?;
                 removed += 1;
@@ -190,6 +208,52 @@ impl Store {
     }
 }
 
+/// Function-fingerprint snapshots, by id (the smart checksum of the build
+/// they describe).
+impl Store {
+    fn snapshot_dir(&self) -> PathBuf {
+        self.records.join(".code")
+    }
+
+    fn snapshot_path(&self, id: &Hash) -> PathBuf {
+        self.snapshot_dir()
+            .join(blake3::Hash::from_bytes(*id).to_hex().as_str())
+    }
+
+    /// A stored snapshot, if present, intact and consistent.
+    pub fn load_snapshot(&self, id: &Hash) -> Option<Snapshot> {
+        let bytes = read_bounded(&self.snapshot_path(id)).ok()??;
+        let snapshot: Snapshot = crate::record::open(SNAPSHOT_MAGIC, &bytes).ok()?;
+        let n = snapshot.names.len();
+        let consistent = snapshot.fps.len() == n
+            && snapshot.names.windows(2).all(|w| w[0] < w[1])
+            && snapshot.entries.iter().all(|(_, i)| (*i as usize) < n);
+        consistent.then_some(snapshot)
+    }
+
+    /// Stores a snapshot atomically.
+    pub fn save_snapshot(&self, id: &Hash, snapshot: &Snapshot) -> io::Result<()> {
+        let dir = self.snapshot_dir();
+        fs::create_dir_all(&dir)?;
+        let body = postcard::to_stdvec(snapshot).map_err(io::Error::other)?;
+        let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
+        tmp.write_all(&crate::record::seal(SNAPSHOT_MAGIC, &body))?;
+        tmp.persist(self.snapshot_path(id)).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Removes every snapshot not in `keep`; returns how many went.
+    pub fn retain_snapshots(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        let keep: HashSet<String> = keep
+            .iter()
+            .map(|id| blake3::Hash::from_bytes(*id).to_hex().to_string())
+            .collect();
+        self.retain_files(&self.snapshot_dir(), &keep)
+    }
+}
+
+const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZS";
+
 fn try_lock_error(e: fs::TryLockError) -> io::Error {
     match e {
         fs::TryLockError::WouldBlock => io::ErrorKind::WouldBlock.into(),
@@ -213,7 +277,9 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Invalid> {
         return Err(DecodeError::TooLarge.into());
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    File::open(path)?.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes)?;
+    File::open(path)?
+        .take(MAX_RECORD_BYTES + 1)
+        .read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_RECORD_BYTES {
         return Err(DecodeError::TooLarge.into());
     }
@@ -231,7 +297,8 @@ const MAX_NAME: usize = 160;
 pub fn escape(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for (i, byte) in name.bytes().enumerate() {
-        let keep = byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0);
+        let keep =
+            byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0);
         if keep {
             out.push(byte as char);
         } else {
@@ -280,7 +347,10 @@ mod tests {
             Loaded::Found(found) => assert_eq!(*found, record),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(store.load(&record.binary, "other"), Loaded::Missing));
+        assert!(matches!(
+            store.load(&record.binary, "other"),
+            Loaded::Missing
+        ));
         // A record copied under another test's name is not that test's record.
         fs::copy(
             store.record_path(&record.binary, &record.test),

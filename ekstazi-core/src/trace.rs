@@ -91,10 +91,28 @@ impl Event {
     }
 }
 
+/// What a process reported about the functions it executed (sanitizer
+/// coverage; the shim's `coverage` module writes these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoverageEvent {
+    /// Process `pid`, running `program`, has instrumented code.
+    Instrumented { pid: u32, program: PathBuf },
+    /// Process `pid` executed the functions whose entries are at these
+    /// addresses of `program` (relative to its load address).
+    Functions {
+        pid: u32,
+        program: PathBuf,
+        entries: Vec<u32>,
+    },
+    /// Process `pid` reported all its coverage.
+    Complete { pid: u32 },
+}
+
 /// A parsed trace.
 #[derive(Debug, Default)]
 pub struct Trace {
     pub events: Vec<Event>,
+    pub coverage: Vec<CoverageEvent>,
     /// False when the trace ends mid-event or holds an unknown tag: some
     /// accesses of the test are unknown, so it must not be trusted.
     pub complete: bool,
@@ -102,30 +120,66 @@ pub struct Trace {
 
 /// Parses a trace; never fails, but says when it is incomplete.
 pub fn parse(bytes: &[u8]) -> Trace {
-    let mut events = Vec::new();
+    let mut trace = Trace::default();
     let mut rest = bytes;
     while !rest.is_empty() {
         let Some((header, tail)) = rest.split_first_chunk::<4>() else {
-            return Trace {
-                events,
-                complete: false,
-            };
+            return trace;
         };
         let len = usize::from(u16::from_le_bytes([header[2], header[3]]));
-        let (Some(access), Some(path)) = (Access::from_tag(header[0]), tail.get(..len)) else {
-            return Trace {
-                events,
-                complete: false,
-            };
+        let Some(payload) = tail.get(..len) else {
+            return trace;
         };
-        events.push(Event {
-            access,
-            flags: header[1],
-            path: Path::new(OsStr::from_bytes(path)).to_path_buf(),
-        });
+        if let Some(access) = Access::from_tag(header[0]) {
+            trace.events.push(Event {
+                access,
+                flags: header[1],
+                path: path_of(payload),
+            });
+        } else if let Some(event) = parse_coverage(header[0], payload) {
+            trace.coverage.push(event);
+        } else {
+            return trace;
+        }
         rest = &tail[len..];
     }
-    Trace { events, complete: true }
+    trace.complete = true;
+    trace
+}
+
+fn path_of(bytes: &[u8]) -> PathBuf {
+    Path::new(OsStr::from_bytes(bytes)).to_path_buf()
+}
+
+/// `I [pid u32][path]`, `F [pid u32][path len u16][path][u32...]`, `Q [pid u32]`.
+fn parse_coverage(tag: u8, payload: &[u8]) -> Option<CoverageEvent> {
+    let (pid, rest) = payload.split_first_chunk::<4>()?;
+    let pid = u32::from_le_bytes(*pid);
+    match tag {
+        b'I' => Some(CoverageEvent::Instrumented {
+            pid,
+            program: path_of(rest),
+        }),
+        b'Q' => rest.is_empty().then_some(CoverageEvent::Complete { pid }),
+        b'F' => {
+            let (len, rest) = rest.split_first_chunk::<2>()?;
+            let len = usize::from(u16::from_le_bytes(*len));
+            let (program, addresses) = (rest.get(..len)?, rest.get(len..)?);
+            if addresses.len() % 4 != 0 {
+                return None;
+            }
+            let entries = addresses
+                .chunks_exact(4)
+                .map(|a| u32::from_le_bytes(a.try_into().expect("4 bytes")))
+                .collect();
+            Some(CoverageEvent::Functions {
+                pid,
+                program: path_of(program),
+                entries,
+            })
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -159,5 +213,46 @@ mod tests {
         }
         assert!(!parse(&event(b'?', 0, "/x")).complete);
         assert!(parse(&[]).complete);
+    }
+
+    #[test]
+    fn coverage_events_are_parsed() {
+        let raw = |tag: u8, payload: &[u8]| {
+            let mut out = vec![tag, 0];
+            out.extend_from_slice(&(payload.len() as u16).to_le_bytes());
+            out.extend_from_slice(payload);
+            out
+        };
+        let mut functions = 7u32.to_le_bytes().to_vec();
+        functions.extend_from_slice(&4u16.to_le_bytes());
+        functions.extend_from_slice(b"/bin");
+        functions.extend_from_slice(&0x10u32.to_le_bytes());
+        functions.extend_from_slice(&0x20u32.to_le_bytes());
+        let mut instrumented = 7u32.to_le_bytes().to_vec();
+        instrumented.extend_from_slice(b"/bin");
+        let mut bytes = raw(b'I', &instrumented);
+        bytes.extend(raw(b'F', &functions));
+        bytes.extend(raw(b'Q', &7u32.to_le_bytes()));
+        let trace = parse(&bytes);
+        assert!(trace.complete);
+        assert_eq!(
+            trace.coverage,
+            [
+                CoverageEvent::Instrumented {
+                    pid: 7,
+                    program: "/bin".into()
+                },
+                CoverageEvent::Functions {
+                    pid: 7,
+                    program: "/bin".into(),
+                    entries: vec![0x10, 0x20]
+                },
+                CoverageEvent::Complete { pid: 7 },
+            ]
+        );
+        assert!(
+            !parse(&raw(b'F', &functions[..functions.len() - 1])).complete,
+            "a torn address list"
+        );
     }
 }

@@ -123,7 +123,10 @@ pub fn reset() {
         return;
     }
     for module in &MODULES {
-        let (start, end) = (module.flags.load(Ordering::Acquire), module.flags_end.load(Ordering::Acquire));
+        let (start, end) = (
+            module.flags.load(Ordering::Acquire),
+            module.flags_end.load(Ordering::Acquire),
+        );
         if start != 0 && end > start {
             // SAFETY: the range is a registered flag array, writable data.
             unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
@@ -134,10 +137,15 @@ pub fn reset() {
 /// Writes the covered functions and `Q`; called once, at exit (and before
 /// an `exec` replaces the process image).
 pub fn flush() {
-    if !REGISTERED.load(Ordering::Acquire) || INCOMPLETE.load(Ordering::Acquire) || !trace::enabled() {
+    if !REGISTERED.load(Ordering::Acquire)
+        || INCOMPLETE.load(Ordering::Acquire)
+        || !trace::enabled()
+    {
         return;
     }
-    let Some(_inside) = crate::guard::enter() else { return };
+    let Some(_inside) = crate::guard::enter() else {
+        return;
+    };
     for module in &MODULES {
         let flags = module.flags.load(Ordering::Acquire);
         let end = module.flags_end.load(Ordering::Acquire);
@@ -166,7 +174,12 @@ fn flush_module(flags: usize, end: usize, pcs: usize) {
     let mut n = 0;
     for i in 0..end - flags {
         // SAFETY: `i` indexes the flag array and the parallel PC table.
-        let (hit, pc) = unsafe { (*((flags + i) as *const u8) != 0, *((pcs + 2 * i * size_of::<usize>()) as *const usize)) };
+        let (hit, pc) = unsafe {
+            (
+                *((flags + i) as *const u8) != 0,
+                *((pcs + 2 * i * size_of::<usize>()) as *const usize),
+            )
+        };
         if !hit {
             continue;
         }
@@ -186,7 +199,8 @@ fn flush_module(flags: usize, end: usize, pcs: usize) {
 /// itself (which it may know by a relative name) `/proc/self/exe`.
 fn module_path(info: &libc::Dl_info) -> EventBuf {
     // SAFETY: dladdr filled `dli_fname` with a C string or null.
-    let name = (!info.dli_fname.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(info.dli_fname) });
+    let name =
+        (!info.dli_fname.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(info.dli_fname) });
     if let Some(name) = name
         && name.to_bytes().first() == Some(&b'/')
         && let Ok(buf) = unsafe { EventBuf::resolve(libc::AT_FDCWD, name.as_ptr()) }

@@ -14,7 +14,13 @@ pub struct Inside(());
 /// Enters the shim unless this thread already is inside it.
 pub fn enter() -> Option<Inside> {
     INSIDE
-        .try_with(|inside| if inside.replace(true) { None } else { Some(Inside(())) })
+        .try_with(|inside| {
+            if inside.replace(true) {
+                None
+            } else {
+                Some(Inside(()))
+            }
+        })
         .ok()
         .flatten()
 }

@@ -17,6 +17,7 @@
 //!
 //! Without `EKSTAZI_TRACE_FILE` the shim is inert: every hook forwards to libc.
 
+mod coverage;
 mod guard;
 mod hooks;
 mod path;
@@ -34,3 +35,12 @@ extern "C" fn init() {
 #[used]
 #[unsafe(link_section = ".init_array")]
 static INIT: extern "C" fn() = init;
+
+/// Runs at exit of every process the shim is loaded into.
+extern "C" fn fini() {
+    coverage::flush();
+}
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static FINI: extern "C" fn() = fini;

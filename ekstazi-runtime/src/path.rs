@@ -136,7 +136,8 @@ impl EventBuf {
         link[prefix.len()..prefix.len() + tail.len()].copy_from_slice(tail);
         let spare = self.spare();
         // SAFETY: `link` is NUL-terminated (zero-filled); readlink writes at most `spare.len()`.
-        let n = unsafe { libc::readlink(link.as_ptr().cast(), spare.as_mut_ptr().cast(), spare.len()) };
+        let n =
+            unsafe { libc::readlink(link.as_ptr().cast(), spare.as_mut_ptr().cast(), spare.len()) };
         if n <= 0 || n as usize >= spare.len() {
             return false;
         }
@@ -147,14 +148,19 @@ impl EventBuf {
     /// The absolute path.
     pub fn path(&self) -> &[u8] {
         // SAFETY: bytes HEADER..len were written.
-        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().add(HEADER).cast(), self.len - HEADER) }
+        unsafe {
+            std::slice::from_raw_parts(self.buf.as_ptr().add(HEADER).cast(), self.len - HEADER)
+        }
     }
 
     /// The path's parent directory, for failures that reveal a missing parent.
     pub fn truncate_to_parent(&mut self) {
         let path = self.path();
         let trimmed = path.len() - path.iter().rev().take_while(|b| **b == b'/').count();
-        let cut = path[..trimmed].iter().rposition(|b| *b == b'/').unwrap_or(0);
+        let cut = path[..trimmed]
+            .iter()
+            .rposition(|b| *b == b'/')
+            .unwrap_or(0);
         self.len = HEADER + cut.max(1);
     }
 

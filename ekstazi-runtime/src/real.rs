@@ -14,7 +14,11 @@ unsafe fn lookup(name: &'static [u8], version: Option<&'static [u8]>) -> usize {
         if sym.is_null()
             && let Some(version) = version
         {
-            sym = libc::dlvsym(libc::RTLD_NEXT, name.as_ptr().cast(), version.as_ptr().cast());
+            sym = libc::dlvsym(
+                libc::RTLD_NEXT,
+                name.as_ptr().cast(),
+                version.as_ptr().cast(),
+            );
         }
         sym as usize
     }
@@ -85,4 +89,5 @@ real! {
     rename: fn(*const c_char, *const c_char) -> c_int;
     renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int;
     renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int;
+    pthread_create: fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int;
 }

@@ -92,7 +92,8 @@ pub unsafe fn init() {
     // SAFETY: getenv/getppid/getpid have no preconditions.
     let is_test_binary = unsafe {
         let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
-        !runner.is_null() && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
+        !runner.is_null()
+            && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
     };
     // SAFETY: as above.
     if is_test_binary && unsafe { !libc::getenv(c"EKSTAZI_LIBTEST".as_ptr()).is_null() } {
@@ -113,7 +114,8 @@ fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
         return None;
     }
     digits.iter().try_fold(0, |n: libc::pid_t, d| {
-        d.is_ascii_digit().then(|| n * 10 + libc::pid_t::from(d - b'0'))
+        d.is_ascii_digit()
+            .then(|| n * 10 + libc::pid_t::from(d - b'0'))
     })
 }
 
@@ -156,6 +158,32 @@ pub fn record(tag: u8, flags: u8, buf: &mut EventBuf) {
         }
         event = &event[n as usize..];
     }
+}
+
+/// Appends an event with an arbitrary payload, without folding duplicates
+/// (coverage events are written once per process anyway).
+pub fn record_raw(tag: u8, payload: &[u8]) {
+    let fd = FD.load(Ordering::Relaxed);
+    if fd < 0 || payload.len() > usize::from(u16::MAX) {
+        return;
+    }
+    let len = (payload.len() as u16).to_le_bytes();
+    let header = [tag, thread_flags(), len[0], len[1]];
+    let iov = [
+        libc::iovec {
+            iov_base: header.as_ptr() as *mut libc::c_void,
+            iov_len: header.len(),
+        },
+        libc::iovec {
+            iov_base: payload.as_ptr() as *mut libc::c_void,
+            iov_len: payload.len(),
+        },
+    ];
+    // One `writev`: with `O_APPEND` the event lands whole (short writes to
+    // regular files do not happen short of a full disk, which loses the
+    // trace's tail and makes it incomplete, hence untrusted).
+    // SAFETY: both buffers are initialised and outlive the call.
+    unsafe { libc::writev(fd, iov.as_ptr(), 2) };
 }
 
 /// Records that an access happened whose path could not be named.

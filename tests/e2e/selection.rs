@@ -27,7 +27,10 @@ fn first_run_runs_everything_and_second_run_nothing() {
 
     let second = f.test_ok(&[]);
     assert!(second.ran().is_empty(), "{second:?}");
-    assert!(second.stdout.contains("12 skipped as unaffected"), "{second:?}");
+    assert!(
+        second.stdout.contains("12 skipped as unaffected"),
+        "{second:?}"
+    );
 
     let list = f.list(&[]);
     assert_eq!(list["total"], 12);
@@ -81,7 +84,10 @@ fn creating_a_path_a_test_found_absent_selects_it() {
     );
 
     std::fs::remove_file(f.file("beta/somefile.txt")).unwrap();
-    assert_eq!(f.test_ok(&[]).ran(), labels(&["beta::files asserts_absent"]));
+    assert_eq!(
+        f.test_ok(&[]).ran(),
+        labels(&["beta::files asserts_absent"])
+    );
     assert!(f.test_ok(&[]).ran().is_empty());
 }
 
@@ -99,7 +105,10 @@ fn a_test_that_failed_runs_until_it_passes() {
             vec!["failed last time".to_owned()]
         )]
     );
-    assert_eq!(f.test_ok(&[]).ran(), labels(&["beta::files fails_on_request"]));
+    assert_eq!(
+        f.test_ok(&[]).ran(),
+        labels(&["beta::files fails_on_request"])
+    );
     assert!(f.test_ok(&[]).ran().is_empty());
 }
 
@@ -128,7 +137,9 @@ fn a_library_change_selects_the_binaries_that_link_it() {
         "gamma links nothing of alpha and stays skipped"
     );
     assert!(
-        selected.iter().all(|(_, reasons)| reasons == &["binary changed"]),
+        selected
+            .iter()
+            .all(|(_, reasons)| reasons == &["binary changed"]),
         "{selected:?}"
     );
     assert_eq!(f.test_ok(&[]).ran().len(), 10);
@@ -186,9 +197,15 @@ fn a_filter_runs_only_matching_tests_and_keeps_the_other_records() {
     let filtered = f.test_ok(&["doubles"]);
     assert_eq!(filtered.ran(), labels(&["alpha tests::doubles"]));
     let still = f.selected(&[]);
-    assert!(still.iter().all(|(label, _)| label != "alpha tests::doubles"));
     assert!(
-        still.iter().any(|(label, _)| label == "alpha tests::triples"),
+        still
+            .iter()
+            .all(|(label, _)| label != "alpha tests::doubles")
+    );
+    assert!(
+        still
+            .iter()
+            .any(|(label, _)| label == "alpha tests::triples"),
         "outside the filter, still to run: {still:?}"
     );
 
@@ -196,7 +213,10 @@ fn a_filter_runs_only_matching_tests_and_keeps_the_other_records() {
     assert_eq!(exact.ran(), labels(&["alpha tests::triples"]));
     let skipped = f.test_ok(&["--", "--skip", "reads"]);
     assert!(!skipped.ran().is_empty(), "{skipped:?}");
-    assert!(skipped.ran().iter().all(|l| !l.contains("reads")), "{skipped:?}");
+    assert!(
+        skipped.ran().iter().all(|l| !l.contains("reads")),
+        "{skipped:?}"
+    );
 }
 
 #[test]
@@ -213,14 +233,22 @@ fn ignored_tests_run_only_when_asked() {
 fn records_of_removed_tests_are_deleted() {
     let f = Fixture::new("basic");
     f.test_ok(&[]);
-    assert!(f.records().iter().any(|r| r.to_string_lossy().ends_with("says_hello")));
+    assert!(
+        f.records()
+            .iter()
+            .any(|r| r.to_string_lossy().ends_with("says_hello"))
+    );
     f.edit(
         "gamma/src/lib.rs",
         "#[test]\n    fn says_hello",
         "#[allow(dead_code)]\n    fn says_hello",
     );
     f.test_ok(&[]);
-    assert!(!f.records().iter().any(|r| r.to_string_lossy().ends_with("says_hello")));
+    assert!(
+        !f.records()
+            .iter()
+            .any(|r| r.to_string_lossy().ends_with("says_hello"))
+    );
 }
 
 #[test]
@@ -239,7 +267,9 @@ fn cargo_options_and_the_state_directory_are_honoured() {
         "-p",
         "alpha",
     ]);
-    command.current_dir(elsewhere.path()).env("EKSTAZI_DIR", &state);
+    command
+        .current_dir(elsewhere.path())
+        .env("EKSTAZI_DIR", &state);
     let output = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -251,8 +281,14 @@ fn cargo_options_and_the_state_directory_are_honoured() {
         stdout.contains("PASS") && stdout.contains("alpha tests::doubles"),
         "{stdout}"
     );
-    assert!(!stdout.contains("beta"), "only the requested package: {stdout}");
-    assert!(target.join("debug").exists(), "built in the requested target directory");
+    assert!(
+        !stdout.contains("beta"),
+        "only the requested package: {stdout}"
+    );
+    assert!(
+        target.join("debug").exists(),
+        "built in the requested target directory"
+    );
     assert!(
         state.join("v1/alpha").is_dir(),
         "records in the requested state directory"
@@ -267,11 +303,22 @@ fn list_prints_a_readable_table() {
     f.write("beta/data/a.txt", "changed");
     let run = f.run(&["list"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    let line = run.stdout.lines().find(|l| l.contains("reads_data")).unwrap();
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("reads_data"))
+        .unwrap();
     assert!(line.starts_with("run "), "{line}");
     assert!(line.ends_with("file changed: beta/data/a.txt"), "{line}");
-    let other = run.stdout.lines().find(|l| l.contains("reads_nothing")).unwrap();
-    assert!(other.starts_with("skip ") && other.ends_with("unaffected"), "{other}");
+    let other = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("reads_nothing"))
+        .unwrap();
+    assert!(
+        other.starts_with("skip ") && other.ends_with("unaffected"),
+        "{other}"
+    );
     assert!(run.stdout.contains("1 of 12 tests selected"), "{run:?}");
     assert!(f.selected(&[]).len() == 1, "list wrote no record");
 }

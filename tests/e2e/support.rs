@@ -63,7 +63,10 @@ impl Fixture {
         let source = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/fixtures")
             .join(name);
-        let dir = tempfile::Builder::new().prefix("ekstazi-e2e").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("ekstazi-e2e")
+            .tempdir()
+            .unwrap();
         copy_tree(&source, dir.path());
         Fixture { dir }
     }
@@ -148,7 +151,11 @@ impl Fixture {
             .iter()
             .filter(|t| t["selected"].as_bool().unwrap())
             .map(|t| {
-                let label = format!("{} {}", t["binary"].as_str().unwrap(), t["name"].as_str().unwrap());
+                let label = format!(
+                    "{} {}",
+                    t["binary"].as_str().unwrap(),
+                    t["name"].as_str().unwrap()
+                );
                 let reasons = t["reasons"]
                     .as_array()
                     .unwrap()

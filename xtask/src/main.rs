@@ -108,15 +108,24 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
 
     let mut commands: Vec<(&str, Vec<String>)> = vec![
         ("cargo test", cargo(&["test", "-q"])),
-        ("cargo test --tests (no doctests)", cargo(&["test", "--tests", "-q"])),
-        ("cargo ekstazi test (nothing changed)", ekstazi_cmd(&["test", "-q"])),
+        (
+            "cargo test --tests (no doctests)",
+            cargo(&["test", "--tests", "-q"]),
+        ),
+        (
+            "cargo ekstazi test (nothing changed)",
+            ekstazi_cmd(&["test", "-q"]),
+        ),
         (
             "cargo ekstazi test --forceall",
             ekstazi_cmd(&["test", "-q", "--forceall"]),
         ),
     ];
     if has_nextest {
-        commands.push(("cargo nextest run", cargo(&["nextest", "run", "--no-fail-fast"])));
+        commands.push((
+            "cargo nextest run",
+            cargo(&["nextest", "run", "--no-fail-fast"]),
+        ));
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
     for round in 0..runs {
@@ -134,7 +143,10 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
         println!("| `{name}` | {m:.3}s | {min:.3}s |");
     }
     println!();
-    println!("- nothing changed vs `cargo test`: **{:.2}×**", medians[2] / medians[0]);
+    println!(
+        "- nothing changed vs `cargo test`: **{:.2}×**",
+        medians[2] / medians[0]
+    );
     println!(
         "- nothing changed vs `cargo test --tests`: **{:.2}×**",
         medians[2] / medians[1]

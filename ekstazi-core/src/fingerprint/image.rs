@@ -3,11 +3,12 @@
 //! dynamic ones of a position-independent executable), the thread-local
 //! block, and the input-section extents from the linker's map.
 
-use super::map::Extent;
 use super::FingerprintError;
+use super::map::Extent;
 use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
 use object::{
-    Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget, SymbolKind,
+    Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags,
+    RelocationTarget, SymbolKind,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -101,9 +102,12 @@ pub(crate) struct Image<'a> {
 
 impl<'a> Image<'a> {
     pub fn parse(data: &'a [u8], extents: Vec<Extent>) -> Result<Image<'a>, FingerprintError> {
-        let file = ElfFile64::<Endianness>::parse(data).map_err(|e| FingerprintError::Parse(e.to_string()))?;
+        let file = ElfFile64::<Endianness>::parse(data)
+            .map_err(|e| FingerprintError::Parse(e.to_string()))?;
         if file.elf_header().e_machine(file.endian()) != object::elf::EM_X86_64 {
-            return Err(FingerprintError::Unsupported("function fingerprints support x86-64 only".into()));
+            return Err(FingerprintError::Unsupported(
+                "function fingerprints support x86-64 only".into(),
+            ));
         }
 
         let mut sections = Vec::new();
@@ -121,7 +125,9 @@ impl<'a> Image<'a> {
                 file_range: if nobits {
                     None
                 } else {
-                    section.file_range().map(|(off, len)| (off as usize, len as usize))
+                    section
+                        .file_range()
+                        .map(|(off, len)| (off as usize, len as usize))
                 },
                 exec: flags & object::elf::SHF_EXECINSTR.0 != 0,
                 write: flags & object::elf::SHF_WRITE.0 != 0,
@@ -164,7 +170,9 @@ impl<'a> Image<'a> {
             }
             let exec = flags & object::elf::SHF_EXECINSTR.0 != 0;
             for (place, reloc) in section.relocations() {
-                let RelocationFlags::Elf { r_type } = reloc.flags() else { continue };
+                let RelocationFlags::Elf { r_type } = reloc.flags() else {
+                    continue;
+                };
                 let external = match reloc.target() {
                     RelocationTarget::Symbol(index) => file
                         .symbol_by_index(index)
@@ -185,7 +193,13 @@ impl<'a> Image<'a> {
                 let size = (reloc.size() / 8).max(4);
                 if exec && let Some(name) = external {
                     externals.push(name);
-                    code_relocs.insert(place, CodeReloc::External { size, symbol: externals.len() - 1 });
+                    code_relocs.insert(
+                        place,
+                        CodeReloc::External {
+                            size,
+                            symbol: externals.len() - 1,
+                        },
+                    );
                 } else if exec {
                     code_relocs.insert(place, classify_code(r_type, target, size));
                 } else {
@@ -197,7 +211,9 @@ impl<'a> Image<'a> {
         let mut dynamic = HashMap::new();
         if let Some(relocs) = file.dynamic_relocations() {
             for (place, reloc) in relocs {
-                let RelocationFlags::Elf { r_type } = reloc.flags() else { continue };
+                let RelocationFlags::Elf { r_type } = reloc.flags() else {
+                    continue;
+                };
                 let symbol = match reloc.target() {
                     RelocationTarget::Symbol(index) => file
                         .dynamic_symbol_table()
@@ -321,20 +337,48 @@ impl<'a> Image<'a> {
 
 fn containing(symbols: &[Symbol], addr: u64) -> Option<&Symbol> {
     let i = symbols.partition_point(|s| s.addr <= addr);
-    symbols[..i].iter().rev().take(4).find(|s| addr < s.addr + s.size)
+    symbols[..i]
+        .iter()
+        .rev()
+        .take(4)
+        .find(|s| addr < s.addr + s.size)
 }
 
 fn classify_code(r_type: object::elf::RelocationType, target: u64, size: u8) -> CodeReloc {
     use object::elf::*;
     match r_type {
-        R_X86_64_64 => CodeReloc::Absolute { target, size: 8, tls: false },
-        R_X86_64_32 | R_X86_64_32S => CodeReloc::Absolute { target, size: 4, tls: false },
-        R_X86_64_TPOFF32 | R_X86_64_DTPOFF32 => CodeReloc::Absolute { target, size: 4, tls: true },
-        R_X86_64_TPOFF64 | R_X86_64_DTPOFF64 => CodeReloc::Absolute { target, size: 8, tls: true },
+        R_X86_64_64 => CodeReloc::Absolute {
+            target,
+            size: 8,
+            tls: false,
+        },
+        R_X86_64_32 | R_X86_64_32S => CodeReloc::Absolute {
+            target,
+            size: 4,
+            tls: false,
+        },
+        R_X86_64_TPOFF32 | R_X86_64_DTPOFF32 => CodeReloc::Absolute {
+            target,
+            size: 4,
+            tls: true,
+        },
+        R_X86_64_TPOFF64 | R_X86_64_DTPOFF64 => CodeReloc::Absolute {
+            target,
+            size: 8,
+            tls: true,
+        },
         R_X86_64_TLSGD | R_X86_64_TLSLD | R_X86_64_GOTTPOFF | R_X86_64_GOTPC32_TLSDESC => {
-            CodeReloc::PcRelative { size, target, tls: true }
+            CodeReloc::PcRelative {
+                size,
+                target,
+                tls: true,
+            }
         }
-        _ => CodeReloc::PcRelative { size, target, tls: false },
+        _ => CodeReloc::PcRelative {
+            size,
+            target,
+            tls: false,
+        },
     }
 }
 

@@ -55,7 +55,10 @@ fn parse_line(line: &str) -> Option<Extent> {
     }
     let merge = if name.starts_with(".rodata.str") {
         Merge::Strings
-    } else if let Some(n) = name.strip_prefix(".rodata.cst").and_then(|n| n.parse().ok()) {
+    } else if let Some(n) = name
+        .strip_prefix(".rodata.cst")
+        .and_then(|n| n.parse().ok())
+    {
         Merge::Constants(n)
     } else {
         Merge::None
@@ -86,8 +89,14 @@ mod tests {
         let extents = parse(map);
         assert_eq!(extents.len(), 4);
         assert_eq!(extents[0].name, ".interp");
-        let anon = extents.iter().find(|e| e.name == ".rodata..Lanon.744f.2").unwrap();
-        assert_eq!((anon.start, anon.size, anon.merge), (0x1f4ea, 0xe, Merge::None));
+        let anon = extents
+            .iter()
+            .find(|e| e.name == ".rodata..Lanon.744f.2")
+            .unwrap();
+        assert_eq!(
+            (anon.start, anon.size, anon.merge),
+            (0x1f4ea, 0xe, Merge::None)
+        );
         assert!(extents.iter().any(|e| e.merge == Merge::Strings));
         assert!(extents.iter().any(|e| e.merge == Merge::Constants(16)));
     }

@@ -104,7 +104,9 @@ impl<'r> Masked<'r> {
 
     /// Whether any of `[offset, offset + len)` is masked already.
     fn covers(&self, offset: u64, len: u64) -> bool {
-        self.ranges.iter().any(|(start, end)| offset < *end && *start < offset + len)
+        self.ranges
+            .iter()
+            .any(|(start, end)| offset < *end && *start < offset + len)
     }
 
     fn digest(mut self, prefix: &[u8]) -> [u8; 32] {
@@ -178,8 +180,12 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                     referent,
                 );
             }
-            let branches = (0..instruction.op_count())
-                .any(|i| matches!(instruction.op_kind(i), OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64));
+            let branches = (0..instruction.op_count()).any(|i| {
+                matches!(
+                    instruction.op_kind(i),
+                    OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+                )
+            });
             if branches && offsets.has_immediate() {
                 let target = instruction.near_branch_target();
                 let referent = self.referent(target, Some(f), memo);
@@ -203,7 +209,11 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 // The field ends the instruction (true of every such
                 // relocation but immediates, which none of these are).
                 let at = target.wrapping_add(u64::from(size));
-                let referent = if tls { self.tls(at) } else { self.referent(at, Some(f), memo) };
+                let referent = if tls {
+                    self.tls(at)
+                } else {
+                    self.referent(at, Some(f), memo)
+                };
                 masked.mask(place - f.addr, u64::from(size), referent);
             }
         }
@@ -246,7 +256,9 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             return match image.dynamic.get(&addr) {
                 Some(DynReloc::Symbol(name)) => Referent::Function(name, 0),
                 Some(DynReloc::Relative(target)) => self.referent(*target, None, memo),
-                Some(DynReloc::Tpoff(Some(name), addend)) => Referent::Function(name, *addend as u64),
+                Some(DynReloc::Tpoff(Some(name), addend)) => {
+                    Referent::Function(name, *addend as u64)
+                }
                 Some(DynReloc::Tpoff(None, addend)) => self.tls_offset(*addend),
                 None => self.unresolved_at(&section.name, addr - section.addr),
             };
@@ -255,7 +267,9 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     }
 
     fn unresolved_at(&self, section: &'i str, offset: u64) -> Referent<'i> {
-        if std::env::var_os("EKSTAZI_DEBUG_FP").is_some() { CUR.with(|c| eprintln!("unresolved {section}+{offset:#x} from {}", c.borrow())); }
+        if std::env::var_os("EKSTAZI_DEBUG_FP").is_some() {
+            CUR.with(|c| eprintln!("unresolved {section}+{offset:#x} from {}", c.borrow()));
+        }
         self.unresolved.fetch_add(1, Ordering::Relaxed);
         Referent::Unresolved(section, offset)
     }
@@ -310,7 +324,10 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 Merge::Strings => {
                     let limit = extent.start + extent.size;
                     let bytes = image.bytes(addr, limit - addr).unwrap_or(&[]);
-                    let len = bytes.iter().position(|b| *b == 0).map_or(bytes.len(), |n| n + 1);
+                    let len = bytes
+                        .iter()
+                        .position(|b| *b == 0)
+                        .map_or(bytes.len(), |n| n + 1);
                     (addr, addr + len as u64)
                 }
                 Merge::Constants(n) => {
@@ -337,7 +354,14 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     }
 
     /// The digest of data `[start, end)` entered at `entry`.
-    fn extent(&self, start: u64, end: u64, entry: u64, identity: Option<&str>, memo: &mut Memo) -> [u8; 32] {
+    fn extent(
+        &self,
+        start: u64,
+        end: u64,
+        entry: u64,
+        identity: Option<&str>,
+        memo: &mut Memo,
+    ) -> [u8; 32] {
         let key = (start, entry);
         if let Some(digest) = memo.done.get(&key) {
             return *digest;
@@ -360,7 +384,11 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             }
         };
         let mut masked = Masked::new(bytes);
-        let relocs: Vec<(u64, StaticReloc)> = image.data_relocs.range(start..end).map(|(p, r)| (*p, *r)).collect();
+        let relocs: Vec<(u64, StaticReloc)> = image
+            .data_relocs
+            .range(start..end)
+            .map(|(p, r)| (*p, *r))
+            .collect();
         if relocs.is_empty() {
             // Without kept relocations, the loader's list of pointers to fix.
             for place in (start.next_multiple_of(8)..end.saturating_sub(7)).step_by(8) {
@@ -382,7 +410,9 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                     let referent = self.referent(label, None, memo);
                     masked.mask(place - start, 4, referent);
                 }
-                StaticReloc::Other { size } => masked.mask(place - start, u64::from(size), Referent::CoverageFlag),
+                StaticReloc::Other { size } => {
+                    masked.mask(place - start, u64::from(size), Referent::CoverageFlag)
+                }
             }
         }
         if self.is_panic_location(start, len, &relocs) {

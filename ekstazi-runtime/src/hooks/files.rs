@@ -12,7 +12,14 @@ use libc::{FILE, c_char, c_int, c_uint, mode_t};
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn describe_open(dirfd: c_int, path: *const c_char, flags: c_int, fd: c_int, err: c_int, existed: Option<bool>) {
+unsafe fn describe_open(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    fd: c_int,
+    err: c_int,
+    existed: Option<bool>,
+) {
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
         return; // an anonymous file in a directory: nothing to depend on
     }
@@ -72,7 +79,12 @@ unsafe fn probe_existence(dirfd: c_int, path: *const c_char, flags: c_int) -> Op
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn traced_open(dirfd: c_int, path: *const c_char, flags: c_int, call: impl FnOnce() -> c_int) -> c_int {
+unsafe fn traced_open(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
     // SAFETY: forwarded from the caller.
     let existed = unsafe { probe_existence(dirfd, path, flags) };
     let fd = call();
@@ -169,10 +181,24 @@ unsafe fn fopen_flags(mode: *const c_char) -> c_int {
     // SAFETY: the caller passes a C string.
     let mode = unsafe { std::ffi::CStr::from_ptr(mode) }.to_bytes();
     let plus = mode.contains(&b'+');
-    let exclusive = if mode.contains(&b'x') { libc::O_EXCL } else { 0 };
+    let exclusive = if mode.contains(&b'x') {
+        libc::O_EXCL
+    } else {
+        0
+    };
     match mode.first() {
-        Some(b'w') => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_TRUNC | exclusive,
-        Some(b'a') => (if plus { libc::O_RDWR } else { libc::O_WRONLY }) | libc::O_CREAT | libc::O_APPEND | exclusive,
+        Some(b'w') => {
+            (if plus { libc::O_RDWR } else { libc::O_WRONLY })
+                | libc::O_CREAT
+                | libc::O_TRUNC
+                | exclusive
+        }
+        Some(b'a') => {
+            (if plus { libc::O_RDWR } else { libc::O_WRONLY })
+                | libc::O_CREAT
+                | libc::O_APPEND
+                | exclusive
+        }
         _ => {
             if plus {
                 libc::O_RDWR

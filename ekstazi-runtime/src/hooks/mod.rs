@@ -87,7 +87,11 @@ unsafe fn probe_kind(dirfd: c_int, path: *const c_char, nofollow: bool) -> u8 {
         return 0;
     };
     let mut st = std::mem::MaybeUninit::<libc::stat64>::uninit();
-    let flags = if nofollow { libc::AT_SYMLINK_NOFOLLOW } else { 0 };
+    let flags = if nofollow {
+        libc::AT_SYMLINK_NOFOLLOW
+    } else {
+        0
+    };
     // SAFETY: `st` is large enough for the kernel's answer; `path` is a C string.
     if unsafe { fstatat(dirfd, path, st.as_mut_ptr().cast(), flags) } != 0 {
         return 0;

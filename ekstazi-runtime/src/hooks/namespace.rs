@@ -137,7 +137,12 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(path);
-        describe_remove(libc::AT_FDCWD, path, result, trace::KIND_DIR << trace::KIND_SHIFT);
+        describe_remove(
+            libc::AT_FDCWD,
+            path,
+            result,
+            trace::KIND_DIR << trace::KIND_SHIFT,
+        );
         result
     }
 }
@@ -181,7 +186,12 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn renameat(olddir: c_int, old: *const c_char, newdir: c_int, new: *const c_char) -> c_int {
+pub unsafe extern "C" fn renameat(
+    olddir: c_int,
+    old: *const c_char,
+    newdir: c_int,
+    new: *const c_char,
+) -> c_int {
     let Some(real) = real::renameat() else {
         return unavailable(-1);
     };

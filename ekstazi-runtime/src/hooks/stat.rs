@@ -13,7 +13,13 @@ use libc::{c_char, c_int, c_uint, c_void};
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn describe_lookup(dirfd: c_int, path: *const c_char, result: c_int, nofollow: bool, kind: u8) {
+unsafe fn describe_lookup(
+    dirfd: c_int,
+    path: *const c_char,
+    result: c_int,
+    nofollow: bool,
+    kind: u8,
+) {
     // SAFETY: forwarded from the caller.
     observe(|err| unsafe {
         let nofollow_flag = if nofollow { trace::FLAG_NOFOLLOW } else { 0 };
@@ -143,7 +149,13 @@ pub unsafe extern "C" fn statx(
         } else {
             0
         };
-        describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0, kind);
+        describe_lookup(
+            dirfd,
+            path,
+            result,
+            flags & libc::AT_SYMLINK_NOFOLLOW != 0,
+            kind,
+        );
         result
     }
 }
@@ -169,14 +181,25 @@ access_path!(access, euidaccess, eaccess);
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
     let Some(real) = real::faccessat() else {
         return unavailable(-1);
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
         let result = real(dirfd, path, mode, flags);
-        describe_lookup(dirfd, path, result, flags & libc::AT_SYMLINK_NOFOLLOW != 0, 0);
+        describe_lookup(
+            dirfd,
+            path,
+            result,
+            flags & libc::AT_SYMLINK_NOFOLLOW != 0,
+            0,
+        );
         result
     }
 }
