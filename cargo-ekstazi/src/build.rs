@@ -3,12 +3,13 @@
 //! tests need at run time.
 
 use crate::cli::CargoOpts;
+use crate::instrument;
 use crate::workspace::{Workspace, binary_key, primary_kind};
 use anyhow::{Context, Result};
 use cargo_metadata::{Message, PackageId};
 use std::collections::HashMap;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// One test binary cargo built.
@@ -51,8 +52,9 @@ pub struct Built {
 #[error("could not compile the tests (cargo exited with {0})")]
 pub struct BuildFailed(pub std::process::ExitStatus);
 
-/// Runs `cargo test --no-run` with the user's cargo options.
-pub fn build(ws: &Workspace, opts: &CargoOpts) -> Result<Built> {
+/// Runs `cargo test --no-run` with the user's cargo options; with `shim`,
+/// the instrumented build of function granularity (see [`instrument`]).
+pub fn build(ws: &Workspace, opts: &CargoOpts, shim: Option<&Path>) -> Result<Built> {
     let mut command = Command::new(&ws.cargo);
     command
         .args([
@@ -60,9 +62,17 @@ pub fn build(ws: &Workspace, opts: &CargoOpts) -> Result<Built> {
             "--no-run",
             "--message-format=json-render-diagnostics",
         ])
-        .args(opts.to_cargo_args())
+        .args(opts.to_cargo_args(shim.is_some()))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+    if let Some(shim) = shim {
+        let dir = instrument::prepare_target_dir(&ws.target_dir, shim)?;
+        command
+            .args(["--target", &ws.host])
+            .arg("--target-dir")
+            .arg(dir)
+            .envs(instrument::build_env(shim));
+    }
     let mut child = command.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().expect("stdout is piped");
 

@@ -98,6 +98,27 @@ pub struct SelectionOpts {
     /// Where records are kept [default: <workspace>/.ekstazi]
     #[arg(long, env = "EKSTAZI_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// What code a test depends on: the functions it executed, or its whole binary
+    #[arg(long, env = "EKSTAZI_GRANULARITY", value_enum, default_value_t = Granularity::Function)]
+    pub granularity: Granularity,
+}
+
+/// How finely code dependencies are tracked.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Granularity {
+    /// The functions a test executed (an instrumented build, in its own target directory)
+    Function,
+    /// The test binary as a whole (no special build)
+    Binary,
+}
+
+impl Granularity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Function => "function",
+            Granularity::Binary => "binary",
+        }
+    }
 }
 
 /// The options `cargo test` takes that decide what is built; forwarded to cargo.
@@ -204,7 +225,8 @@ pub struct CargoOpts {
 
 impl CargoOpts {
     /// The arguments to pass on to `cargo test`.
-    pub fn to_cargo_args(&self) -> Vec<String> {
+    /// (An instrumented build chooses its own target directory.)
+    pub fn to_cargo_args(&self, instrumented: bool) -> Vec<String> {
         let mut args = Vec::new();
         let mut flag = |on: bool, name: &str| {
             if on {
@@ -246,7 +268,7 @@ impl CargoOpts {
         if let Some(profile) = &self.profile {
             args.extend(["--profile".to_owned(), profile.clone()]);
         }
-        if let Some(dir) = &self.target_dir {
+        if let Some(dir) = self.target_dir.as_ref().filter(|_| !instrumented) {
             args.extend(["--target-dir".to_owned(), dir.display().to_string()]);
         }
         if let Some(path) = &self.manifest_path {
@@ -415,7 +437,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            args.cargo.to_cargo_args(),
+            args.cargo.to_cargo_args(false),
             [
                 "--release",
                 "--package",

@@ -12,6 +12,7 @@
 mod build;
 mod cli;
 mod env;
+mod instrument;
 mod list;
 mod recording;
 mod report;
@@ -34,6 +35,9 @@ use std::time::{Duration, Instant};
 const TESTS_FAILED: u8 = 101;
 
 fn main() -> ExitCode {
+    if std::env::var_os(instrument::WRAPPER_ENV).is_some() {
+        instrument::wrap_rustc();
+    }
     // Cargo runs us as `cargo-ekstazi ekstazi <args>`; accept being run
     // directly as `cargo-ekstazi <args>` too.
     let mut args: Vec<_> = std::env::args_os().collect();
@@ -64,6 +68,7 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     let mut session = Session::prepare(&args.cargo, &args.selection)?;
     let _lock = lock_store(&session)?;
     note_other_versions(&session);
+    note_fallbacks(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
     forget_removed_tests(&session)?;
     if args.cargo.verbose > 0 {
@@ -95,7 +100,6 @@ fn test(args: TestArgs) -> Result<ExitCode> {
         report::selection_line(selected.len(), tally.skipped, tally.ignored)
     )?;
 
-    let shim = shim::install(&session.ws.target_dir)?;
     let trace_dir = tempfile::Builder::new()
         .prefix("ekstazi-traces")
         .tempdir()
@@ -108,7 +112,7 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     custom_harness_args.extend(args.libtest.iter().cloned());
     let config = run::RunConfig {
         jobs,
-        shim,
+        shim: session.shim.clone(),
         trace_dir: trace_dir.path().to_path_buf(),
         custom_harness_args,
     };
@@ -159,6 +163,7 @@ fn list(args: ListArgs) -> Result<ExitCode> {
     let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
     let mut session = Session::prepare(&args.cargo, &args.selection)?;
     note_other_versions(&session);
+    note_fallbacks(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
     if args.cargo.verbose > 0 {
         eprintln!(
@@ -194,6 +199,21 @@ fn lock_store(session: &Session) -> Result<ekstazi_core::store::StoreLock> {
         }
         Err(e) => {
             Err(e).with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
+    }
+}
+
+/// Says which binaries fall back to binary granularity, and why.
+fn note_fallbacks(session: &Session) {
+    if session.granularity != cli::Granularity::Function {
+        return;
+    }
+    for (binary, code) in session.built.binaries.iter().zip(&session.code) {
+        if let Err(why) = code {
+            eprintln!(
+                "note: {} depends on its whole binary (binary granularity): {why}",
+                binary.key
+            );
         }
     }
 }

@@ -3,10 +3,16 @@
 use crate::list::TestCase;
 use crate::run::Finished;
 use crate::session::Session;
+use ekstazi_core::code::{self, CodeDep, CodeUnit};
 use ekstazi_core::collect::collect;
-use ekstazi_core::dep::{Dep, Target};
+use ekstazi_core::dep::{Dep, Sum, Target};
+use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::record::{Outcome, Record};
 use ekstazi_core::trace;
+use ekstazi_core::trace::CoverageEvent;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 /// The record of a finished test. Only a pass carries dependencies: any
 /// other outcome runs again next time whatever changed.
@@ -20,6 +26,7 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
         always: Vec::new(),
         deps: Vec::new(),
+        code: Vec::new(),
     };
     if finished.outcome != Outcome::Passed {
         return record;
@@ -35,11 +42,8 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
             return record;
         }
     };
-    let collected = collect(
-        &trace::parse(&bytes),
-        session.checksums.anchors(),
-        &session.ignore,
-    );
+    let trace = trace::parse(&bytes);
+    let collected = collect(&trace, session.checksums.anchors(), &session.ignore);
     record.always = collected.always;
     record.deps = collected
         .observed
@@ -56,9 +60,87 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
             }
         })
         .collect();
-    record.deps.push(Dep {
-        target: Target::TestBinary,
-        sum: session.binary_sums[case.binary].clone(),
-    });
+    let whole_binary = code_deps(
+        session,
+        case,
+        &trace.coverage,
+        finished.started,
+        &mut record,
+    );
+    if whole_binary {
+        record.deps.push(Dep {
+            target: Target::TestBinary,
+            sum: session.binary_sums[case.binary].clone(),
+        });
+    }
     record
+}
+
+/// With function granularity, the functions the test executed, per
+/// program, replace the dependency on the whole test binary and on each
+/// whole program it ran — where the coverage is complete. Returns whether
+/// the test binary must still be depended on whole.
+fn code_deps(
+    session: &Session,
+    case: &TestCase,
+    events: &[CoverageEvent],
+    since: SystemTime,
+    record: &mut Record,
+) -> bool {
+    let Ok(test_snapshot) = &session.code[case.binary] else {
+        return true;
+    };
+    let Sum::Hash(test_id) = session.binary_sums[case.binary] else {
+        return true;
+    };
+    let test_binary = canonical(&session.built.binaries[case.binary].path);
+    let coverage = code::coverage(events);
+    let mut whole_binary = true;
+    for (program, entries) in &coverage.complete {
+        if canonical(program) == test_binary {
+            if let Some(functions) = indices(entries, test_snapshot) {
+                record.code.push(CodeDep {
+                    unit: CodeUnit::TestBinary,
+                    snapshot: test_id,
+                    functions,
+                });
+                whole_binary = false;
+            }
+            continue;
+        }
+        let stored = session.checksums.anchors().store(program);
+        let target = Target::Program(stored.clone());
+        let Sum::Hash(id) = session.checksums.as_seen_since(&target, since) else {
+            continue;
+        };
+        let Ok(snapshot) = session.snapshots.of_binary(program, &id) else {
+            continue;
+        };
+        if let Some(functions) = indices(entries, &snapshot) {
+            record.deps.retain(|dep| dep.target != target);
+            record.code.push(CodeDep {
+                unit: CodeUnit::Program(stored),
+                snapshot: id,
+                functions,
+            });
+        }
+    }
+    whole_binary
+}
+
+/// The snapshot indices of the functions at these entry addresses; `None`
+/// if one is not a function of the snapshot (the coverage is not of this
+/// build, and cannot be trusted).
+fn indices(entries: &BTreeSet<u32>, snapshot: &Snapshot) -> Option<Vec<u32>> {
+    let mut functions: Vec<u32> = entries
+        .iter()
+        .map(|&address| snapshot.at_entry(u64::from(address)))
+        .collect::<Option<_>>()?;
+    functions.sort_unstable();
+    functions.dedup();
+    Some(functions)
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -3,21 +3,26 @@
 //! turns them into a plan.
 
 use crate::build::{self, Built};
-use crate::cli::{CargoOpts, SelectionOpts};
+use crate::cli::{CargoOpts, Granularity, SelectionOpts};
 use crate::env::test_env;
 use crate::list::{self, TestCase};
 use crate::workspace::Workspace;
 use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
+use ekstazi_core::code::{CodeUnit, Snapshots};
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::filter::{Decision, Filter};
+use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::path::Anchors;
 use ekstazi_core::record::{FORMAT_VERSION, Global, Record};
 use ekstazi_core::select::{self, Present, Reason};
 use ekstazi_core::store::{Loaded, Store};
 use rayon::prelude::*;
+use std::collections::HashSet;
 use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct Session {
@@ -33,6 +38,13 @@ pub struct Session {
     /// Per binary, its smart checksum now.
     pub binary_sums: Vec<Sum>,
     pub ignore: Ignore,
+    /// The runtime shim, written out for this build.
+    pub shim: PathBuf,
+    pub granularity: Granularity,
+    pub snapshots: Snapshots,
+    /// Per binary, with function granularity, the fingerprints of its
+    /// functions now — or why it falls back to binary granularity.
+    pub code: Vec<Result<Arc<Snapshot>, String>>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
 }
@@ -63,8 +75,11 @@ impl Session {
             clock = Instant::now();
         };
         let ws = Workspace::load(cargo)?;
+        let shim = crate::shim::install(&ws.target_dir)?;
         lap("workspace");
-        let built = build::build(&ws, cargo)?;
+        let granularity = selection.granularity;
+        let instrumented = (granularity == Granularity::Function).then_some(shim.as_path());
+        let built = build::build(&ws, cargo, instrumented)?;
         lap("build");
         let envs: Vec<_> = built
             .binaries
@@ -99,6 +114,7 @@ impl Session {
                 env!("CARGO_PKG_VERSION"),
                 crate::shim::digest()
             ),
+            granularity: granularity.as_str().to_owned(),
         };
         let checksums = Checksums::new(Anchors::new(
             &ws.root,
@@ -106,22 +122,33 @@ impl Session {
             ws.cargo_home.as_deref(),
         ));
         // `Unknown` for a binary that cannot be read: its tests always run.
-        let binary_sums = built
+        let binary_sums: Vec<Sum> = built
             .binaries
             .par_iter()
             .map(|b| checksums.program(&b.path))
             .collect();
         lap("binary checksums");
+        let snapshots = Snapshots::new(store.clone());
+        let code = built
+            .binaries
+            .par_iter()
+            .zip(&binary_sums)
+            .map(|(binary, sum)| match (granularity, sum) {
+                (Granularity::Binary, _) => Err("binary granularity".to_owned()),
+                (Granularity::Function, Sum::Hash(id)) => snapshots
+                    .of_binary(&binary.path, id)
+                    .map_err(|e| e.to_string()),
+                (Granularity::Function, _) => Err("the binary cannot be read".to_owned()),
+            })
+            .collect();
+        lap("function fingerprints");
         let mut ignore = Ignore::defaults();
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
         ignore.add(
             ekstazi_core::path::normalize(&ws.sysroot),
             "toolchain (part of the global fingerprint)",
         );
-        ignore.add(
-            ekstazi_core::path::normalize(&ws.target_dir.join("ekstazi")),
-            "cargo-ekstazi's own files",
-        );
+        ignore.add(ekstazi_core::path::normalize(&shim), "cargo-ekstazi's shim");
         Ok(Session {
             ws,
             built,
@@ -132,6 +159,10 @@ impl Session {
             checksums,
             binary_sums,
             ignore,
+            shim,
+            granularity,
+            snapshots,
+            code,
             timings,
         })
     }
@@ -167,12 +198,45 @@ impl Session {
                 })
             })
             .collect();
-        let targets = loaded.iter().flatten().flat_map(|l| match l {
-            Loaded::Found(record) => record.deps.iter().map(|d| &d.target).collect(),
-            _ => Vec::new(),
+        let records: Vec<&Record> = loaded
+            .iter()
+            .flatten()
+            .filter_map(|l| match l {
+                Loaded::Found(record) => Some(&**record),
+                _ => None,
+            })
+            .collect();
+        let programs: Vec<Target> = records
+            .iter()
+            .flat_map(|r| &r.code)
+            .filter_map(|c| match &c.unit {
+                CodeUnit::Program(path) => Some(Target::Program(path.clone())),
+                CodeUnit::TestBinary => None,
+            })
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let targets = records
+            .iter()
+            .flat_map(|r| r.deps.iter().map(|d| &d.target));
+        self.checksums.prefetch(
+            targets
+                .chain(&programs)
+                .filter(|t| !matches!(t, Target::TestBinary)),
+        );
+        // Programs the records ran that were rebuilt since: fingerprint each
+        // once, in parallel, before the tests that ran them are compared.
+        programs.par_iter().for_each(|target| {
+            if let (Sum::Hash(id), Target::Program(path)) = (self.checksums.get(target), target)
+                && records
+                    .iter()
+                    .flat_map(|r| &r.code)
+                    .any(|c| c.unit == CodeUnit::Program(path.clone()) && c.snapshot != id)
+                && let Some(path) = self.checksums.anchors().resolve(path)
+            {
+                let _ = self.snapshots.of_binary(&path, &id);
+            }
         });
-        self.checksums
-            .prefetch(targets.filter(|t| !matches!(t, Target::TestBinary)));
 
         scoped
             .into_iter()
@@ -189,7 +253,9 @@ impl Session {
                 let present = Present {
                     global: &self.global,
                     binary: &self.binary_sums[case.binary],
+                    binary_path: &self.built.binaries[case.binary].path,
                     checksums: &self.checksums,
+                    snapshots: &self.snapshots,
                     forced,
                 };
                 let reasons = select::reasons(&loaded, &present);

@@ -12,7 +12,7 @@ use crate::fingerprint::{self, FingerprintError, Snapshot};
 use crate::path::StoredPath;
 use crate::trace::CoverageEvent;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -119,10 +119,17 @@ pub fn changes(dep: &CodeDep, old: &Snapshot, new: &Snapshot) -> Vec<String> {
         CodeUnit::TestBinary => String::new(),
         unit => format!(" (in {unit})"),
     };
-    let mut reasons = Vec::new();
-    if old.uninstrumented != new.uninstrumented {
-        reasons.push(format!("uninstrumented code changed{place}"));
-    }
+    let mut reasons: Vec<String> = old
+        .uninstrumented_changes(new)
+        .into_iter()
+        .take(NAMED_CHANGES)
+        .map(|name| {
+            format!(
+                "uninstrumented function changed: {}{place}",
+                fingerprint::demangle(name)
+            )
+        })
+        .collect();
     let mut changed = 0;
     for &index in &dep.functions {
         let Some(name) = old.names.get(index as usize) else {
@@ -270,7 +277,8 @@ mod tests {
             names: functions.iter().map(|(n, _)| (*n).to_owned()).collect(),
             fps: functions.iter().map(|(_, f)| [*f; 16]).collect(),
             entries: vec![],
-            uninstrumented: [uninstrumented; 32],
+            other_names: vec!["memcpy".into(), format!("only_in_{uninstrumented}")],
+            other_fps: vec![[uninstrumented; 16], [0; 16]],
             stats: Default::default(),
         }
     }
@@ -279,47 +287,54 @@ mod tests {
     fn only_executed_functions_decide() {
         let old = snapshot(
             &[
-                ("_ZN2fx4read17hE", 1),
-                ("_ZN2fx5write17hE", 2),
-                ("_ZN2fx9uncovered17hE", 3),
+                ("_ZN2fx4read17h0123456789abcdefE", 1),
+                ("_ZN2fx5write17h0123456789abcdefE", 2),
+                ("_ZN2fx9uncovered17h0123456789abcdefE", 3),
             ],
             0,
         );
         let dep = CodeDep {
             unit: CodeUnit::TestBinary,
             snapshot: [0; 32],
-            functions: vec![old.index_of("_ZN2fx4read17hE").unwrap() as u32],
+            functions: vec![old.index_of("_ZN2fx4read17h0123456789abcdefE").unwrap() as u32],
         };
         let uncovered_edit = snapshot(
             &[
-                ("_ZN2fx4read17hE", 1),
-                ("_ZN2fx5write17hE", 2),
-                ("_ZN2fx9uncovered17hE", 9),
+                ("_ZN2fx4read17h0123456789abcdefE", 1),
+                ("_ZN2fx5write17h0123456789abcdefE", 2),
+                ("_ZN2fx9uncovered17h0123456789abcdefE", 9),
             ],
             0,
         );
         assert!(changes(&dep, &old, &uncovered_edit).is_empty());
-        let read_edit = snapshot(&[("_ZN2fx4read17hE", 7), ("_ZN2fx5write17hE", 2)], 0);
+        let read_edit = snapshot(
+            &[
+                ("_ZN2fx4read17h0123456789abcdefE", 7),
+                ("_ZN2fx5write17h0123456789abcdefE", 2),
+            ],
+            0,
+        );
         assert_eq!(
             changes(&dep, &old, &read_edit),
             ["function changed: fx::read"]
         );
-        let renamed = snapshot(&[("_ZN2fx5read217hE", 1)], 0);
+        let renamed = snapshot(&[("_ZN2fx5read217h0123456789abcdefE", 1)], 0);
         assert_eq!(
             changes(&dep, &old, &renamed),
             ["function removed: fx::read"]
         );
-        let std_changed = snapshot(&[("_ZN2fx4read17hE", 1)], 5);
+        let std_changed = snapshot(&[("_ZN2fx4read17h0123456789abcdefE", 1)], 5);
         assert_eq!(
             changes(&dep, &old, &std_changed),
-            ["uninstrumented code changed"]
+            ["uninstrumented function changed: memcpy"],
+            "a changed function counts; one only linked now, or no more, does not"
         );
 
         let moved = translate(&dep, &old, &uncovered_edit, [1; 32]).unwrap();
         assert_eq!(moved.snapshot, [1; 32]);
         assert_eq!(
             uncovered_edit.names[moved.functions[0] as usize],
-            "_ZN2fx4read17hE"
+            "_ZN2fx4read17h0123456789abcdefE"
         );
         assert!(translate(&dep, &old, &renamed, [1; 32]).is_none());
     }
@@ -347,7 +362,7 @@ mod tests {
             q(1),
             i(5, "/srv"),
         ];
-        let c = coverage(&events[..5]);
+        let c = coverage(&events[..4]);
         assert_eq!(c.complete.get(Path::new("/rg")), Some(&BTreeSet::from([5])));
         assert!(
             c.incomplete.contains(Path::new("/t")),

@@ -61,6 +61,8 @@ pub struct Global {
     pub rustflags: String,
     /// cargo-ekstazi's own version and the record format version.
     pub tool: String,
+    /// `function` or `binary`: what code dependencies were recorded.
+    pub granularity: String,
 }
 
 impl Global {
@@ -73,6 +75,7 @@ impl Global {
             ("features", &self.features, &now.features),
             ("RUSTFLAGS", &self.rustflags, &now.rustflags),
             ("cargo-ekstazi", &self.tool, &now.tool),
+            ("granularity", &self.granularity, &now.granularity),
         ];
         pairs
             .into_iter()

@@ -5,10 +5,13 @@
 //! Every other state is a reason to run, and every reason is named.
 
 use crate::checksum::Checksums;
+use crate::code::{CodeDep, CodeUnit, Snapshots};
 use crate::dep::{Sum, Target, describe_change};
+use crate::fingerprint::FingerprintError;
 use crate::record::{Global, Outcome};
 use crate::store::{Invalid, Loaded};
 use std::fmt;
+use std::path::Path;
 
 /// Why a test was selected.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +52,10 @@ pub struct Present<'a> {
     pub global: &'a Global,
     /// The smart checksum of the test's binary now.
     pub binary: &'a Sum,
+    /// Where the test's binary is, for fingerprinting its functions.
+    pub binary_path: &'a Path,
     pub checksums: &'a Checksums,
+    pub snapshots: &'a Snapshots,
     pub forced: bool,
 }
 
@@ -97,7 +103,45 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
             )));
         }
     }
+    for dep in &record.code {
+        reasons.extend(code_reasons(dep, present).into_iter().map(Reason::Changed));
+    }
     reasons
+}
+
+/// Why the functions a test executed in one program may have changed: none
+/// if the program is the very build the test ran, else the comparison of
+/// the executed functions' fingerprints.
+fn code_reasons(dep: &CodeDep, present: &Present<'_>) -> Vec<String> {
+    let (now, path) = match &dep.unit {
+        CodeUnit::TestBinary => (
+            present.binary.clone(),
+            Some(present.binary_path.to_path_buf()),
+        ),
+        CodeUnit::Program(program) => (
+            present.checksums.get(&Target::Program(program.clone())),
+            present.checksums.anchors().resolve(program),
+        ),
+    };
+    let id = match now {
+        Sum::Hash(id) if id == dep.snapshot => return Vec::new(),
+        Sum::Hash(id) => id,
+        Sum::Absent => return vec![format!("program deleted: {}", dep.unit)],
+        _ => return vec![format!("program cannot be read: {}", dep.unit)],
+    };
+    let Some(old) = present.snapshots.stored(&dep.snapshot) else {
+        return vec![format!(
+            "the function fingerprints of its last run are gone ({})",
+            dep.unit
+        )];
+    };
+    let new = path
+        .ok_or_else(|| FingerprintError::Parse("no such path".into()))
+        .and_then(|path| present.snapshots.of_binary(&path, &id));
+    match new {
+        Ok(new) => crate::code::changes(dep, &old, &new),
+        Err(e) => vec![format!("cannot fingerprint {}: {e}", dep.unit)],
+    }
 }
 
 #[cfg(test)]
@@ -106,6 +150,7 @@ mod tests {
     use crate::dep::{Dep, FileKind};
     use crate::path::{Anchor, Anchors, StoredPath};
     use crate::record::Record;
+    use crate::store::Store;
     use std::fs;
 
     struct World {
@@ -132,10 +177,13 @@ mod tests {
         fn reasons(&self, record: Record) -> Vec<String> {
             // A fresh cache per question: each models one run.
             let checksums = Checksums::new(self.checksums.anchors().clone());
+            let snapshots = Snapshots::new(Store::new(&self.dir.path().join(".ekstazi")));
             let present = Present {
                 global: &self.global,
                 binary: &Sum::Hash([1; 32]),
+                binary_path: Path::new("/nonexistent"),
                 checksums: &checksums,
+                snapshots: &snapshots,
                 forced: false,
             };
             reasons(&Loaded::Found(Box::new(record)), &present)
@@ -154,6 +202,7 @@ mod tests {
             duration_us: 1,
             always: vec![],
             deps,
+            code: vec![],
         }
     }
 
@@ -229,10 +278,13 @@ mod tests {
             rustc: "new".into(),
             ..Global::default()
         };
+        let snapshots = Snapshots::new(Store::new(&w.dir.path().join(".ekstazi")));
         let present = Present {
             global: &now,
             binary: &Sum::Absent,
+            binary_path: Path::new("/nonexistent"),
             checksums: &checksums,
+            snapshots: &snapshots,
             forced: true,
         };
         assert_eq!(

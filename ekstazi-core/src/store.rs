@@ -227,6 +227,8 @@ impl Store {
         let n = snapshot.names.len();
         let consistent = snapshot.fps.len() == n
             && snapshot.names.windows(2).all(|w| w[0] < w[1])
+            && snapshot.other_fps.len() == snapshot.other_names.len()
+            && snapshot.other_names.windows(2).all(|w| w[0] < w[1])
             && snapshot.entries.iter().all(|(_, i)| (*i as usize) < n);
         consistent.then_some(snapshot)
     }

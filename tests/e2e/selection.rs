@@ -114,7 +114,7 @@ fn a_test_that_failed_runs_until_it_passes() {
 
 #[test]
 fn a_library_change_selects_the_binaries_that_link_it() {
-    let f = Fixture::new("basic");
+    let f = Fixture::new("basic").with_env("EKSTAZI_GRANULARITY", "binary");
     f.test_ok(&[]);
 
     f.edit("alpha/src/lib.rs", "x * 2", "x + x");
@@ -190,7 +190,7 @@ fn forceall_reruns_everything_and_a_damaged_record_reruns_its_test() {
 
 #[test]
 fn a_filter_runs_only_matching_tests_and_keeps_the_other_records() {
-    let f = Fixture::new("basic");
+    let f = Fixture::new("basic").with_env("EKSTAZI_GRANULARITY", "binary");
     f.test_ok(&[]);
     f.edit("alpha/src/lib.rs", "x * 2", "x + x");
 
@@ -286,11 +286,13 @@ fn cargo_options_and_the_state_directory_are_honoured() {
         "only the requested package: {stdout}"
     );
     assert!(
-        target.join("debug").exists(),
+        target.join("ekstazi/build").exists(),
         "built in the requested target directory"
     );
     assert!(
-        state.join("v1/alpha").is_dir(),
+        state
+            .join(format!("v{}/alpha", ekstazi_core::record::FORMAT_VERSION))
+            .is_dir(),
         "records in the requested state directory"
     );
     assert!(!f.file(".ekstazi").exists());
@@ -334,7 +336,7 @@ fn a_build_failure_is_reported_with_cargos_status() {
 
 #[test]
 fn a_changed_program_selects_the_tests_that_ran_it() {
-    let f = Fixture::new("basic");
+    let f = Fixture::new("basic").with_env("EKSTAZI_GRANULARITY", "binary");
     f.test_ok(&[]);
     f.edit(
         "beta/src/bin/helper.rs",

@@ -8,6 +8,8 @@ use std::process::{Command, Output};
 /// A fixture project copied into a temporary directory.
 pub struct Fixture {
     dir: tempfile::TempDir,
+    /// Set for every command run in it.
+    env: Vec<(String, String)>,
 }
 
 /// What one `cargo ekstazi test` did.
@@ -68,7 +70,16 @@ impl Fixture {
             .tempdir()
             .unwrap();
         copy_tree(&source, dir.path());
-        Fixture { dir }
+        Fixture {
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    /// Sets an environment variable for every command run in the fixture.
+    pub fn with_env(mut self, key: &str, value: &str) -> Fixture {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     pub fn path(&self) -> &Path {
@@ -105,7 +116,9 @@ impl Fixture {
             .current_dir(self.dir.path())
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("EKSTAZI_DIR")
-            .env_remove("RUST_TEST_THREADS");
+            .env_remove("RUST_TEST_THREADS")
+            .env_remove("EKSTAZI_GRANULARITY")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         command
     }
 
@@ -167,10 +180,12 @@ impl Fixture {
             .collect()
     }
 
-    /// Every record file in the state directory.
+    /// Every record file in the state directory (not the function
+    /// fingerprints they share).
     pub fn records(&self) -> BTreeSet<PathBuf> {
         walkdir::WalkDir::new(self.file(".ekstazi"))
             .into_iter()
+            .filter_entry(|e| e.file_name() != ".code")
             .filter_map(Result::ok)
             .filter(|e| e.file_type().is_file() && e.file_name() != "lock")
             .map(|e| e.path().strip_prefix(self.path()).unwrap().to_path_buf())

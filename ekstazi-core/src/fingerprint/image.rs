@@ -244,6 +244,16 @@ impl<'a> Image<'a> {
             })
         });
 
+        // Only what the loader maps: the map also lists debug sections, at
+        // offsets that look like addresses.
+        let extents = extents
+            .into_iter()
+            .filter(|e| {
+                sections.iter().any(|s| {
+                    s.name == e.output && e.start >= s.addr && e.start + e.size <= s.addr + s.size
+                })
+            })
+            .collect();
         let mut image = Image {
             data,
             sections,

@@ -29,46 +29,82 @@ pub struct Extent {
     pub size: u64,
     /// The input section's name, e.g. `.rodata..Lanon.744f.2` or `.bss.FOO`.
     pub name: String,
+    /// The output section it went into, e.g. `.rodata`.
+    pub output: String,
     pub merge: Merge,
 }
 
 /// Parses an LLD map. Lines that are not input sections are skipped; an
-/// empty result means the map was not in a format this reader knows.
+/// empty result means the map was not in a format this reader knows. The
+/// map lists non-allocated sections too (debug information, relocations),
+/// with offsets where addresses would be: callers keep the extents whose
+/// output section is loaded.
 pub fn parse(text: &str) -> Vec<Extent> {
-    let mut extents: Vec<Extent> = text.lines().filter_map(parse_line).collect();
+    let mut lines = text.lines();
+    // The header's columns tell an output section (named under `Out`) from
+    // an input section (under `In`) and a symbol (under `Symbol`).
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let (Some(out_column), Some(in_column)) = (
+        header.find(" Out ").map(|i| i + 1),
+        header.find(" In ").map(|i| i + 1),
+    ) else {
+        return Vec::new();
+    };
+    let mut output = String::new();
+    let mut extents = Vec::new();
+    for line in lines {
+        let Some((start, size, name, column)) = parse_line(line) else {
+            continue;
+        };
+        if column == out_column {
+            output = name.to_owned();
+        } else if column == in_column
+            && size > 0
+            && let Some(section) = name
+                .rfind(":(")
+                .and_then(|open| name[open + 2..].strip_suffix(')'))
+        {
+            let merge = if section.starts_with(".rodata.str") {
+                Merge::Strings
+            } else if let Some(n) = section
+                .strip_prefix(".rodata.cst")
+                .and_then(|n| n.parse().ok())
+            {
+                Merge::Constants(n)
+            } else {
+                Merge::None
+            };
+            extents.push(Extent {
+                start,
+                size,
+                name: section.to_owned(),
+                output: output.clone(),
+                merge,
+            });
+        }
+    }
     extents.sort_by_key(|e| e.start);
     extents
 }
 
-fn parse_line(line: &str) -> Option<Extent> {
-    let mut fields = line.split_whitespace();
-    let start = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let _lma = fields.next()?;
-    let size = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let _align = fields.next()?;
-    let rest = fields.collect::<Vec<_>>().join(" ");
-    // An input section names its object: `path:(section)`.
-    let open = rest.rfind(":(")?;
-    let name = rest[open + 2..].strip_suffix(')')?.to_owned();
-    if size == 0 {
+/// `VMA LMA Size Align Name`: the address, size, name and the column the
+/// name starts at.
+fn parse_line(line: &str) -> Option<(u64, u64, &str, usize)> {
+    let mut rest = line;
+    let mut numbers = [0u64; 4];
+    for number in &mut numbers {
+        let trimmed = rest.trim_start();
+        let end = trimmed.find(' ')?;
+        *number = u64::from_str_radix(&trimmed[..end], 16).ok()?;
+        rest = &trimmed[end..];
+    }
+    let name = rest.trim_start();
+    if name.is_empty() {
         return None;
     }
-    let merge = if name.starts_with(".rodata.str") {
-        Merge::Strings
-    } else if let Some(n) = name
-        .strip_prefix(".rodata.cst")
-        .and_then(|n| n.parse().ok())
-    {
-        Merge::Constants(n)
-    } else {
-        Merge::None
-    };
-    Some(Extent {
-        start,
-        size,
-        name,
-        merge,
-    })
+    Some((numbers[0], numbers[2], name, line.len() - name.len()))
 }
 
 #[cfg(test)]
@@ -76,19 +112,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_lld_input_sections() {
-        let map = "\
-             VMA              LMA     Size Align Out     In      Symbol
+    fn reads_lld_input_sections_with_their_output_section() {
+        let map = "             VMA              LMA     Size Align Out     In      Symbol
              2e0              2e0       1c     1 .interp
              2e0              2e0       1c     1         <internal>:(.interp)
+           1bb90            1bb90     dafc    16 .rodata
            1f4ea            1f4ea        e     1         /x/a b.rcgu.o:(.rodata..Lanon.744f.2)
            1bb90            1bb90     395a     1         <internal>:(.rodata.str1.1)
            1f940            1f940      480    16         <internal>:(.rodata.cst16)
            1f940            1f940        0    16                 some_symbol
+               0                0     2e9b     1 .debug_abbrev
+               0                0      1b8     1         /x/a.o:(.debug_abbrev)
 ";
         let extents = parse(map);
-        assert_eq!(extents.len(), 4);
-        assert_eq!(extents[0].name, ".interp");
+        assert_eq!(extents.len(), 5);
+        assert_eq!(
+            extents[0].output, ".debug_abbrev",
+            "kept, for the caller to drop"
+        );
+        assert_eq!(
+            (extents[1].name.as_str(), extents[1].output.as_str()),
+            (".interp", ".interp")
+        );
         let anon = extents
             .iter()
             .find(|e| e.name == ".rodata..Lanon.744f.2")
@@ -97,6 +142,7 @@ mod tests {
             (anon.start, anon.size, anon.merge),
             (0x1f4ea, 0xe, Merge::None)
         );
+        assert_eq!(anon.output, ".rodata");
         assert!(extents.iter().any(|e| e.merge == Merge::Strings));
         assert!(extents.iter().any(|e| e.merge == Merge::Constants(16)));
     }

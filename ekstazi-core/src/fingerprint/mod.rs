@@ -22,14 +22,13 @@
 //! the field in the instruction).
 //!
 //! Functions compiled without coverage (the standard library, C code from
-//! build scripts) are summed into one "uninstrumented" fingerprint that every
-//! test of the binary depends on.
+//! build scripts) are fingerprinted too, and every test of the binary
+//! depends on all of them: a change to one selects them all.
 
 mod image;
 pub mod map;
 mod normalise;
 
-use crate::dep::Hash;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -61,8 +60,11 @@ pub struct Snapshot {
     /// Entry address of each instrumented function → index into `names`,
     /// sorted by address: how coverage (entry PCs) maps to functions.
     pub entries: Vec<(u64, u32)>,
-    /// Everything compiled without coverage, as one fingerprint.
-    pub uninstrumented: Hash,
+    /// Functions compiled without coverage (the standard library, C code),
+    /// sorted by name: no test's coverage names them, so every test of the
+    /// binary depends on all of them.
+    pub other_names: Vec<String>,
+    pub other_fps: Vec<Fp>,
     pub stats: Stats,
 }
 
@@ -81,6 +83,23 @@ impl Snapshot {
     /// The index of a function by mangled name.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.names.binary_search_by(|n| n.as_str().cmp(name)).ok()
+    }
+
+    /// The uninstrumented functions present in both snapshots whose
+    /// fingerprints differ. A function only added or only removed changes no
+    /// test's behaviour by itself: an instrumented function had to change to
+    /// start or stop reaching it, and that change is seen there.
+    pub fn uninstrumented_changes(&self, new: &Snapshot) -> Vec<&str> {
+        self.other_names
+            .iter()
+            .zip(&self.other_fps)
+            .filter(|(name, fp)| {
+                new.other_names
+                    .binary_search(name)
+                    .is_ok_and(|i| new.other_fps[i] != **fp)
+            })
+            .map(|(name, _)| name.as_str())
+            .collect()
     }
 
     /// The function whose entry is at `addr` (a coverage PC).
@@ -126,34 +145,44 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
         })
         .collect();
 
-    let mut named: BTreeMap<&str, (Vec<Fp>, Vec<u64>)> = BTreeMap::new();
-    let mut uninstrumented: Vec<(&str, Fp)> = Vec::new();
-    for (addr, name, fp, is_instrumented) in &computed {
-        if *is_instrumented {
-            let slot = named.entry(name).or_default();
-            slot.0.push(*fp);
-            slot.1.push(*addr);
-        } else {
-            uninstrumented.push((name, *fp));
-        }
-    }
-    uninstrumented.sort_unstable();
-    let mut whole = blake3::Hasher::new();
-    for (name, fp) in &uninstrumented {
-        whole.update(name.as_bytes());
-        whole.update(&[0]);
-        whole.update(fp);
-    }
+    let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
+    let (other_names, other_fps, _) = by_name(computed.iter().filter(|c| !c.3));
 
+    let stats = Stats {
+        functions: computed.len() as u64,
+        instrumented: names.len() as u64,
+        unresolved: normaliser.unresolved(),
+        code_bytes: by_addr.values().map(|f| f.size).sum(),
+    };
+    Ok(Snapshot {
+        names,
+        fps,
+        entries,
+        other_names,
+        other_fps,
+        stats,
+    })
+}
+
+/// Functions sorted by name, with their fingerprints and entries. Local
+/// functions can share a name (one per codegen unit): the name stands for
+/// all of them, and its fingerprint for all of theirs.
+fn by_name<'a>(
+    computed: impl Iterator<Item = &'a (u64, &'a str, Fp, bool)>,
+) -> (Vec<String>, Vec<Fp>, Vec<(u64, u32)>) {
+    let mut named: BTreeMap<&str, (Vec<Fp>, Vec<u64>)> = BTreeMap::new();
+    for (addr, name, fp, _) in computed {
+        let slot = named.entry(name).or_default();
+        slot.0.push(*fp);
+        slot.1.push(*addr);
+    }
     let mut names = Vec::with_capacity(named.len());
     let mut fps = Vec::with_capacity(named.len());
     let mut entries = Vec::new();
     for (index, (name, (mut parts, addrs))) in named.into_iter().enumerate() {
-        // Two local functions can share a name (one per codegen unit): the
-        // name stands for all of them.
         parts.sort_unstable();
-        let fp = if parts.len() == 1 {
-            parts[0]
+        let fp = if let [one] = parts[..] {
+            one
         } else {
             let mut h = blake3::Hasher::new();
             parts.iter().for_each(|p| {
@@ -166,20 +195,7 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
         entries.extend(addrs.into_iter().map(|a| (a, index as u32)));
     }
     entries.sort_unstable();
-
-    let stats = Stats {
-        functions: computed.len() as u64,
-        instrumented: names.len() as u64,
-        unresolved: normaliser.unresolved(),
-        code_bytes: by_addr.values().map(|f| f.size).sum(),
-    };
-    Ok(Snapshot {
-        names,
-        fps,
-        entries,
-        uninstrumented: *whole.finalize().as_bytes(),
-        stats,
-    })
+    (names, fps, entries)
 }
 
 fn truncate(hash: blake3::Hash) -> Fp {

@@ -217,6 +217,15 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 masked.mask(place - f.addr, u64::from(size), referent);
             }
         }
+        if std::env::var("EKSTAZI_DEBUG_FN").is_ok_and(|n| f.name.contains(&n)) {
+            let mut refs = masked.referents.clone();
+            refs.sort_by_key(|(at, _)| *at);
+            eprintln!("FN {} size {}", f.name, f.size);
+            for (at, r) in &refs {
+                eprintln!("  {at:#x} {r:?}");
+            }
+            eprintln!("  bytes {:02x?}", masked.bytes);
+        }
         truncate_digest(masked.digest(b"fn"))
     }
 

@@ -1,0 +1,210 @@
+//! The instrumented build behind function granularity.
+//!
+//! Test binaries are built into their own target directory
+//! (`<target>/ekstazi/build`), with an explicit `--target <host>` so that
+//! build scripts and proc-macros — which run on the build machine — are not
+//! instrumented. cargo-ekstazi is its own `RUSTC_WRAPPER` there: for every
+//! crate compiled for the target it adds
+//! - SanitizerCoverage at function entries, with inline flags and a PC table
+//!   (stable rustc: `-C passes=sancov-module` and LLVM options);
+//! - for what gets linked: `--emit-relocs` (relocations in data survive, so
+//!   pointers in data can be resolved), a linker map next to the output (the
+//!   exact extent of every anonymous constant), and the runtime shim (which
+//!   defines the coverage callbacks), found through an rpath.
+//!
+//! A wrapper, rather than `RUSTFLAGS`, keeps the user's own flags from
+//! `.cargo/config.toml`: setting `RUSTFLAGS` would replace them.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Set in the environment of the instrumented build: this process is the
+/// rustc wrapper.
+pub const WRAPPER_ENV: &str = "EKSTAZI_RUSTC_WRAPPER";
+/// The shim to link against.
+const SHIM_ENV: &str = "EKSTAZI_SHIM";
+/// The user's own `RUSTC_WRAPPER` (sccache, ...), run inside ours.
+const INNER_ENV: &str = "EKSTAZI_INNER_WRAPPER";
+
+/// The coverage instrumentation every target crate gets.
+const COVERAGE_FLAGS: [&str; 8] = [
+    "-C",
+    "passes=sancov-module",
+    "-C",
+    "llvm-args=-sanitizer-coverage-level=1",
+    "-C",
+    "llvm-args=-sanitizer-coverage-inline-bool-flag",
+    "-C",
+    "llvm-args=-sanitizer-coverage-pc-table",
+];
+
+/// Bumped when the instrumentation changes: cargo does not see a wrapper's
+/// flags, so a build made with other flags must be thrown away.
+const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table 1";
+
+/// Where the instrumented build goes, inside the user's target directory;
+/// emptied first if it was made with other instrumentation or another shim.
+pub fn prepare_target_dir(target_dir: &Path, shim: &Path) -> anyhow::Result<PathBuf> {
+    let dir = std::path::absolute(target_dir.join("ekstazi").join("build"))?;
+    let marker = dir.join(".instrumentation");
+    let expected = format!("{INSTRUMENTATION}\n{}\n", shim.display());
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(expected.as_str()) {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(&marker, expected)?;
+    }
+    Ok(dir)
+}
+
+/// The environment that makes `cargo` build instrumented test binaries.
+pub fn build_env(shim: &Path) -> Vec<(OsString, OsString)> {
+    let me = std::env::current_exe().unwrap_or_else(|_| "cargo-ekstazi".into());
+    let mut env = vec![
+        ("RUSTC_WRAPPER".into(), me.into_os_string()),
+        (WRAPPER_ENV.into(), "1".into()),
+        (SHIM_ENV.into(), shim.as_os_str().to_owned()),
+    ];
+    if let Some(inner) = std::env::var_os("RUSTC_WRAPPER").filter(|w| !w.is_empty()) {
+        env.push((INNER_ENV.into(), inner));
+    }
+    env
+}
+
+/// Runs rustc (argv[1], then its arguments) with the instrumentation added
+/// where it belongs, and exits with its status.
+pub fn wrap_rustc() -> ! {
+    let mut args = std::env::args_os().skip(1);
+    let Some(rustc) = args.next() else {
+        eprintln!("cargo-ekstazi: called as a rustc wrapper without a compiler");
+        std::process::exit(2);
+    };
+    let args: Vec<OsString> = args.collect();
+    let mut command = match std::env::var_os(INNER_ENV) {
+        Some(inner) => {
+            let mut c = Command::new(inner);
+            c.arg(&rustc);
+            c
+        }
+        None => Command::new(&rustc),
+    };
+    command.args(&args).args(extra_args(&args));
+    let status = command.status().unwrap_or_else(|e| {
+        eprintln!("cargo-ekstazi: cannot run {}: {e}", rustc.to_string_lossy());
+        std::process::exit(2);
+    });
+    std::process::exit(status.code().unwrap_or(101));
+}
+
+/// The arguments to add to one rustc invocation.
+fn extra_args(args: &[OsString]) -> Vec<OsString> {
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let value = |flag: &str| -> Option<&OsStr> {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .map(OsString::as_os_str)
+    };
+    // Only real compilations for the target (cargo also asks rustc for its
+    // configuration, and compiles build scripts and proc-macros for the host,
+    // without `--target`).
+    if !has("--target")
+        || !args
+            .iter()
+            .any(|a| a.to_string_lossy().starts_with("--emit"))
+    {
+        return Vec::new();
+    }
+    let mut extra: Vec<OsString> = COVERAGE_FLAGS.iter().map(OsString::from).collect();
+    let codegen = |name: &str| -> Option<String> {
+        args.windows(2).find_map(|w| {
+            let value = w[1].to_string_lossy();
+            (w[0] == "-C")
+                .then(|| value.strip_prefix(&format!("{name}=")).map(str::to_owned))
+                .flatten()
+        })
+    };
+    let (Some(crate_name), Some(out_dir)) = (value("--crate-name"), value("--out-dir")) else {
+        return extra;
+    };
+    let output = format!(
+        "{}{}",
+        crate_name.to_string_lossy(),
+        codegen("extra-filename").unwrap_or_default()
+    );
+    let map = Path::new(out_dir).join(format!("{output}.map"));
+    let mut link = |arg: String| {
+        extra.push("-C".into());
+        extra.push(format!("link-arg={arg}").into());
+    };
+    link("-Wl,--emit-relocs".to_owned());
+    link(format!("-Wl,-Map={}", map.display()));
+    if let Some(shim) = std::env::var_os(SHIM_ENV).map(PathBuf::from)
+        && let (Some(dir), Some(file)) = (shim.parent(), shim.file_name())
+    {
+        link(format!("-L{}", dir.display()));
+        link(format!("-l:{}", file.to_string_lossy()));
+        link(format!("-Wl,-rpath,{}", dir.display()));
+    }
+    extra
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn only_target_compilations_are_instrumented() {
+        let host = args(&[
+            "--crate-name",
+            "build_script_build",
+            "--emit=dep-info,link",
+            "--out-dir",
+            "/o",
+        ]);
+        assert!(
+            extra_args(&host).is_empty(),
+            "build scripts run on the host"
+        );
+        let probe = args(&[
+            "-",
+            "--crate-name",
+            "___",
+            "--print=file-names",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+        ]);
+        assert!(
+            extra_args(&probe).is_empty(),
+            "cargo asking rustc about the target"
+        );
+        let test = args(&[
+            "--crate-name",
+            "fx",
+            "--emit=dep-info,link",
+            "--test",
+            "-C",
+            "extra-filename=-abc",
+            "--out-dir",
+            "/t/deps",
+            "--target",
+            "x86_64-unknown-linux-gnu",
+        ]);
+        let extra: Vec<String> = extra_args(&test)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(extra.contains(&"passes=sancov-module".to_owned()));
+        assert!(extra.contains(&"link-arg=-Wl,--emit-relocs".to_owned()));
+        assert!(
+            extra.contains(&"link-arg=-Wl,-Map=/t/deps/fx-abc.map".to_owned()),
+            "{extra:?}"
+        );
+    }
+}
