@@ -3,4 +3,5 @@
 
 mod support;
 
+mod functions;
 mod selection;

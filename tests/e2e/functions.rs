@@ -1,0 +1,164 @@
+//! Function granularity: only the tests that executed changed code run,
+//! including where coverage by source file is unsafe (constants, statics,
+//! vtables, macros, generics, included files, C code).
+
+use crate::support::Fixture;
+use std::collections::BTreeSet;
+
+/// Runs the fixture's tests once so that every test has a record.
+fn recorded() -> Fixture {
+    let f = Fixture::new("functions");
+    let first = f.test_ok(&[]);
+    assert_eq!(first.ran().len(), 11, "{first:?}");
+    assert!(
+        f.selected(&[]).is_empty(),
+        "nothing selected after a full run"
+    );
+    f
+}
+
+/// Edits a file, checks which tests are selected and that each names a
+/// reason, then runs them so that the next step starts from a clean state.
+fn expect_after_edit(
+    f: &Fixture,
+    file: &str,
+    from: &str,
+    to: &str,
+    expected: &[&str],
+) -> Vec<(String, Vec<String>)> {
+    f.edit(file, from, to);
+    let selected = f.selected(&[]);
+    let names: BTreeSet<&str> = selected
+        .iter()
+        .map(|(label, _)| label.strip_prefix("funcs ").unwrap_or(label))
+        .collect();
+    let expected: BTreeSet<&str> = expected.iter().copied().collect();
+    assert_eq!(
+        names, expected,
+        "after {file}: {from:?} -> {to:?}: {selected:?}"
+    );
+    assert!(selected.iter().all(|(_, reasons)| !reasons.is_empty()));
+    let run = f.test_ok(&[]);
+    assert_eq!(run.ran().len(), expected.len(), "{run:?}");
+    assert!(f.selected(&[]).is_empty(), "records rewritten after {file}");
+    selected
+}
+
+fn reasons_of<'a>(selected: &'a [(String, Vec<String>)], test: &str) -> &'a [String] {
+    &selected
+        .iter()
+        .find(|(label, _)| label.ends_with(test))
+        .unwrap_or_else(|| panic!("{test} not selected: {selected:?}"))
+        .1
+}
+
+#[test]
+fn only_tests_that_executed_the_changed_function_run() {
+    let f = recorded();
+    // A function no test executes here (but linked, because another test does).
+    expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "    42\n",
+        "    43\n",
+        &["tests::t_uncovered"],
+    );
+    let selected = expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "    x + 1\n",
+        "    x.wrapping_add(1)\n",
+        &["tests::t_main_like"],
+    );
+    assert_eq!(
+        reasons_of(&selected, "t_main_like"),
+        ["function changed: funcs::write"]
+    );
+    // Renaming without changing behaviour: a different function runs.
+    let selected = expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "pub fn read() -> u32 {\n    3\n}\n\npub fn write(x: u32) -> u32 {\n    x.wrapping_add(1)\n}\n\npub fn main_like() -> u32 {\n    write(read())",
+        "pub fn read_value() -> u32 {\n    3\n}\n\npub fn write(x: u32) -> u32 {\n    x.wrapping_add(1)\n}\n\npub fn main_like() -> u32 {\n    write(read_value())",
+        &["tests::t_main_like"],
+    );
+    assert!(
+        reasons_of(&selected, "t_main_like").contains(&"function removed: funcs::read".to_owned()),
+        "{selected:?}"
+    );
+    // Moving every function down: line numbers in panic locations are not code.
+    expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "/// Executed by every test",
+        "// A comment that moves everything below it.\n\n/// Executed by every test",
+        &[],
+    );
+}
+
+#[test]
+fn constants_statics_vtables_and_included_files_are_code() {
+    let f = recorded();
+    expect_after_edit(
+        &f,
+        "src/limits.rs",
+        "LIMIT: u32 = 10",
+        "LIMIT: u32 = 11",
+        &["tests::t_limit_a"],
+    );
+    expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "[u8; 4] = [1, 2, 3, 4]",
+        "[u8; 4] = [1, 9, 3, 4]",
+        &["tests::t_table"],
+    );
+    expect_after_edit(&f, "src/msg.txt", "hello", "goodbye", &["tests::t_message"]);
+    // A trait method gains an override used through `&dyn`: the vtable the
+    // test builds now points elsewhere.
+    expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "impl Fruit for Apple {}",
+        "impl Fruit for Apple {\n    fn price(&self) -> u32 {\n        2\n    }\n}",
+        &["tests::t_fruit"],
+    );
+}
+
+#[test]
+fn macros_generics_and_c_code_are_followed() {
+    let f = recorded();
+    expect_after_edit(&f, "src/lib.rs", "$x * 3", "$x * 4", &["tests::t_macro_a"]);
+    expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "format!(\"<{value:?}>\")",
+        "format!(\"[{value:?}]\")",
+        &["tests::t_generic_a"],
+    );
+    // C code carries no coverage: every test of the binary depends on it.
+    let all = [
+        "tests::t_c",
+        "tests::t_fruit",
+        "tests::t_generic_a",
+        "tests::t_limit_a",
+        "tests::t_limit_b",
+        "tests::t_macro_a",
+        "tests::t_macro_b",
+        "tests::t_main_like",
+        "tests::t_message",
+        "tests::t_table",
+        "tests::t_uncovered",
+    ];
+    let selected = expect_after_edit(
+        &f,
+        "c/add.c",
+        "    return a + b;",
+        "    int sum = a + b;\n    return sum;",
+        &all,
+    );
+    assert_eq!(
+        reasons_of(&selected, "t_c"),
+        ["uninstrumented function changed: c_add"]
+    );
+}
