@@ -73,6 +73,14 @@ impl Store {
     /// `wait: false` fails at once with `WouldBlock` when another run holds it.
     pub fn lock(&self, exclusive: bool, wait: bool) -> io::Result<StoreLock> {
         fs::create_dir_all(&self.root)?;
+        // Keep the state out of version control, and out of the files cargo
+        // watches for packages whose build script names none (cargo lists
+        // the untracked files git does not ignore): otherwise every run
+        // would make the next one rebuild.
+        let gitignore = self.root.join(".gitignore");
+        if !gitignore.exists() {
+            fs::write(&gitignore, "# Written by cargo-ekstazi: per-test records, not sources.\n*\n")?;
+        }
         let file = File::options()
             .read(true)
             .write(true)

@@ -195,9 +195,16 @@ fn flush_module(flags: usize, end: usize, pcs: usize) {
     }
 }
 
-/// The object's file: the name the loader knows, or for the executable
-/// itself (which it may know by a relative name) `/proc/self/exe`.
+/// The object's file: for the executable itself `/proc/self/exe` (the
+/// loader knows it by the name it was run as — `deps/../rg`, say — which
+/// names the same file differently from the `I` event); otherwise the name
+/// the loader knows.
 fn module_path(info: &libc::Dl_info) -> EventBuf {
+    if info.dli_fbase == main_program_base()
+        && let Some(exe) = EventBuf::read_link(c"/proc/self/exe")
+    {
+        return exe;
+    }
     // SAFETY: dladdr filled `dli_fname` with a C string or null.
     let name =
         (!info.dli_fname.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(info.dli_fname) });
@@ -208,6 +215,19 @@ fn module_path(info: &libc::Dl_info) -> EventBuf {
         return buf;
     }
     EventBuf::read_link(c"/proc/self/exe").unwrap_or_else(EventBuf::empty)
+}
+
+/// Where the main program is loaded: the object holding its program headers.
+fn main_program_base() -> *mut libc::c_void {
+    // SAFETY: getauxval and dladdr have no preconditions.
+    unsafe {
+        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if phdr.is_null() || libc::dladdr(phdr, &mut info) == 0 {
+            return std::ptr::null_mut();
+        }
+        info.dli_fbase
+    }
 }
 
 fn write_functions(path: &[u8], addresses: &[u32]) {
