@@ -71,6 +71,7 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     note_fallbacks(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
     forget_removed_tests(&session)?;
+    repoint_unaffected(&session, &plan);
     if args.cargo.verbose > 0 {
         eprintln!(
             "cargo-ekstazi: {}",
@@ -143,6 +144,7 @@ fn test(args: TestArgs) -> Result<ExitCode> {
         }
     })?;
 
+    forget_unused_snapshots(&session);
     report::print_failures(&mut stdout, &failures)?;
     for error in &record_errors {
         eprintln!("warning: could not record {error}; the test will run again next time");
@@ -226,6 +228,33 @@ fn note_other_versions(session: &Session) {
             session.store.root().display(),
             ekstazi_core::record::FORMAT_VERSION
         );
+    }
+}
+
+/// A test unaffected by a rebuild keeps its record, re-expressed against
+/// the new build's fingerprints: the next comparison is then against the
+/// present (quicker), and the old fingerprints can go.
+fn repoint_unaffected(session: &Session, plan: &[session::Planned]) {
+    for planned in plan
+        .iter()
+        .filter(|p| p.decision == Decision::Run && !p.selected())
+    {
+        let Some(record) = &planned.last else {
+            continue;
+        };
+        if let Some(updated) = session.repointed(&planned.case, record)
+            && session.store.save(&updated).is_err()
+        {
+            // Not fatal: the old record still holds, with the old fingerprints.
+            continue;
+        }
+    }
+}
+
+/// Removes the function fingerprints no record names any more.
+fn forget_unused_snapshots(session: &Session) {
+    if let Ok(referenced) = session.store.referenced_snapshots() {
+        let _ = session.store.retain_snapshots(&referenced);
     }
 }
 

@@ -286,6 +286,37 @@ fn rustflags() -> String {
     .join(" ")
 }
 
+impl Session {
+    /// The record of an unaffected test with its code dependencies moved to
+    /// the present builds, or `None` when there is nothing to move (or it
+    /// cannot be moved: then the old fingerprints stay in use).
+    pub fn repointed(&self, case: &TestCase, record: &Record) -> Option<Record> {
+        let mut moved = record.clone();
+        let mut changed = false;
+        for dep in &mut moved.code {
+            let (now, path) = match &dep.unit {
+                CodeUnit::TestBinary => (
+                    self.binary_sums[case.binary].clone(),
+                    self.built.binaries[case.binary].path.clone(),
+                ),
+                CodeUnit::Program(program) => (
+                    self.checksums.get(&Target::Program(program.clone())),
+                    self.checksums.anchors().resolve(program)?,
+                ),
+            };
+            let Sum::Hash(id) = now else { return None };
+            if id == dep.snapshot {
+                continue;
+            }
+            let old = self.snapshots.stored(&dep.snapshot)?;
+            let new = self.snapshots.of_binary(&path, &id).ok()?;
+            *dep = ekstazi_core::code::translate(dep, &old, &new, id)?;
+            changed = true;
+        }
+        changed.then_some(moved)
+    }
+}
+
 /// `build 0.31s, list 0.02s, ...` for `-v`.
 pub fn describe_timings(timings: &[(&'static str, Duration)]) -> String {
     timings

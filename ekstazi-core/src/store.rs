@@ -79,7 +79,10 @@ impl Store {
         // would make the next one rebuild.
         let gitignore = self.root.join(".gitignore");
         if !gitignore.exists() {
-            fs::write(&gitignore, "# Written by cargo-ekstazi: per-test records, not sources.\n*\n")?;
+            fs::write(
+                &gitignore,
+                "# Written by cargo-ekstazi: per-test records, not sources.\n*\n",
+            )?;
         }
         let file = File::options()
             .read(true)
@@ -250,6 +253,34 @@ impl Store {
         tmp.write_all(&crate::record::seal(SNAPSHOT_MAGIC, &body))?;
         tmp.persist(self.snapshot_path(id)).map_err(|e| e.error)?;
         Ok(())
+    }
+
+    /// The snapshots that some intact record names (a damaged record keeps
+    /// none alive: its test runs, and records anew, anyway).
+    pub fn referenced_snapshots(&self) -> io::Result<HashSet<Hash>> {
+        let mut referenced = HashSet::new();
+        let binaries = match fs::read_dir(&self.records) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(referenced),
+            Err(e) => return Err(e),
+        };
+        for binary in binaries {
+            let binary = binary?;
+            if binary.file_name().as_encoded_bytes().starts_with(b".")
+                || !binary.file_type()?.is_dir()
+            {
+                continue;
+            }
+            for entry in fs::read_dir(binary.path())? {
+                let entry = entry?;
+                if let Ok(Some(bytes)) = read_bounded(&entry.path())
+                    && let Ok(record) = Record::decode(&bytes)
+                {
+                    referenced.extend(record.code.iter().map(|c| c.snapshot));
+                }
+            }
+        }
+        Ok(referenced)
     }
 
     /// Removes every snapshot not in `keep`; returns how many went.

@@ -94,6 +94,22 @@ fn only_tests_that_executed_the_changed_function_run() {
         "// A comment that moves everything below it.\n\n/// Executed by every test",
         &[],
     );
+    // Unaffected tests now refer to the present build's fingerprints, and
+    // those of earlier builds are gone.
+    let snapshots = std::fs::read_dir(f.file(&format!(
+        ".ekstazi/v{}/.code",
+        ekstazi_core::record::FORMAT_VERSION
+    )))
+    .unwrap()
+    .filter(|e| {
+        !e.as_ref()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')
+    })
+    .count();
+    assert_eq!(snapshots, 1, "one test binary, one build kept");
 }
 
 #[test]

@@ -187,7 +187,9 @@ impl Fixture {
             .into_iter()
             .filter_entry(|e| e.file_name() != ".code")
             .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file() && e.file_name() != "lock" && e.file_name() != ".gitignore")
+            .filter(|e| {
+                e.file_type().is_file() && e.file_name() != "lock" && e.file_name() != ".gitignore"
+            })
             .map(|e| e.path().strip_prefix(self.path()).unwrap().to_path_buf())
             .collect()
     }
