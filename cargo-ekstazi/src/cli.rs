@@ -66,6 +66,9 @@ pub struct TestArgs {
     /// Accepted for compatibility with `cargo test`: every selected test always runs
     #[arg(long, help_heading = "Running")]
     pub no_fail_fast: bool,
+    /// Write the selection, outcomes and stage timings as JSON to this file
+    #[arg(long, value_name = "PATH", help_heading = "Reporting")]
+    pub report_json: Option<PathBuf>,
     /// Run only tests whose name contains this
     pub filter: Option<String>,
     /// Arguments for the test harness, as with `cargo test -- ARGS`

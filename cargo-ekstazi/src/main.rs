@@ -120,8 +120,11 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     let cases: Vec<&list::TestCase> = selected.iter().map(|p| &p.case).collect();
     let mut failures = Vec::new();
     let mut record_errors = Vec::new();
+    let mut outcomes = std::collections::HashMap::new();
+    let run_clock = Instant::now();
     run::run_all(&session, &config, &cases, |finished| {
         let planned = selected[finished.job];
+        outcomes.insert(finished.job, (finished.outcome, finished.duration));
         let label = report::test_label(&session, planned);
         if finished.outcome == Outcome::Passed {
             tally.passed += 1;
@@ -144,7 +147,20 @@ fn test(args: TestArgs) -> Result<ExitCode> {
         }
     })?;
 
+    session.timings.push(("run", run_clock.elapsed()));
     forget_unused_snapshots(&session);
+    if let Some(path) = &args.report_json {
+        let results: Vec<_> = plan
+            .iter()
+            .map(|p| {
+                let job = selected.iter().position(|s| std::ptr::eq(*s, p));
+                (p, job.and_then(|j| outcomes.get(&j).copied()))
+            })
+            .collect();
+        let json = report::run_json(&session, &results, start.elapsed());
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     report::print_failures(&mut stdout, &failures)?;
     for error in &record_errors {
         eprintln!("warning: could not record {error}; the test will run again next time");

@@ -150,3 +150,45 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
     }
     writeln!(out, "\n{} of {} tests selected", list.selected, list.total)
 }
+
+/// `--report-json`: what ran, why, how it ended, and where the time went.
+#[derive(Serialize)]
+pub struct RunJson {
+    /// Seconds per stage (`build`, `analysis`, `run`, ...), and `total`.
+    pub timings: std::collections::BTreeMap<String, f64>,
+    pub tests: Vec<RunTest>,
+}
+
+#[derive(Serialize)]
+pub struct RunTest {
+    pub binary: String,
+    pub name: String,
+    pub ignored: bool,
+    pub selected: bool,
+    pub reasons: Vec<String>,
+    /// `passed`, `failed`, `crashed`, `timed out`; absent for a test that did not run.
+    pub outcome: Option<&'static str>,
+    pub duration: Option<f64>,
+}
+
+pub fn run_json(session: &Session, results: &[(&Planned, Option<(Outcome, Duration)>)], total: Duration) -> RunJson {
+    let mut timings: std::collections::BTreeMap<String, f64> = session
+        .timings
+        .iter()
+        .map(|(stage, took)| ((*stage).to_owned(), took.as_secs_f64()))
+        .collect();
+    timings.insert("total".to_owned(), total.as_secs_f64());
+    let tests = results
+        .iter()
+        .map(|(planned, result)| RunTest {
+            binary: session.built.binaries[planned.case.binary].key.clone(),
+            name: planned.case.name.clone(),
+            ignored: planned.decision == ekstazi_core::filter::Decision::Ignored,
+            selected: planned.selected(),
+            reasons: planned.reasons.iter().map(ToString::to_string).collect(),
+            outcome: result.map(|(outcome, _)| outcome.as_str()),
+            duration: result.map(|(_, took)| took.as_secs_f64()),
+        })
+        .collect();
+    RunJson { timings, tests }
+}

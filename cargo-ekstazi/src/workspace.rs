@@ -90,15 +90,9 @@ impl Workspace {
     }
 }
 
-/// The stable name of a test binary, as cargo-nextest spells its binary ids:
-/// `pkg` for the library's unit tests, `pkg::bin/name`, `pkg::name` for an
-/// integration test, `pkg::bench/name`, `pkg::example/name`.
+/// The stable name of a test binary (see [`ekstazi_core::key::binary_key`]).
 pub fn binary_key(package: &str, kinds: &[TargetKind], target: &str) -> String {
-    match primary_kind(kinds) {
-        "lib" => package.to_owned(),
-        "test" => format!("{package}::{target}"),
-        kind => format!("{package}::{kind}/{target}"),
-    }
+    ekstazi_core::key::binary_key(package, primary_kind(kinds), target)
 }
 
 /// The one kind that names a target: every library crate type is `lib`.
@@ -193,17 +187,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn binary_keys_follow_nextest() {
-        assert_eq!(binary_key("demo", &[TargetKind::Lib], "demo"), "demo");
+    fn every_library_crate_type_is_the_library() {
         assert_eq!(binary_key("demo", &[TargetKind::ProcMacro], "demo"), "demo");
         assert_eq!(binary_key("demo", &[TargetKind::Test], "it"), "demo::it");
-        assert_eq!(
-            binary_key("demo", &[TargetKind::Bin], "cli"),
-            "demo::bin/cli"
-        );
-        assert_eq!(
-            binary_key("demo", &[TargetKind::Bench], "b"),
-            "demo::bench/b"
-        );
     }
 }

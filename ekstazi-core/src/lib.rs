@@ -29,6 +29,7 @@ pub mod dep;
 pub mod filter;
 pub mod fingerprint;
 pub mod ignore;
+pub mod key;
 pub mod path;
 pub mod record;
 pub mod select;

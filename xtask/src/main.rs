@@ -5,6 +5,8 @@
 //!   and interleaved so that machine noise hits every command alike; the
 //!   figures that matter are the ratios.
 
+mod replay;
+
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -33,6 +35,38 @@ enum Task {
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
+    /// Evaluate selection on real projects
+    Eval {
+        #[command(subcommand)]
+        what: Eval,
+    },
+}
+
+#[derive(Subcommand)]
+enum Eval {
+    /// Replay consecutive first-parent commits of a project: retest-all with
+    /// `cargo test` against `cargo ekstazi test`, per granularity, with a
+    /// safety check at every commit
+    Replay {
+        /// A git repository (a clone or a bare mirror) of the project
+        #[arg(long)]
+        repo: PathBuf,
+        /// Commits to replay (after one to start from)
+        #[arg(long, default_value_t = 20)]
+        commits: usize,
+        /// The newest commit to replay
+        #[arg(long, default_value = "HEAD")]
+        from: String,
+        /// Granularities to measure, comma-separated
+        #[arg(long, default_value = "function,binary", value_delimiter = ',')]
+        granularity: Vec<String>,
+        /// Where the scratch worktree, state and results go
+        #[arg(long)]
+        out: PathBuf,
+        /// Cargo options for every command (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -42,7 +76,39 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
+        Task::Eval {
+            what:
+                Eval::Replay {
+                    repo,
+                    commits,
+                    from,
+                    granularity,
+                    out,
+                    cargo_args,
+                },
+        } => replay::replay(&replay::ReplayArgs {
+            repo: std::path::absolute(repo)?,
+            commits,
+            from,
+            granularities: granularity,
+            out: std::path::absolute(out)?,
+            cargo_args,
+            ekstazi: build_ekstazi()?,
+        }),
     }
+}
+
+/// Builds cargo-ekstazi in release mode and returns the binary's path.
+fn build_ekstazi() -> Result<PathBuf> {
+    let root = workspace_root();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "cargo-ekstazi"])
+        .current_dir(&root)
+        .status()?;
+    if !status.success() {
+        bail!("building cargo-ekstazi failed");
+    }
+    Ok(root.join("target/release/cargo-ekstazi"))
 }
 
 fn workspace_root() -> PathBuf {
@@ -54,14 +120,7 @@ fn workspace_root() -> PathBuf {
 
 fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result<()> {
     let root = workspace_root();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--quiet", "-p", "cargo-ekstazi"])
-        .current_dir(&root)
-        .status()?;
-    if !status.success() {
-        bail!("building cargo-ekstazi failed");
-    }
-    let ekstazi = root.join("target/release/cargo-ekstazi");
+    let ekstazi = build_ekstazi()?;
 
     let scratch;
     let project = match project {
