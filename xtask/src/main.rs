@@ -5,6 +5,7 @@
 //!   and interleaved so that machine noise hits every command alike; the
 //!   figures that matter are the ratios.
 
+mod granularity;
 mod replay;
 
 use anyhow::{Context, Result, bail};
@@ -31,6 +32,16 @@ enum Task {
         /// Timed runs of each command
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Cargo options for every command (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+    /// What function granularity costs on one project, from clean builds:
+    /// build and test time against binary granularity, fingerprinting speed
+    BenchGranularity {
+        /// The cargo project to measure
+        #[arg(long)]
+        project: PathBuf,
         /// Cargo options for every command (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
@@ -76,6 +87,9 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
+        Task::BenchGranularity { project, cargo_args } => {
+            granularity::bench(&build_ekstazi()?, &std::path::absolute(project)?, &cargo_args)
+        }
         Task::Eval {
             what:
                 Eval::Replay {

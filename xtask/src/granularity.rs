@@ -1,0 +1,111 @@
+//! `cargo xtask bench-granularity`: what function granularity costs, on one
+//! project, from clean builds: the instrumented build against the plain
+//! one, the instrumented tests' run time against the plain ones', and the
+//! fingerprinting speed.
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+#[derive(Deserialize)]
+struct Report {
+    timings: BTreeMap<String, f64>,
+}
+
+/// Runs `cargo ekstazi test --forceall` from a clean build of the given
+/// granularity and returns its stage timings.
+fn clean_run(ekstazi: &Path, project: &Path, granularity: &str, cargo_args: &[String]) -> Result<BTreeMap<String, f64>> {
+    let state = tempfile_dir(&format!("state-{granularity}"))?;
+    let report = state.join("report.json");
+    let status = Command::new(ekstazi)
+        .args(["ekstazi", "test", "-q", "--forceall", "--granularity", granularity])
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--report-json")
+        .arg(&report)
+        .args(cargo_args)
+        .current_dir(project)
+        .stdout(Stdio::null())
+        .status()?;
+    let report: Report = serde_json::from_slice(
+        &std::fs::read(&report).with_context(|| format!("cargo ekstazi test failed ({status}) and wrote no report"))?,
+    )?;
+    std::fs::remove_dir_all(&state).ok();
+    Ok(report.timings)
+}
+
+pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()> {
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .current_dir(project)
+        .no_deps()
+        .exec()?;
+    let target = metadata.target_directory.into_std_path_buf();
+    let instrumented = target.join("ekstazi").join("build");
+
+    eprintln!("plain build from clean, all tests (binary granularity)");
+    let status = Command::new("cargo").arg("clean").current_dir(project).status()?;
+    if !status.success() {
+        bail!("cargo clean failed");
+    }
+    let plain = clean_run(ekstazi, project, "binary", cargo_args)?;
+    eprintln!("instrumented build from clean, all tests (function granularity)");
+    if instrumented.exists() {
+        std::fs::remove_dir_all(&instrumented)?;
+    }
+    let function = clean_run(ekstazi, project, "function", cargo_args)?;
+
+    // Fingerprinting speed, measured alone (one binary at a time, each on
+    // all cores).
+    let (mut megabytes, mut seconds) = (0.0, 0.0);
+    for binary in walk_executables(&instrumented) {
+        let data = std::fs::read(&binary)?;
+        let map = std::fs::read_to_string(format!("{}.map", binary.display()))?;
+        let start = std::time::Instant::now();
+        if ekstazi_core::fingerprint::fingerprint(&data, &map).is_ok() {
+            seconds += start.elapsed().as_secs_f64();
+            megabytes += data.len() as f64 / 1e6;
+        }
+    }
+    let get = |t: &BTreeMap<String, f64>, k: &str| t.get(k).copied().unwrap_or(0.0);
+    println!("| | plain (binary granularity) | instrumented (function granularity) | ratio |");
+    println!("|---|---:|---:|---:|");
+    for stage in ["build", "run", "total"] {
+        let (a, b) = (get(&plain, stage), get(&function, stage));
+        println!("| {stage} | {a:.1}s | {b:.1}s | {:.2}× |", b / a);
+    }
+    println!(
+        "\nfingerprinting: {seconds:.2}s for {megabytes:.0} MB of instrumented executables ({:.0} MB/s); \
+         in the run above, {:.2}s for the test binaries",
+        megabytes / seconds,
+        get(&function, "function fingerprints")
+    );
+    Ok(())
+}
+
+/// The test executables of an instrumented build (in `<triple>/debug/deps`).
+fn walk_executables(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(triples) = std::fs::read_dir(dir) else { return found };
+    for triple in triples.flatten() {
+        for profile in ["debug", "release"] {
+            let deps = triple.path().join(profile).join("deps");
+            let Ok(entries) = std::fs::read_dir(&deps) else { continue };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let map = PathBuf::from(format!("{}.map", path.display()));
+                if map.exists() {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found
+}
+
+fn tempfile_dir(name: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("ekstazi-bench-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
