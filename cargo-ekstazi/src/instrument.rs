@@ -27,8 +27,14 @@ const SHIM_ENV: &str = "EKSTAZI_SHIM";
 /// The user's own `RUSTC_WRAPPER` (sccache, ...), run inside ours.
 const INNER_ENV: &str = "EKSTAZI_INNER_WRAPPER";
 
-/// The coverage instrumentation every target crate gets.
-const COVERAGE_FLAGS: [&str; 8] = [
+/// The coverage instrumentation every target crate gets, and v0 symbol
+/// mangling: its names carry generic arguments and number closures, so a
+/// name without its crate hashes still tells one function from another
+/// (legacy mangling puts all of that in the hash, which changes with every
+/// version bump of a dependency).
+const COVERAGE_FLAGS: [&str; 10] = [
+    "-C",
+    "symbol-mangling-version=v0",
     "-C",
     "passes=sancov-module",
     "-C",
@@ -41,7 +47,7 @@ const COVERAGE_FLAGS: [&str; 8] = [
 
 /// Bumped when the instrumentation changes: cargo does not see a wrapper's
 /// flags, so a build made with other flags must be thrown away.
-const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table 1";
+const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table v0-mangling 2";
 
 /// Where the instrumented build goes, inside the user's target directory;
 /// emptied first if it was made with other instrumentation or another shim.

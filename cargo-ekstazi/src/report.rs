@@ -171,7 +171,11 @@ pub struct RunTest {
     pub duration: Option<f64>,
 }
 
-pub fn run_json(session: &Session, results: &[(&Planned, Option<(Outcome, Duration)>)], total: Duration) -> RunJson {
+pub fn run_json(
+    session: &Session,
+    results: &[(&Planned, Option<(Outcome, Duration)>)],
+    total: Duration,
+) -> RunJson {
     let mut timings: std::collections::BTreeMap<String, f64> = session
         .timings
         .iter()

@@ -136,7 +136,7 @@ pub fn changes(dep: &CodeDep, old: &Snapshot, new: &Snapshot) -> Vec<String> {
             reasons.push(format!("code record does not match its snapshot{place}"));
             return reasons;
         };
-        let verdict = match new.index_of(name) {
+        let verdict = match new.counterpart(name, &old.fps[index as usize]) {
             None => "function removed",
             Some(i) if new.fps[i] != old.fps[index as usize] => "function changed",
             Some(_) => continue,
@@ -162,7 +162,10 @@ pub fn translate(dep: &CodeDep, old: &Snapshot, new: &Snapshot, new_id: Hash) ->
     let mut functions = dep
         .functions
         .iter()
-        .map(|&i| new.index_of(old.names.get(i as usize)?).map(|j| j as u32))
+        .map(|&i| {
+            let j = new.counterpart(old.names.get(i as usize)?, old.fps.get(i as usize)?)?;
+            (new.fps[j] == old.fps[i as usize]).then_some(j as u32)
+        })
         .collect::<Option<Vec<u32>>>()?;
     functions.sort_unstable();
     Some(CodeDep {
@@ -273,10 +276,17 @@ mod tests {
     fn snapshot(functions: &[(&str, u8)], uninstrumented: u8) -> Snapshot {
         let mut functions = functions.to_vec();
         functions.sort();
+        let mut stable: Vec<(u64, u32)> = functions
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (crate::fingerprint::stable_hash(n), i as u32))
+            .collect();
+        stable.sort_unstable();
         Snapshot {
             names: functions.iter().map(|(n, _)| (*n).to_owned()).collect(),
             fps: functions.iter().map(|(_, f)| [*f; 16]).collect(),
             entries: vec![],
+            stable,
             other_names: vec!["memcpy".into(), format!("only_in_{uninstrumented}")],
             other_fps: vec![[uninstrumented; 16], [0; 16]],
             stats: Default::default(),
@@ -328,6 +338,42 @@ mod tests {
             changes(&dep, &old, &std_changed),
             ["uninstrumented function changed: memcpy"],
             "a changed function counts; one only linked now, or no more, does not"
+        );
+
+        // A dependency bumped to a new version: every hash changes, no code.
+        let rehashed = snapshot(
+            &[
+                ("_ZN2fx4read17hfedcba9876543210E", 1),
+                ("_ZN2fx5write17hfedcba9876543210E", 2),
+            ],
+            0,
+        );
+        assert!(changes(&dep, &old, &rehashed).is_empty());
+        let rehashed_and_changed = snapshot(&[("_ZN2fx4read17hfedcba9876543210E", 4)], 0);
+        assert_eq!(
+            changes(&dep, &old, &rehashed_and_changed),
+            ["function changed: fx::read"]
+        );
+        // Two functions sharing the stable name (copies of a generic
+        // instance): the one with the same code stands for it.
+        let copies = snapshot(
+            &[
+                ("_ZN2fx4read17hfedcba9876543210E", 9),
+                ("_ZN2fx4read17h1111111111111111E", 1),
+            ],
+            0,
+        );
+        assert!(changes(&dep, &old, &copies).is_empty());
+        let changed_copies = snapshot(
+            &[
+                ("_ZN2fx4read17hfedcba9876543210E", 9),
+                ("_ZN2fx4read17h1111111111111111E", 8),
+            ],
+            0,
+        );
+        assert_eq!(
+            changes(&dep, &old, &changed_copies),
+            ["function changed: fx::read"]
         );
 
         let moved = translate(&dep, &old, &uncovered_edit, [1; 32]).unwrap();

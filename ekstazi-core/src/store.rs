@@ -240,7 +240,9 @@ impl Store {
             && snapshot.names.windows(2).all(|w| w[0] < w[1])
             && snapshot.other_fps.len() == snapshot.other_names.len()
             && snapshot.other_names.windows(2).all(|w| w[0] < w[1])
-            && snapshot.entries.iter().all(|(_, i)| (*i as usize) < n);
+            && snapshot.entries.iter().all(|(_, i)| (*i as usize) < n)
+            && snapshot.stable.iter().all(|(_, i)| (*i as usize) < n)
+            && snapshot.stable.windows(2).all(|w| w[0] <= w[1]);
         consistent.then_some(snapshot)
     }
 

@@ -94,6 +94,14 @@ fn only_tests_that_executed_the_changed_function_run() {
         "// A comment that moves everything below it.\n\n/// Executed by every test",
         &[],
     );
+    // A new version rehashes every symbol of the crate, and changes no code.
+    expect_after_edit(
+        &f,
+        "Cargo.toml",
+        "version = \"0.1.0\"",
+        "version = \"0.2.0\"",
+        &[],
+    );
     // Unaffected tests now refer to the present build's fingerprints, and
     // those of earlier builds are gone.
     let snapshots = std::fs::read_dir(f.file(&format!(

@@ -16,11 +16,23 @@ struct Report {
 
 /// Runs `cargo ekstazi test --forceall` from a clean build of the given
 /// granularity and returns its stage timings.
-fn clean_run(ekstazi: &Path, project: &Path, granularity: &str, cargo_args: &[String]) -> Result<BTreeMap<String, f64>> {
+fn clean_run(
+    ekstazi: &Path,
+    project: &Path,
+    granularity: &str,
+    cargo_args: &[String],
+) -> Result<BTreeMap<String, f64>> {
     let state = tempfile_dir(&format!("state-{granularity}"))?;
     let report = state.join("report.json");
     let status = Command::new(ekstazi)
-        .args(["ekstazi", "test", "-q", "--forceall", "--granularity", granularity])
+        .args([
+            "ekstazi",
+            "test",
+            "-q",
+            "--forceall",
+            "--granularity",
+            granularity,
+        ])
         .arg("--state-dir")
         .arg(&state)
         .arg("--report-json")
@@ -29,9 +41,10 @@ fn clean_run(ekstazi: &Path, project: &Path, granularity: &str, cargo_args: &[St
         .current_dir(project)
         .stdout(Stdio::null())
         .status()?;
-    let report: Report = serde_json::from_slice(
-        &std::fs::read(&report).with_context(|| format!("cargo ekstazi test failed ({status}) and wrote no report"))?,
-    )?;
+    let report: Report =
+        serde_json::from_slice(&std::fs::read(&report).with_context(|| {
+            format!("cargo ekstazi test failed ({status}) and wrote no report")
+        })?)?;
     std::fs::remove_dir_all(&state).ok();
     Ok(report.timings)
 }
@@ -45,7 +58,10 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
     let instrumented = target.join("ekstazi").join("build");
 
     eprintln!("plain build from clean, all tests (binary granularity)");
-    let status = Command::new("cargo").arg("clean").current_dir(project).status()?;
+    let status = Command::new("cargo")
+        .arg("clean")
+        .current_dir(project)
+        .status()?;
     if !status.success() {
         bail!("cargo clean failed");
     }
@@ -87,11 +103,15 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
 /// The test executables of an instrumented build (in `<triple>/debug/deps`).
 fn walk_executables(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
-    let Ok(triples) = std::fs::read_dir(dir) else { return found };
+    let Ok(triples) = std::fs::read_dir(dir) else {
+        return found;
+    };
     for triple in triples.flatten() {
         for profile in ["debug", "release"] {
             let deps = triple.path().join(profile).join("deps");
-            let Ok(entries) = std::fs::read_dir(&deps) else { continue };
+            let Ok(entries) = std::fs::read_dir(&deps) else {
+                continue;
+            };
             for entry in entries.flatten() {
                 let path = entry.path();
                 let map = PathBuf::from(format!("{}.map", path.display()));

@@ -87,9 +87,14 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
-        Task::BenchGranularity { project, cargo_args } => {
-            granularity::bench(&build_ekstazi()?, &std::path::absolute(project)?, &cargo_args)
-        }
+        Task::BenchGranularity {
+            project,
+            cargo_args,
+        } => granularity::bench(
+            &build_ekstazi()?,
+            &std::path::absolute(project)?,
+            &cargo_args,
+        ),
         Task::Eval {
             what:
                 Eval::Replay {

@@ -117,7 +117,13 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             previous = None;
             continue;
         }
-        let (retest, retest_test) = timed(|| merged_output(cargo(&scratch, &["test", "--no-fail-fast"], &args.cargo_args)))?;
+        let (retest, retest_test) = timed(|| {
+            merged_output(cargo(
+                &scratch,
+                &["test", "--no-fail-fast"],
+                &args.cargo_args,
+            ))
+        })?;
         let keys = executable_keys(&scratch, &args.cargo_args)?;
         let outcomes = parse_cargo_test(&retest, &keys);
 
@@ -164,7 +170,11 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                         continue;
                     }
                     changed += usize::from(before.is_some());
-                    if !selected.contains_key(id) && in_scope.iter().any(|t| (&t.binary, &t.name) == (&id.0, &id.1)) {
+                    if !selected.contains_key(id)
+                        && in_scope
+                            .iter()
+                            .any(|t| (&t.binary, &t.name) == (&id.0, &id.1))
+                    {
                         misses += 1;
                         eprintln!(
                             "  MISS ({granularity}): {} {} went {} -> {outcome} at {commit} but was not selected",
@@ -189,14 +199,21 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 .unwrap_or_default();
             let timing = |stage: &str| report.timings.get(stage).copied().unwrap_or(0.0);
             let row = Row {
-                commit: subject.split_whitespace().next().unwrap_or(commit).to_owned(),
+                commit: subject
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or(commit)
+                    .to_owned(),
                 tests: in_scope.len(),
                 selected: selected.len(),
                 retest_build: retest_build.as_secs_f64(),
                 retest_test: retest_test.as_secs_f64(),
                 ekstazi_total: total.as_secs_f64(),
                 ekstazi_build: timing("build"),
-                ekstazi_analysis: timing("analysis") + timing("binary checksums") + timing("function fingerprints") + timing("list"),
+                ekstazi_analysis: timing("analysis")
+                    + timing("binary checksums")
+                    + timing("function fingerprints")
+                    + timing("list"),
                 ekstazi_run: timing("run"),
                 misses,
                 changed_outcomes: changed,
@@ -209,7 +226,11 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 share(row.selected, row.tests),
                 row.ekstazi_total,
                 row.retest_build + row.retest_test,
-                if misses > 0 { format!(", {misses} MISSES") } else { String::new() }
+                if misses > 0 {
+                    format!(", {misses} MISSES")
+                } else {
+                    String::new()
+                }
             );
             if i > 0 {
                 rows.entry(granularity.clone()).or_default().push(row);
@@ -219,8 +240,17 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     }
 
     let mut summary = String::new();
-    writeln!(summary, "## {} — {} commits from {}\n", args.repo.display(), commits.len() - 1, args.from)?;
-    writeln!(summary, "Commits that did not build (skipped): {skipped_commits}\n")?;
+    writeln!(
+        summary,
+        "## {} — {} commits from {}\n",
+        args.repo.display(),
+        commits.len() - 1,
+        args.from
+    )?;
+    writeln!(
+        summary,
+        "Commits that did not build (skipped): {skipped_commits}\n"
+    )?;
     writeln!(
         summary,
         "| granularity | commits | mean selected | median selected | mean e2e time vs cargo test | mean test time vs cargo test | mean selection cost | misses |"
@@ -284,7 +314,11 @@ fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
 }
 
 fn share(part: usize, whole: usize) -> f64 {
-    if whole == 0 { 0.0 } else { 100.0 * part as f64 / whole as f64 }
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -310,7 +344,9 @@ fn timed<T, E: Into<anyhow::Error>>(f: impl FnOnce() -> Result<T, E>) -> Result<
 }
 
 fn run_ok(command: &mut Command) -> Result<()> {
-    let status = command.status().with_context(|| format!("cannot run {command:?}"))?;
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run {command:?}"))?;
     if !status.success() {
         bail!("{command:?} failed: {status}");
     }
@@ -318,9 +354,14 @@ fn run_ok(command: &mut Command) -> Result<()> {
 }
 
 fn output(command: &mut Command) -> Result<String> {
-    let out = command.output().with_context(|| format!("cannot run {command:?}"))?;
+    let out = command
+        .output()
+        .with_context(|| format!("cannot run {command:?}"))?;
     if !out.status.success() {
-        bail!("{command:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -401,7 +442,12 @@ fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<Te
         } else if let (Some(key), Some(rest)) = (current, line.strip_prefix("test "))
             && let Some((name, outcome)) = rest.rsplit_once(" ... ")
         {
-            let outcome = outcome.split(',').next().unwrap_or(outcome).trim().to_owned();
+            let outcome = outcome
+                .split(',')
+                .next()
+                .unwrap_or(outcome)
+                .trim()
+                .to_owned();
             outcomes.insert((key.clone(), name.to_owned()), outcome);
         }
     }

@@ -30,6 +30,14 @@ pub(crate) struct Symbol {
     pub name: String,
     pub addr: u64,
     pub size: u64,
+    /// How references to it enter a hash: its demangled name without the
+    /// crate hashes (so that a dependency's version bump, which rehashes
+    /// every symbol of the crate, changes no fingerprint).
+    pub token: String,
+    /// Whether another symbol has the same [`Symbol::token`] (each crate
+    /// keeps its own copy of some generic instances): references to it are
+    /// then also told apart by its content (see `normalise`).
+    pub ambiguous: bool,
 }
 
 /// A static relocation in data (kept in the executable by `--emit-relocs`):
@@ -147,6 +155,8 @@ impl<'a> Image<'a> {
                 name: name.to_owned(),
                 addr: symbol.address(),
                 size: symbol.size(),
+                token: String::new(),
+                ambiguous: false,
             };
             match symbol.kind() {
                 SymbolKind::Text => functions.push(entry),
@@ -155,6 +165,7 @@ impl<'a> Image<'a> {
                 _ => {}
             }
         }
+        assign_tokens([&mut functions, &mut objects, &mut tls_objects]);
         functions.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
         objects.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
         tls_objects.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
@@ -342,6 +353,25 @@ impl<'a> Image<'a> {
         (0..table.size / 16)
             .filter_map(|i| self.pointer_at(table.addr + 16 * i))
             .collect()
+    }
+}
+
+/// Gives every symbol its [`Symbol::token`].
+fn assign_tokens(lists: [&mut Vec<Symbol>; 3]) {
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut stable: Vec<Vec<String>> = Vec::new();
+    for list in &lists {
+        let names: Vec<String> = list.iter().map(|s| super::stable_name(&s.name)).collect();
+        for name in &names {
+            *counts.entry(name.clone()).or_default() += 1;
+        }
+        stable.push(names);
+    }
+    for (list, names) in lists.into_iter().zip(stable) {
+        for (symbol, name) in list.iter_mut().zip(names) {
+            symbol.ambiguous = counts[&name] > 1;
+            symbol.token = name;
+        }
     }
 }
 

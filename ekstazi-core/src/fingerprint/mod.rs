@@ -60,6 +60,10 @@ pub struct Snapshot {
     /// Entry address of each instrumented function → index into `names`,
     /// sorted by address: how coverage (entry PCs) maps to functions.
     pub entries: Vec<(u64, u32)>,
+    /// A hash of each instrumented function's [`stable_name`] → index into
+    /// `names`, sorted: finds a function again after a rebuild that renamed
+    /// it only in its crate hash.
+    pub stable: Vec<(u64, u32)>,
     /// Functions compiled without coverage (the standard library, C code),
     /// sorted by name: no test's coverage names them, so every test of the
     /// binary depends on all of them.
@@ -83,6 +87,29 @@ impl Snapshot {
     /// The index of a function by mangled name.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.names.binary_search_by(|n| n.as_str().cmp(name)).ok()
+    }
+
+    /// The functions with this stable name.
+    fn with_stable_name(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+        let start = self.stable.partition_point(|(h, _)| *h < hash);
+        self.stable[start..]
+            .iter()
+            .take_while(move |(h, _)| *h == hash)
+            .map(|(_, i)| *i as usize)
+    }
+
+    /// The function of this build that stands for `name` (fingerprint `fp`)
+    /// of another build: the one of that mangled name, or else one with the
+    /// same stable name — the one with the same fingerprint if there is one
+    /// (a dependency bumped to a new version rehashes every symbol of the
+    /// crate, without changing any code). `None`: no such function any more.
+    pub fn counterpart(&self, name: &str, fp: &Fp) -> Option<usize> {
+        if let Some(i) = self.index_of(name) {
+            return Some(i);
+        }
+        let mut candidates = self.with_stable_name(stable_hash(name)).peekable();
+        let first = *candidates.peek()?;
+        Some(candidates.find(|&i| self.fps[i] == *fp).unwrap_or(first))
     }
 
     /// The uninstrumented functions present in both snapshots whose
@@ -137,15 +164,41 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
     }
     let instrumented: HashSet<u64> = image.instrumented_entries.iter().copied().collect();
     let normaliser = normalise::Normaliser::new(&image);
-    let computed: Vec<(u64, &str, Fp, bool)> = by_addr
+    let shallow: Vec<(u64, &str, Fp, Vec<u64>)> = by_addr
         .par_iter()
         .map_init(normalise::Memo::default, |memo, (addr, f)| {
-            let fp = normaliser.function(f, memo);
-            (*addr, f.name.as_str(), fp, instrumented.contains(addr))
+            let (fp, ambiguous) = normaliser.function(f, memo);
+            (*addr, f.name.as_str(), fp, ambiguous)
+        })
+        .collect();
+    // A reference to a function whose name other functions share (a generic
+    // instance each crate keeps a copy of) says which one by its content.
+    let shallow_of: std::collections::HashMap<u64, Fp> =
+        shallow.iter().map(|(a, _, fp, _)| (*a, *fp)).collect();
+    let computed: Vec<(u64, &str, Fp, bool)> = shallow
+        .iter()
+        .map(|(addr, name, fp, ambiguous)| {
+            let fp = if ambiguous.is_empty() {
+                *fp
+            } else {
+                let mut h = blake3::Hasher::new();
+                h.update(fp);
+                for target in ambiguous {
+                    h.update(shallow_of.get(target).unwrap_or(&[0; 16]));
+                }
+                truncate(h.finalize())
+            };
+            (*addr, *name, fp, instrumented.contains(addr))
         })
         .collect();
 
     let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
+    let mut stable: Vec<(u64, u32)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (stable_hash(name), i as u32))
+        .collect();
+    stable.sort_unstable();
     let (other_names, other_fps, _) = by_name(computed.iter().filter(|c| !c.3));
 
     let stats = Stats {
@@ -158,6 +211,7 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
         names,
         fps,
         entries,
+        stable,
         other_names,
         other_fps,
         stats,
@@ -207,4 +261,16 @@ fn truncate(hash: blake3::Hash) -> Fp {
 /// A readable name for a mangled symbol, without the trailing hash.
 pub fn demangle(name: &str) -> String {
     format!("{:#}", rustc_demangle::demangle(name))
+}
+
+/// A symbol's name without the hashes that change with a crate's build
+/// metadata (legacy mangling's `h…` suffix, v0's crate disambiguators).
+pub fn stable_name(name: &str) -> String {
+    demangle(name)
+}
+
+/// A 64-bit hash of a symbol's [`stable_name`].
+pub fn stable_hash(name: &str) -> u64 {
+    let digest = blake3::hash(stable_name(name).as_bytes());
+    u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"))
 }

@@ -63,7 +63,12 @@ impl Referent<'_> {
 /// digest.
 #[derive(Default)]
 pub(crate) struct Memo {
-    done: HashMap<(u64, u64), [u8; 32]>,
+    /// Digest, and the ambiguous functions (see [`Symbol::ambiguous`]) the
+    /// data refers to.
+    done: HashMap<(u64, u64), ([u8; 32], Vec<u64>)>,
+    /// The ambiguous functions the function being hashed refers to, in the
+    /// order met.
+    ambiguous: Vec<u64>,
     /// Extents being hashed, to break cycles (a linked structure in data).
     stack: Vec<(u64, u64)>,
 }
@@ -137,9 +142,16 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         self.unresolved.load(Ordering::Relaxed)
     }
 
-    /// The fingerprint of one function.
-    pub fn function(&self, f: &'i Symbol, memo: &mut Memo) -> Fp {
-        CUR.with(|c| *c.borrow_mut() = format!("{} @{:#x}", f.name, f.addr));
+    /// The fingerprint of one function, before the content of the ambiguous
+    /// functions it refers to is mixed in (see `fingerprint`), and those
+    /// functions' addresses.
+    pub fn function(&self, f: &'i Symbol, memo: &mut Memo) -> (Fp, Vec<u64>) {
+        memo.ambiguous.clear();
+        let fp = self.shallow(f, memo);
+        (fp, std::mem::take(&mut memo.ambiguous))
+    }
+
+    fn shallow(&self, f: &'i Symbol, memo: &mut Memo) -> Fp {
         let Some(code) = self.image.bytes(f.addr, f.size) else {
             let mut h = blake3::Hasher::new();
             h.update(b"no code");
@@ -217,15 +229,6 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 masked.mask(place - f.addr, u64::from(size), referent);
             }
         }
-        if std::env::var("EKSTAZI_DEBUG_FN").is_ok_and(|n| f.name.contains(&n)) {
-            let mut refs = masked.referents.clone();
-            refs.sort_by_key(|(at, _)| *at);
-            eprintln!("FN {} size {}", f.name, f.size);
-            for (at, r) in &refs {
-                eprintln!("  {at:#x} {r:?}");
-            }
-            eprintln!("  bytes {:02x?}", masked.bytes);
-        }
         truncate_digest(masked.digest(b"fn"))
     }
 
@@ -257,7 +260,12 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 return self.unresolved_at(&section.name, addr - section.addr);
             }
             return match image.function_at(addr) {
-                Some(g) => Referent::Function(&g.name, addr - g.addr),
+                Some(g) => {
+                    if g.ambiguous {
+                        memo.ambiguous.push(g.addr);
+                    }
+                    Referent::Function(&g.token, addr - g.addr)
+                }
                 None => self.unresolved_at(&section.name, addr - section.addr),
             };
         }
@@ -276,9 +284,6 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     }
 
     fn unresolved_at(&self, section: &'i str, offset: u64) -> Referent<'i> {
-        if std::env::var_os("EKSTAZI_DEBUG_FP").is_some() {
-            CUR.with(|c| eprintln!("unresolved {section}+{offset:#x} from {}", c.borrow()));
-        }
         self.unresolved.fetch_add(1, Ordering::Relaxed);
         Referent::Unresolved(section, offset)
     }
@@ -307,7 +312,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     /// A thread-local variable, by its offset into the TLS template.
     fn tls(&self, offset: u64) -> Referent<'i> {
         match self.image.tls_object_at(offset) {
-            Some(var) => Referent::Function(&var.name, offset - var.addr),
+            Some(var) => Referent::Function(&var.token, offset - var.addr),
             None => self.unresolved_at(".tdata", offset),
         }
     }
@@ -354,7 +359,13 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         // Writable data is a place, not just a value: which static a
         // function uses matters even when two hold equal bytes.
         let identity = if section.write {
-            image.object_starting_at(start).map(|o| o.name.as_str())
+            image.object_starting_at(start).map(|o| {
+                if o.ambiguous {
+                    o.name.as_str()
+                } else {
+                    o.token.as_str()
+                }
+            })
         } else {
             None
         };
@@ -372,9 +383,13 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         memo: &mut Memo,
     ) -> [u8; 32] {
         let key = (start, entry);
-        if let Some(digest) = memo.done.get(&key) {
-            return *digest;
+        if let Some((digest, ambiguous)) = memo.done.get(&key) {
+            let digest = *digest;
+            let ambiguous = ambiguous.clone();
+            memo.ambiguous.extend(ambiguous);
+            return digest;
         }
+        let met_before = memo.ambiguous.len();
         if let Some(depth) = memo.stack.iter().position(|k| *k == key) {
             let mut h = blake3::Hasher::new();
             h.update(b"cycle");
@@ -435,7 +450,8 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
         let digest = masked.digest(&prefix);
         memo.stack.pop();
-        memo.done.insert(key, digest);
+        memo.done
+            .insert(key, (digest, memo.ambiguous[met_before..].to_vec()));
         digest
     }
 
@@ -504,5 +520,3 @@ impl<'i, 'a> Normaliser<'i, 'a> {
 fn truncate_digest(digest: [u8; 32]) -> Fp {
     truncate(blake3::Hash::from_bytes(digest))
 }
-
-thread_local! { static CUR: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) }; }
