@@ -3,7 +3,7 @@
 use crate::list::TestCase;
 use crate::run::Finished;
 use crate::session::Session;
-use ekstazi_core::collect::collect;
+use ekstazi_core::collect::{Context, collect};
 use ekstazi_core::dep::{Dep, Target};
 use ekstazi_core::record::{Outcome, Record};
 use ekstazi_core::trace;
@@ -20,6 +20,8 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
         always: Vec::new(),
         deps: Vec::new(),
+        network: Vec::new(),
+        ignored: Vec::new(),
     };
     if finished.outcome != Outcome::Passed {
         return record;
@@ -37,10 +39,15 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
     };
     let collected = collect(
         &trace::parse(&bytes),
-        session.checksums.anchors(),
-        &session.ignore,
+        &Context {
+            anchors: session.checksums.anchors(),
+            ignore: &session.ignore,
+            env: &session.environments[case.binary],
+        },
     );
     record.always = collected.always;
+    record.network = collected.network;
+    record.ignored = collected.ignored;
     record.deps = collected
         .observed
         .into_iter()

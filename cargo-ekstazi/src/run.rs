@@ -132,6 +132,20 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
     })
 }
 
+/// The environment a test of a binary is given, in the order it is built
+/// (later entries win): the runner's own, cargo's variables for the binary,
+/// the preload. The tool's `EKSTAZI_*` variables are left out: they are
+/// never dependencies.
+pub fn test_environment(
+    cargo_vars: &[(OsString, OsString)],
+    shim: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    vars.extend(cargo_vars.iter().cloned());
+    vars.push(("LD_PRELOAD".into(), preload(shim)));
+    vars
+}
+
 /// `LD_PRELOAD` with the shim first and the user's own preloads kept.
 fn preload(shim: &Path) -> OsString {
     let mut value = shim.as_os_str().to_owned();

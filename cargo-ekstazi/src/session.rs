@@ -7,9 +7,12 @@ use crate::cli::{CargoOpts, SelectionOpts};
 use crate::env::test_env;
 use crate::list::{self, TestCase};
 use crate::workspace::Workspace;
+use anyhow::Context as _;
 use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
+use ekstazi_core::config::Config;
 use ekstazi_core::dep::{Sum, Target};
+use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::path::Anchors;
@@ -33,6 +36,11 @@ pub struct Session {
     /// Per binary, its smart checksum now.
     pub binary_sums: Vec<Sum>,
     pub ignore: Ignore,
+    /// `.config/ekstazi.toml`.
+    pub config: Config,
+    /// Per binary, the environment its tests are given (what `getenv`
+    /// dependencies are compared with).
+    pub environments: Vec<Environment>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
 }
@@ -63,6 +71,7 @@ impl Session {
             clock = Instant::now();
         };
         let ws = Workspace::load(cargo)?;
+        let config = Config::load(&ws.root)?;
         lap("workspace");
         let built = build::build(&ws, cargo)?;
         lap("build");
@@ -99,6 +108,7 @@ impl Session {
                 env!("CARGO_PKG_VERSION"),
                 crate::shim::digest()
             ),
+            config: config.recording_digest(),
         };
         let checksums = Checksums::new(Anchors::new(
             &ws.root,
@@ -112,7 +122,10 @@ impl Session {
             .map(|b| checksums.program(&b.path))
             .collect();
         lap("binary checksums");
-        let mut ignore = Ignore::defaults();
+        let mut ignore = Ignore::defaults()
+            .with_config(&config, &ws.root)
+            .map_err(anyhow::Error::msg)
+            .context("in .config/ekstazi.toml")?;
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
         ignore.add(
             ekstazi_core::path::normalize(&ws.sysroot),
@@ -122,6 +135,18 @@ impl Session {
             ekstazi_core::path::normalize(&ws.target_dir.join("ekstazi")),
             "cargo-ekstazi's own files",
         );
+        let shim = crate::shim::path(&ws.target_dir)?;
+        let environments = envs
+            .iter()
+            .map(|vars| {
+                Environment::new(
+                    crate::run::test_environment(vars, &shim),
+                    checksums.anchors(),
+                    Some(&ws.sysroot),
+                    shim.parent().unwrap_or(&ws.target_dir),
+                )
+            })
+            .collect();
         Ok(Session {
             ws,
             built,
@@ -132,6 +157,8 @@ impl Session {
             checksums,
             binary_sums,
             ignore,
+            config,
+            environments,
             timings,
         })
     }
@@ -186,10 +213,14 @@ impl Session {
                         last: None,
                     };
                 };
+                let policy = self.config.network_policy();
                 let present = Present {
                     global: &self.global,
                     binary: &self.binary_sums[case.binary],
                     checksums: &self.checksums,
+                    env: &self.environments[case.binary],
+                    network: &policy,
+                    always_run_external: self.config.network.always_run_external,
                     forced,
                 };
                 let reasons = select::reasons(&loaded, &present);

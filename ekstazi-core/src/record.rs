@@ -9,11 +9,12 @@
 //! their anchors. Anything else is a [`DecodeError`], and its test runs.
 
 use crate::dep::Dep;
+use crate::network::Peer;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -60,6 +61,9 @@ pub struct Global {
     pub rustflags: String,
     /// cargo-ekstazi's own version and the record format version.
     pub tool: String,
+    /// The digest of the configuration that decides what is recorded
+    /// (`.config/ekstazi.toml`'s ignore rules; empty for the defaults).
+    pub config: String,
 }
 
 impl Global {
@@ -72,6 +76,7 @@ impl Global {
             ("features", &self.features, &now.features),
             ("RUSTFLAGS", &self.rustflags, &now.rustflags),
             ("cargo-ekstazi", &self.tool, &now.tool),
+            ("config", &self.config, &now.config),
         ];
         pairs
             .into_iter()
@@ -97,6 +102,23 @@ pub struct Record {
     /// for a fully traced test.
     pub always: Vec<String>,
     pub deps: Vec<Dep>,
+    /// What the test reached over sockets that may be another machine
+    /// (judged external or not at selection time, under the configuration).
+    pub network: Vec<Peer>,
+    /// Accesses that were not dependencies, and why (for `list --verbose`);
+    /// at most [`MAX_IGNORED`].
+    pub ignored: Vec<Ignored>,
+}
+
+/// At most this many ignored accesses are kept per record.
+pub const MAX_IGNORED: usize = 200;
+
+/// An access that was not a dependency.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ignored {
+    /// The path (anchored, as shown) or `$VARIABLE`.
+    pub what: String,
+    pub why: String,
 }
 
 impl Record {
@@ -152,13 +174,15 @@ impl Record {
     }
 
     fn validate(&self) -> Result<(), DecodeError> {
-        use crate::dep::Target;
-        let paths_ok = self.deps.iter().all(|dep| match &dep.target {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
-                path.is_valid()
-            }
-            Target::TestBinary => true,
-        });
+        let paths_ok = self
+            .deps
+            .iter()
+            .filter_map(|dep| dep.target.path())
+            .chain(self.network.iter().filter_map(|peer| match peer {
+                Peer::Unix(path) => Some(path),
+                _ => None,
+            }))
+            .all(|path| path.is_valid());
         if paths_ok {
             Ok(())
         } else {
@@ -218,7 +242,16 @@ pub(crate) mod tests_support {
                     target: Target::TestBinary,
                     sum: Sum::Hash([1; 32]),
                 },
+                crate::dep::Dep {
+                    target: Target::Env(crate::dep::EnvName(b"MODE".to_vec())),
+                    sum: Sum::Absent,
+                },
             ],
+            network: vec![Peer::Ip("127.0.0.1:80".parse().unwrap())],
+            ignored: vec![Ignored {
+                what: "/proc/self/maps".into(),
+                why: "kernel interface".into(),
+            }],
         }
     }
 }

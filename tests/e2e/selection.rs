@@ -290,7 +290,9 @@ fn cargo_options_and_the_state_directory_are_honoured() {
         "built in the requested target directory"
     );
     assert!(
-        state.join("v1/alpha").is_dir(),
+        state
+            .join(format!("v{}/alpha", ekstazi_core::record::FORMAT_VERSION))
+            .is_dir(),
         "records in the requested state directory"
     );
     assert!(!f.file(".ekstazi").exists());
