@@ -33,6 +33,28 @@ pub const START: u8 = b'S';
 /// runner takes anyway): the programs a test runs are its dependencies.
 pub const EXEC: u8 = b'X';
 
+/// Listed a directory's entries (`readdir`).
+pub const LISTED: u8 = b'T';
+/// Read an environment variable: `NAME=VALUE`, or `NAME` when unset
+/// ([`FLAG_OPTION`]: the value was too long to carry).
+pub const ENV: u8 = b'V';
+/// Read a symbolic link: `path NUL target` ([`FLAG_OPTION`]: the caller's
+/// buffer may have cut the target short).
+pub const LINK: u8 = b'K';
+/// Resolved a path (`realpath`): `path NUL canonical path`.
+pub const RESOLVED: u8 = b'P';
+/// A shared library mapped into the process.
+pub const LIBRARY: u8 = b'O';
+/// Ran a program the shim cannot follow into: statically linked, or
+/// ([`FLAG_OPTION`]) set-user-ID.
+pub const UNTRACEABLE: u8 = b'U';
+/// A socket address connected or sent to, or ([`FLAG_OPTION`]) bound:
+/// `struct sockaddr` bytes (a Unix path made absolute).
+pub const NETWORK: u8 = b'N';
+/// Looked a host name up.
+pub const HOST: u8 = b'H';
+// Tags `I`, `Q` and `F` are reserved for function coverage.
+
 /// The event happened on the test harness's main thread, before or around the
 /// test rather than in it (libtest runs each test on a thread of its own).
 pub const FLAG_HARNESS: u8 = 1;
@@ -46,6 +68,8 @@ pub const KIND_FILE: u8 = 1;
 pub const KIND_DIR: u8 = 2;
 pub const KIND_SYMLINK: u8 = 3;
 pub const KIND_OTHER: u8 = 4;
+/// Bit 2 of the flags on events that carry no kind: a per-tag option.
+pub const FLAG_OPTION: u8 = 4;
 
 /// The trace file, or -1 when this process is not traced.
 static FD: AtomicI32 = AtomicI32::new(-1);
@@ -61,8 +85,9 @@ const HIGH_FD: libc::c_int = 900;
 /// # Safety
 /// Called once, from the shim's constructor.
 pub unsafe fn init() {
-    // SAFETY: getenv before main, while single-threaded.
-    let path = unsafe { libc::getenv(c"EKSTAZI_TRACE_FILE".as_ptr()) };
+    // SAFETY: reading the environment before main, while single-threaded
+    // (and without recording: these variables are the shim's own).
+    let path = unsafe { crate::hooks::lookup_env(b"EKSTAZI_TRACE_FILE") };
     if path.is_null() {
         return;
     }
@@ -85,18 +110,24 @@ pub unsafe fn init() {
             fd
         }
     };
+    // Every real function is looked up now, single-threaded: `dlsym` takes
+    // the loader's lock and may allocate, which must not happen in a child
+    // forked while another thread held either.
+    crate::real::resolve_all();
+    // SAFETY: from the constructor, with the trace file's C string.
+    unsafe { crate::hooks::prepare_children(path) };
     FD.store(fd, Ordering::Relaxed);
 
     // The test binary is the process the runner started; with libtest, its
     // main thread is the harness, not the test.
     // SAFETY: getenv/getppid/getpid have no preconditions.
     let is_test_binary = unsafe {
-        let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
+        let runner = crate::hooks::lookup_env(b"EKSTAZI_RUNNER_PID");
         !runner.is_null()
             && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
     };
     // SAFETY: as above.
-    if is_test_binary && unsafe { !libc::getenv(c"EKSTAZI_LIBTEST".as_ptr()).is_null() } {
+    if is_test_binary && unsafe { !crate::hooks::lookup_env(b"EKSTAZI_LIBTEST").is_null() } {
         // SAFETY: as above.
         HARNESS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     }
@@ -107,6 +138,7 @@ pub unsafe fn init() {
             None => record_lost(),
         }
     }
+    crate::hooks::record_libraries();
 }
 
 fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
@@ -138,11 +170,17 @@ pub fn thread_flags() -> u8 {
 
 /// Appends one event, unless this process already wrote the same one.
 pub fn record(tag: u8, flags: u8, buf: &mut EventBuf) {
+    record_as(tag, flags | thread_flags(), buf);
+}
+
+/// [`record`] with exactly these flags, for events that belong to the
+/// process rather than to the thread that noticed them (the libraries the
+/// loader mapped before `main`).
+pub fn record_as(tag: u8, flags: u8, buf: &mut EventBuf) {
     let fd = FD.load(Ordering::Relaxed);
     if fd < 0 {
         return;
     }
-    let flags = flags | thread_flags();
     if !seen::insert(seen::hash(tag, flags, buf.path())) {
         return;
     }
