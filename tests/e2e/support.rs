@@ -135,16 +135,35 @@ impl Fixture {
 
     /// `cargo ekstazi list --json <args>`.
     pub fn list(&self, args: &[&str]) -> Value {
+        self.list_with(args, &[])
+    }
+
+    /// `cargo ekstazi list --json <args>` with extra environment variables.
+    pub fn list_with(&self, args: &[&str], env: &[(&str, &str)]) -> Value {
         let mut all = vec!["list", "--json"];
         all.extend_from_slice(args);
-        let run = self.run(&all);
+        let run = self.run_with(&all, env);
         assert_eq!(run.code(), Some(0), "{run:?}");
         serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
     }
 
+    /// `cargo ekstazi test <args>` with extra environment variables, which must succeed.
+    pub fn test_ok_with(&self, args: &[&str], env: &[(&str, &str)]) -> TestRun {
+        let mut all = vec!["test"];
+        all.extend_from_slice(args);
+        let run = self.run_with(&all, env);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        run
+    }
+
     /// The selected tests of a listing, each with its reasons.
     pub fn selected(&self, args: &[&str]) -> Vec<(String, Vec<String>)> {
-        let list = self.list(args);
+        self.selected_with(args, &[])
+    }
+
+    /// [`Fixture::selected`] with extra environment variables.
+    pub fn selected_with(&self, args: &[&str], env: &[(&str, &str)]) -> Vec<(String, Vec<String>)> {
+        let list = self.list_with(args, env);
         list["tests"]
             .as_array()
             .unwrap()
