@@ -210,7 +210,9 @@ mod seen {
 
     use super::*;
 
-    const SLOTS: usize = 1 << 16;
+    // 2 MiB of zero pages, touched only as events arrive: room to fold a
+    // process's first ~200 000 distinct events.
+    const SLOTS: usize = 1 << 18;
     const PROBES: usize = 32;
     static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 

@@ -4,6 +4,9 @@
 //!   and `cargo nextest run` on one project, measured in the same session
 //!   and interleaved so that machine noise hits every command alike; the
 //!   figures that matter are the ratios.
+//! - `bench-shim`: the shim's own cost per call: a program opens and stats
+//!   100 000 distinct files, then the same files again, with and without
+//!   the shim preloaded.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -33,6 +36,23 @@ enum Task {
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
+    /// Time opening and stat'ing many files with and without the shim
+    BenchShim {
+        /// Distinct files to open and stat
+        #[arg(long, default_value_t = 100_000)]
+        files: usize,
+        /// Timed runs of each variant
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+    /// The measured program of `bench-shim` (run by it)
+    #[command(hide = true)]
+    ShimWorker {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        files: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -42,7 +62,116 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
+        Task::BenchShim { files, runs } => bench_shim(files, runs),
+        Task::ShimWorker { dir, files } => shim_worker(&dir, files),
     }
+}
+
+fn bench_shim(files: usize, runs: usize) -> Result<()> {
+    let root = workspace_root();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "ekstazi-runtime"])
+        .current_dir(&root)
+        .status()?;
+    if !status.success() {
+        bail!("building ekstazi-runtime failed");
+    }
+    let shim = root.join("target/release/libekstazi_runtime.so");
+    let scratch = tempfile_dir()?;
+    let dir = scratch.join("files");
+    std::fs::create_dir_all(&dir)?;
+    eprintln!("creating {files} files in {}", dir.display());
+    for i in 0..files {
+        std::fs::write(dir.join(format!("f{i}")), b"x")?;
+    }
+    let worker = std::env::current_exe()?;
+    let trace = scratch.join("trace");
+    // Each variant: (first pass, repeat pass) in nanoseconds per file.
+    let mut plain: Vec<(f64, f64)> = Vec::new();
+    let mut shimmed: Vec<(f64, f64)> = Vec::new();
+    for round in 0..runs {
+        eprintln!("round {}/{runs}", round + 1);
+        for with_shim in [false, true] {
+            let mut command = Command::new(&worker);
+            command
+                .args(["shim-worker", "--files", &files.to_string(), "--dir"])
+                .arg(&dir)
+                .env_remove("LD_PRELOAD")
+                .env_remove("EKSTAZI_TRACE_FILE");
+            if with_shim {
+                let _ = std::fs::remove_file(&trace);
+                command
+                    .env("LD_PRELOAD", &shim)
+                    .env("EKSTAZI_TRACE_FILE", &trace);
+            }
+            let output = command.output()?;
+            if !output.status.success() {
+                bail!(
+                    "the worker failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            let text = String::from_utf8_lossy(&output.stdout);
+            let mut numbers = text.split_whitespace().map(str::parse::<f64>);
+            let (Some(Ok(first)), Some(Ok(repeat))) = (numbers.next(), numbers.next()) else {
+                bail!("unexpected worker output: {text}");
+            };
+            if with_shim {
+                shimmed.push((first, repeat));
+            } else {
+                plain.push((first, repeat));
+            }
+        }
+    }
+    let trace_size = std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let med = |v: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+        let mut xs: Vec<f64> = v.iter().map(pick).collect();
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    println!(
+        "{files} files, open + fstat + close and stat each, median of {runs} runs (ns per file):"
+    );
+    println!();
+    println!("| pass | without shim | with shim | added |");
+    println!("|---|---:|---:|---:|");
+    for (name, pick) in [
+        (
+            "first (every event new)",
+            (|p: &(f64, f64)| p.0) as fn(&(f64, f64)) -> f64,
+        ),
+        ("repeat (events folded)", |p: &(f64, f64)| p.1),
+    ] {
+        let (a, b) = (med(&plain, pick), med(&shimmed, pick));
+        println!(
+            "| {name} | {a:.0} | {b:.0} | {:+.0} ns ({:+.0}%) |",
+            b - a,
+            (b / a - 1.0) * 100.0
+        );
+    }
+    println!();
+    println!("trace of the last run: {trace_size} bytes");
+    Ok(())
+}
+
+/// Opens (and reads the metadata of) then stats every file, twice; prints
+/// the nanoseconds per file of each pass.
+fn shim_worker(dir: &Path, files: usize) -> Result<()> {
+    let paths: Vec<PathBuf> = (0..files).map(|i| dir.join(format!("f{i}"))).collect();
+    let mut passes = Vec::new();
+    for _ in 0..2 {
+        let start = Instant::now();
+        for path in &paths {
+            let file = std::fs::File::open(path)?;
+            std::hint::black_box(file.metadata()?);
+            drop(file);
+            std::hint::black_box(std::fs::metadata(path)?);
+        }
+        passes.push(start.elapsed().as_nanos() as f64 / files as f64);
+    }
+    println!("{} {}", passes[0], passes[1]);
+    Ok(())
 }
 
 fn workspace_root() -> PathBuf {
