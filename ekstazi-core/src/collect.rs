@@ -234,6 +234,8 @@ impl State<'_> {
             Access::Untraceable => {
                 let why = if event.option() {
                     "a set-user-ID program the shim is not loaded into"
+                } else if event.flags & crate::trace::FLAG_FOREIGN != 0 {
+                    "a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
                 } else {
                     "a statically linked program the shim cannot see into"
                 };
@@ -505,12 +507,18 @@ mod tests {
         let c = run(&[
             (Access::Untraceable, 0, "/ws/target/debug/static-helper"),
             (Access::Untraceable, FLAG_OPTION, "/usr/bin/sudo"),
+            (
+                Access::Untraceable,
+                crate::trace::FLAG_FOREIGN,
+                "/opt/musl/tool",
+            ),
         ]);
         assert_eq!(
             c.always,
             [
                 "it runs $CARGO_TARGET_DIR/debug/static-helper, a statically linked program the shim cannot see into",
-                "it runs /usr/bin/sudo, a set-user-ID program the shim is not loaded into"
+                "it runs /usr/bin/sudo, a set-user-ID program the shim is not loaded into",
+                "it runs /opt/musl/tool, a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
             ]
         );
     }

@@ -45,7 +45,8 @@ pub enum Access {
     /// A shared library mapped into a process of the test.
     Library,
     /// Ran a program the shim cannot follow into: statically linked, or
-    /// ([`FLAG_OPTION`]) set-user-ID, where the loader drops `LD_PRELOAD`.
+    /// ([`FLAG_OPTION`]) set-user-ID, where the loader drops `LD_PRELOAD`, or
+    /// ([`FLAG_FOREIGN`]) built for another ELF class or dynamic loader.
     Untraceable,
     /// A socket address (`struct sockaddr` bytes) the test connected or sent
     /// to, or ([`FLAG_OPTION`]) bound itself.
@@ -89,6 +90,8 @@ const KIND_SHIFT: u8 = 2;
 /// Bit 2 of the flags on events that carry no kind: a per-tag option (see
 /// each [`Access`] variant).
 pub const FLAG_OPTION: u8 = 4;
+/// Bit 3 on `U` events: the program is for another ELF class or loader.
+pub const FLAG_FOREIGN: u8 = 8;
 const KIND_MASK: u8 = 0b111;
 
 /// One traced call.

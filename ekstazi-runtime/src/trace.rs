@@ -46,7 +46,8 @@ pub const RESOLVED: u8 = b'P';
 /// A shared library mapped into the process.
 pub const LIBRARY: u8 = b'O';
 /// Ran a program the shim cannot follow into: statically linked, or
-/// ([`FLAG_OPTION`]) set-user-ID.
+/// ([`FLAG_OPTION`]) set-user-ID, or (flag 8) for another ELF class or
+/// dynamic loader.
 pub const UNTRACEABLE: u8 = b'U';
 /// A socket address connected or sent to, or ([`FLAG_OPTION`]) bound:
 /// `struct sockaddr` bytes (a Unix path made absolute).

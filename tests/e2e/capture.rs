@@ -15,7 +15,7 @@ fn only(label: &str, reason: &str) -> Vec<(String, Vec<String>)> {
 fn recorded() -> Fixture {
     let f = Fixture::new("capture");
     let first = f.test_ok_with(&[], ENV);
-    assert_eq!(first.ran().len(), 8, "{first:?}");
+    assert_eq!(first.ran().len(), 9, "{first:?}");
     assert!(
         f.selected_with(&[], ENV).is_empty(),
         "a second run has nothing to do"
@@ -203,7 +203,7 @@ fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     let f = recorded();
     f.write(".config/ekstazi.toml", "[ignore]\npaths = [\"text/\"]\n");
     let selected = f.selected_with(&[], ENV);
-    assert_eq!(selected.len(), 8, "new recording rules rerun everything");
+    assert_eq!(selected.len(), 9, "new recording rules rerun everything");
     assert!(
         selected
             .iter()
@@ -228,4 +228,35 @@ fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     let bad = f.run_with(&["list"], ENV);
     assert_ne!(bad.code(), Some(0));
     assert!(bad.stderr.contains("pahts"), "{bad:?}");
+}
+
+#[test]
+fn a_statically_linked_program_makes_its_test_always_run() {
+    let f = recorded();
+    f.write("probe/static.c", "int main(void) { return 0; }\n");
+    let built = std::process::Command::new("cc")
+        .arg("-static")
+        .arg("-o")
+        .arg(f.file("probe/static-prog"))
+        .arg(f.file("probe/static.c"))
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no C compiler that links statically (cc -static)");
+        return;
+    }
+    let test = "runs_a_static_program_when_there_is_one";
+    assert_eq!(
+        f.selected_with(&[], ENV),
+        only(test, "file created: probe/static-prog")
+    );
+    f.test_ok_with(&[], ENV);
+    let always = "always runs: it runs probe/static-prog, \
+                  a statically linked program the shim cannot see into";
+    for _ in 0..2 {
+        assert_eq!(f.selected_with(&[], ENV), only(test, always));
+        assert_eq!(
+            f.test_ok_with(&[], ENV).ran(),
+            labels(&[&format!("probe::doors {test}")])
+        );
+    }
 }

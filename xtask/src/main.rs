@@ -6,7 +6,9 @@
 //!   figures that matter are the ratios.
 //! - `bench-shim`: the shim's own cost per call: a program opens and stats
 //!   100 000 distinct files, then the same files again, with and without
-//!   the shim preloaded.
+//!   the shim preloaded. With `--project`, also the shim's cost on a real
+//!   project's tests: every test in its own process (as cargo-ekstazi runs
+//!   them), with and without the shim, nothing else different.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -44,6 +46,16 @@ enum Task {
         /// Timed runs of each variant
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Also run every test of this cargo project, one process each,
+        /// with and without the shim
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Tests run at once for --project
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Cargo options for building the project's tests (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
     },
     /// The measured program of `bench-shim` (run by it)
     #[command(hide = true)]
@@ -62,12 +74,25 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
-        Task::BenchShim { files, runs } => bench_shim(files, runs),
+        Task::BenchShim {
+            files,
+            runs,
+            project,
+            jobs,
+            cargo_args,
+        } => {
+            let shim = build_shim()?;
+            bench_shim(&shim, files, runs)?;
+            match project {
+                Some(project) => bench_shim_project(&shim, &project, runs, jobs, &cargo_args),
+                None => Ok(()),
+            }
+        }
         Task::ShimWorker { dir, files } => shim_worker(&dir, files),
     }
 }
 
-fn bench_shim(files: usize, runs: usize) -> Result<()> {
+fn build_shim() -> Result<PathBuf> {
     let root = workspace_root();
     let status = Command::new(env!("CARGO"))
         .args(["build", "--release", "--quiet", "-p", "ekstazi-runtime"])
@@ -76,7 +101,10 @@ fn bench_shim(files: usize, runs: usize) -> Result<()> {
     if !status.success() {
         bail!("building ekstazi-runtime failed");
     }
-    let shim = root.join("target/release/libekstazi_runtime.so");
+    Ok(root.join("target/release/libekstazi_runtime.so"))
+}
+
+fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
     let scratch = tempfile_dir()?;
     let dir = scratch.join("files");
     std::fs::create_dir_all(&dir)?;
@@ -101,7 +129,7 @@ fn bench_shim(files: usize, runs: usize) -> Result<()> {
             if with_shim {
                 let _ = std::fs::remove_file(&trace);
                 command
-                    .env("LD_PRELOAD", &shim)
+                    .env("LD_PRELOAD", shim)
                     .env("EKSTAZI_TRACE_FILE", &trace);
             }
             let output = command.output()?;
@@ -153,6 +181,144 @@ fn bench_shim(files: usize, runs: usize) -> Result<()> {
     println!();
     println!("trace of the last run: {trace_size} bytes");
     Ok(())
+}
+
+/// One test of a project: its binary, its name, its package directory.
+struct ProjectTest {
+    binary: PathBuf,
+    name: String,
+    dir: PathBuf,
+}
+
+/// Every test of the project's test binaries (as `cargo test --no-run`
+/// builds them), each run in its own process like cargo-ekstazi does, all
+/// of them with the shim and all without, in interleaved rounds.
+fn bench_shim_project(
+    shim: &Path,
+    project: &Path,
+    runs: usize,
+    jobs: usize,
+    cargo_args: &[String],
+) -> Result<()> {
+    let project = std::path::absolute(project)?;
+    let output = Command::new("cargo")
+        .args(["test", "--no-run", "--message-format=json"])
+        .args(cargo_args)
+        .current_dir(&project)
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        bail!("building the project's tests failed");
+    }
+    let mut tests = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let is_test =
+            message["reason"] == "compiler-artifact" && message["profile"]["test"] == true;
+        let (Some(binary), Some(manifest)) = (
+            message["executable"].as_str(),
+            message["manifest_path"].as_str(),
+        ) else {
+            continue;
+        };
+        if !is_test {
+            continue;
+        }
+        let dir = Path::new(manifest)
+            .parent()
+            .unwrap_or(&project)
+            .to_path_buf();
+        let list = Command::new(binary)
+            .args(["--list", "--format", "terse"])
+            .current_dir(&dir)
+            .output()?;
+        for name in String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+        {
+            tests.push(ProjectTest {
+                binary: binary.into(),
+                name: name.to_owned(),
+                dir: dir.clone(),
+            });
+        }
+    }
+    eprintln!("{} tests in {}", tests.len(), project.display());
+    let traces = tempfile_dir()?.join("traces");
+    std::fs::create_dir_all(&traces)?;
+    let mut plain = Vec::new();
+    let mut shimmed = Vec::new();
+    for round in 0..runs {
+        eprintln!("round {}/{runs}", round + 1);
+        for with_shim in [false, true] {
+            let took = run_each(&tests, jobs, with_shim.then_some((shim, traces.as_path())))?;
+            if with_shim {
+                shimmed.push(took);
+            } else {
+                plain.push(took);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(traces.parent().unwrap_or(&traces));
+    let (a, b) = (median(&plain).as_secs_f64(), median(&shimmed).as_secs_f64());
+    println!();
+    println!(
+        "{} tests of {}, one process each, {jobs} at a time, median of {runs} runs:",
+        tests.len(),
+        project.display()
+    );
+    println!();
+    println!("| | without shim | with shim | added |");
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| all tests | {a:.3}s | {b:.3}s | {:+.3}s ({:+.1}%) |",
+        b - a,
+        (b / a - 1.0) * 100.0
+    );
+    Ok(())
+}
+
+/// Runs every test in its own process, `jobs` at a time; with the shim, each
+/// test writes its own trace file.
+fn run_each(tests: &[ProjectTest], jobs: usize, shim: Option<(&Path, &Path)>) -> Result<Duration> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.max(1))
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(test) = tests.get(i) else {
+                            return Ok(());
+                        };
+                        let mut command = Command::new(&test.binary);
+                        command
+                            .args(["--exact", &test.name, "--nocapture"])
+                            .current_dir(&test.dir)
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null())
+                            .env_remove("LD_PRELOAD");
+                        if let Some((shim, traces)) = shim {
+                            command
+                                .env("LD_PRELOAD", shim)
+                                .env("EKSTAZI_TRACE_FILE", traces.join(format!("{i}.trace")))
+                                .env("EKSTAZI_LIBTEST", "1")
+                                .env("EKSTAZI_RUNNER_PID", std::process::id().to_string());
+                        }
+                        command.status()?;
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("a benchmark worker panicked")?;
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(start.elapsed())
 }
 
 /// Opens (and reads the metadata of) then stats every file, twice; prints

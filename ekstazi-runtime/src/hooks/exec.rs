@@ -5,13 +5,17 @@
 //! program's own trace would not name), every `PATH` candidate that was
 //! missing (`M`) for the `p` variants — creating one of them would change
 //! which program runs —, and `U` when the program is one the shim cannot
-//! follow into (statically linked, another ELF class, set-user-ID).
+//! follow into (statically linked, another ELF class or dynamic loader,
+//! set-user-ID).
 //!
 //! The child carries the shim: when the environment passed to the call lacks
 //! `LD_PRELOAD` with the shim or `EKSTAZI_TRACE_FILE` (a test that cleared or
 //! replaced its child's environment), they are added to a copy of it. The
 //! copy lives in pages from `mmap`, which is safe after `fork` (no
-//! allocator lock), and is unmapped if the call returns.
+//! allocator lock), and is unmapped if the call returns. (After `vfork`, a
+//! successful `exec` leaves those pages to the parent, which shares the
+//! address space: a few kilobytes per such child, for C code that uses
+//! `vfork` itself; glibc's `posix_spawn` does not come through here.)
 //!
 //! glibc's `execl`, `execlp` and `execle` are variadic and call the kernel
 //! through internal functions: they are not interposed. Their child is still
@@ -269,7 +273,7 @@ unsafe fn untraceable(fd: c_int, depth: u32) -> Option<u8> {
         }
         // Another class (a 32-bit program) cannot load this shim.
         if head[4] != 2 {
-            return Some(0);
+            return Some(FOREIGN);
         }
         let e_type = u16::from_ne_bytes([head[16], head[17]]);
         let phoff = u64::from_ne_bytes(head[32..40].try_into().unwrap_or_default());
@@ -284,12 +288,34 @@ unsafe fn untraceable(fd: c_int, depth: u32) -> Option<u8> {
         if got != want as isize {
             return None;
         }
-        let has_interpreter = table[..want]
+        let Some(interp) = table[..want]
             .chunks_exact(phentsize)
-            .any(|ph| u32::from_ne_bytes([ph[0], ph[1], ph[2], ph[3]]) == libc::PT_INTERP);
-        (!has_interpreter).then_some(0)
+            .find(|ph| u32::from_ne_bytes([ph[0], ph[1], ph[2], ph[3]]) == libc::PT_INTERP)
+        else {
+            return Some(0); // no loader: statically linked
+        };
+        if phentsize < 40 {
+            return None;
+        }
+        // Another loader (musl's) would refuse this glibc shim.
+        let offset = u64::from_ne_bytes(interp[8..16].try_into().unwrap_or_default());
+        let size = u64::from_ne_bytes(interp[32..40].try_into().unwrap_or_default());
+        let mut name = [0u8; 256];
+        let size = (size as usize).min(name.len());
+        if libc::pread64(fd, name.as_mut_ptr().cast(), size, offset as libc::off64_t)
+            != size as isize
+        {
+            return None;
+        }
+        let name = &name[..size];
+        let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(name.len())];
+        let base = &name[name.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1)..];
+        (!base.starts_with(b"ld-linux")).then_some(FOREIGN)
     }
 }
+
+/// `U` flag: a program for another ELF class or another dynamic loader.
+const FOREIGN: u8 = 8;
 
 /// Judges the interpreter named on a `#!` line.
 fn interpreter(line: &[u8]) -> Option<u8> {
