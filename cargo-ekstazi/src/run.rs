@@ -86,10 +86,11 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
             command.arg("--include-ignored");
         }
         // The harness's main thread is told apart from the test by being the
-        // main thread of the process this runner started.
-        command.env("EKSTAZI_LIBTEST", "1");
+        // main thread of a process running this binary (the shim compares
+        // with `/proc/self/exe`, which is canonical).
+        let canonical = std::fs::canonicalize(&binary.path).unwrap_or_else(|_| binary.path.clone());
+        command.env("EKSTAZI_LIBTEST", canonical);
     }
-    command.env("EKSTAZI_RUNNER_PID", std::process::id().to_string());
     command
         .current_dir(binary.manifest_dir())
         .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)))

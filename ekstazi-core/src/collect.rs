@@ -131,11 +131,11 @@ impl State<'_> {
             Access::Lost => self.always("it touched a path the shim could not name".to_owned()),
             Access::Env => self.env(event),
             Access::Network => self.network(event),
+            // Whoever reached the network, the run depended on it: even the
+            // harness's events count here (libtest makes none).
             Access::HostLookup => {
-                if !event.by_harness() {
-                    let name = String::from_utf8_lossy(event.payload()).into_owned();
-                    self.peer(Peer::Host(name));
-                }
+                let name = String::from_utf8_lossy(event.payload()).into_owned();
+                self.peer(Peer::Host(name));
             }
             _ => self.path_event(event),
         }

@@ -119,37 +119,32 @@ pub unsafe fn init() {
     unsafe { crate::hooks::prepare_children(path) };
     FD.store(fd, Ordering::Relaxed);
 
-    // The test binary is the process the runner started; with libtest, its
-    // main thread is the harness, not the test.
-    // SAFETY: getenv/getppid/getpid have no preconditions.
-    let is_test_binary = unsafe {
-        let runner = crate::hooks::lookup_env(b"EKSTAZI_RUNNER_PID");
-        !runner.is_null()
-            && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
-    };
-    // SAFETY: as above.
-    if is_test_binary && unsafe { !crate::hooks::lookup_env(b"EKSTAZI_LIBTEST").is_null() } {
-        // SAFETY: as above.
+    // A libtest test binary — the one the runner started, or a copy of it
+    // that a test runs — runs each test on a thread of its own: its main
+    // thread is the harness, not the test. The runner names the binary in
+    // `EKSTAZI_LIBTEST` (canonical, as `/proc/self/exe` reads).
+    let exe = EventBuf::read_link(c"/proc/self/exe");
+    // SAFETY: reading the environment, single-threaded.
+    let libtest = unsafe { crate::hooks::lookup_env(b"EKSTAZI_LIBTEST") };
+    let is_test_binary = !libtest.is_null()
+        && exe.as_ref().is_some_and(|exe| {
+            // SAFETY: a value from `environ` is a C string.
+            exe.path() == unsafe { std::ffi::CStr::from_ptr(libtest) }.to_bytes()
+        });
+    if is_test_binary {
+        // SAFETY: getpid has no preconditions.
         HARNESS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     }
     record(START, 0, &mut EventBuf::empty());
+    // The test binary's own checksum is the runner's; every other program a
+    // test runs is a dependency.
     if !is_test_binary {
-        match EventBuf::read_link(c"/proc/self/exe") {
+        match exe {
             Some(mut exe) => record(EXEC, 0, &mut exe),
             None => record_lost(),
         }
     }
     crate::hooks::record_libraries();
-}
-
-fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
-    if digits.is_empty() || digits.len() > 9 {
-        return None;
-    }
-    digits.iter().try_fold(0, |n: libc::pid_t, d| {
-        d.is_ascii_digit()
-            .then(|| n * 10 + libc::pid_t::from(d - b'0'))
-    })
 }
 
 /// Whether this process is traced at all.

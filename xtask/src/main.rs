@@ -239,7 +239,7 @@ fn bench_shim_project(
             .filter_map(|l| l.strip_suffix(": test"))
         {
             tests.push(ProjectTest {
-                binary: binary.into(),
+                binary: std::fs::canonicalize(binary)?,
                 name: name.to_owned(),
                 dir: dir.clone(),
             });
@@ -305,8 +305,7 @@ fn run_each(tests: &[ProjectTest], jobs: usize, shim: Option<(&Path, &Path)>) ->
                             command
                                 .env("LD_PRELOAD", shim)
                                 .env("EKSTAZI_TRACE_FILE", traces.join(format!("{i}.trace")))
-                                .env("EKSTAZI_LIBTEST", "1")
-                                .env("EKSTAZI_RUNNER_PID", std::process::id().to_string());
+                                .env("EKSTAZI_LIBTEST", &test.binary);
                         }
                         command.status()?;
                     }
