@@ -261,3 +261,14 @@ fn a_statically_linked_program_makes_its_test_always_run() {
         );
     }
 }
+
+#[test]
+fn records_hold_in_another_checkout() {
+    // Environment values that name the workspace (CARGO_MANIFEST_DIR,
+    // CARGO_BIN_EXE_*, LD_LIBRARY_PATH, ...) are stored relative to it.
+    let f = Fixture::new("basic");
+    f.test_ok(&[]);
+    let elsewhere = f.checkout_elsewhere();
+    let selected = elsewhere.selected(&[]);
+    assert!(selected.is_empty(), "{selected:?}");
+}

@@ -67,7 +67,21 @@ impl Fixture {
             .prefix("ekstazi-e2e")
             .tempdir()
             .unwrap();
-        copy_tree(&source, dir.path());
+        copy_tree(&source, dir.path(), false);
+        Fixture { dir }
+    }
+
+    /// A copy of this checkout, records included, in another directory (as
+    /// a CI cache restores them), without build output. The directory's
+    /// name has the same length: the smart checksum of a binary erases the
+    /// checkout's path, but a path of another length still changes the
+    /// sizes of the sections that embed it.
+    pub fn checkout_elsewhere(&self) -> Fixture {
+        let dir = tempfile::Builder::new()
+            .prefix("ekstazi-e2e")
+            .tempdir()
+            .unwrap();
+        copy_tree(self.path(), dir.path(), true);
         Fixture { dir }
     }
 
@@ -197,11 +211,11 @@ impl Fixture {
     }
 }
 
-/// Copies a fixture, leaving out build output and state from manual runs.
-fn copy_tree(from: &Path, to: &Path) {
+/// Copies a fixture, leaving out build output and (unless asked) state.
+fn copy_tree(from: &Path, to: &Path, with_state: bool) {
     for entry in walkdir::WalkDir::new(from).into_iter().filter_entry(|e| {
         let name = e.file_name();
-        name != "target" && name != ".ekstazi"
+        name != "target" && (with_state || name != ".ekstazi")
     }) {
         let entry = entry.unwrap();
         let dest = to.join(entry.path().strip_prefix(from).unwrap());
