@@ -15,7 +15,7 @@ fn only(label: &str, reason: &str) -> Vec<(String, Vec<String>)> {
 fn recorded() -> Fixture {
     let f = Fixture::new("capture");
     let first = f.test_ok_with(&[], ENV);
-    assert_eq!(first.ran().len(), 10, "{first:?}");
+    assert_eq!(first.ran().len(), 11, "{first:?}");
     assert!(
         f.selected_with(&[], ENV).is_empty(),
         "a second run has nothing to do"
@@ -200,11 +200,21 @@ fn a_c_library_read_is_seen_like_file_open() {
 }
 
 #[test]
+fn a_program_run_through_variadic_execlp_is_followed() {
+    let f = recorded();
+    f.write("probe/text/l.txt", "other text");
+    assert_eq!(
+        f.selected_with(&[], ENV),
+        only("runs_cat_with_execlp", "file changed: probe/text/l.txt")
+    );
+}
+
+#[test]
 fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     let f = recorded();
     f.write(".config/ekstazi.toml", "[ignore]\npaths = [\"text/\"]\n");
     let selected = f.selected_with(&[], ENV);
-    assert_eq!(selected.len(), 10, "new recording rules rerun everything");
+    assert_eq!(selected.len(), 11, "new recording rules rerun everything");
     assert!(
         selected
             .iter()

@@ -17,9 +17,8 @@
 //! address space: a few kilobytes per such child, for C code that uses
 //! `vfork` itself; glibc's `posix_spawn` does not come through here.)
 //!
-//! glibc's `execl`, `execlp` and `execle` are variadic and call the kernel
-//! through internal functions: they are not interposed. Their child is still
-//! traced when it inherits the environment.
+//! glibc's `execl`, `execlp` and `execle` are variadic; on x86-64 the
+//! `execl` module interposes them and comes through here.
 
 use super::env::lookup;
 use super::{event, is_absence, kind_flags, unavailable};

@@ -7,6 +7,8 @@
 mod dirs;
 mod env;
 mod exec;
+#[cfg(target_arch = "x86_64")]
+mod execl;
 mod files;
 mod libs;
 mod links;
