@@ -134,6 +134,10 @@ pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
         (Target::Env(name), Sum::Absent, _) => format!("environment variable set: {name}"),
         (Target::Env(name), _, Sum::Absent) => format!("environment variable unset: {name}"),
         (Target::Env(name), _, _) => format!("environment variable changed: {name}"),
+        (Target::Listing(_), Sum::Unknown, _) => {
+            format!("directory changed while the test ran: {target}")
+        }
+        (Target::Listing(_), _, Sum::Unknown) => format!("directory cannot be listed: {target}"),
         (Target::Listing(_), Sum::Absent, _) => format!("directory created: {target}"),
         (Target::Listing(_), _, Sum::Absent) => format!("directory deleted: {target}"),
         (Target::Listing(_), Sum::Hash(_), Sum::Hash(_)) => {

@@ -123,4 +123,11 @@ real! {
     __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
     canonicalize_file_name: fn(*const c_char) -> *mut c_char;
     dlopen: fn(*const c_char, c_int) -> *mut c_void;
+    symlink: fn(*const c_char, *const c_char) -> c_int;
+    symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int;
+    link: fn(*const c_char, *const c_char) -> c_int;
+    linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int;
+    truncate: fn(*const c_char, libc::off_t) -> c_int;
+    truncate64: fn(*const c_char, libc::off64_t) -> c_int;
+    chdir: fn(*const c_char) -> c_int;
 }

@@ -15,7 +15,7 @@ fn only(label: &str, reason: &str) -> Vec<(String, Vec<String>)> {
 fn recorded() -> Fixture {
     let f = Fixture::new("capture");
     let first = f.test_ok_with(&[], ENV);
-    assert_eq!(first.ran().len(), 11, "{first:?}");
+    assert_eq!(first.ran().len(), 12, "{first:?}");
     assert!(
         f.selected_with(&[], ENV).is_empty(),
         "a second run has nothing to do"
@@ -210,11 +210,24 @@ fn a_program_run_through_variadic_execlp_is_followed() {
 }
 
 #[test]
+fn reading_through_a_link_in_its_own_directory_is_still_reading_the_target() {
+    let f = recorded();
+    f.write("probe/text/s.txt", "other text");
+    assert_eq!(
+        f.selected_with(&[], ENV),
+        only(
+            "reads_through_a_link_it_made",
+            "file changed: probe/text/s.txt"
+        )
+    );
+}
+
+#[test]
 fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     let f = recorded();
     f.write(".config/ekstazi.toml", "[ignore]\npaths = [\"text/\"]\n");
     let selected = f.selected_with(&[], ENV);
-    assert_eq!(selected.len(), 11, "new recording rules rerun everything");
+    assert_eq!(selected.len(), 12, "new recording rules rerun everything");
     assert!(
         selected
             .iter()
