@@ -132,8 +132,12 @@ pub unsafe fn init() {
             exe.path() == unsafe { std::ffi::CStr::from_ptr(libtest) }.to_bytes()
         });
     if is_test_binary {
-        // SAFETY: getpid has no preconditions.
-        HARNESS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+        // SAFETY: getpid has no preconditions; registering a fork handler
+        // from the constructor, single-threaded.
+        unsafe {
+            HARNESS_PID.store(libc::getpid(), Ordering::Relaxed);
+            libc::pthread_atfork(None, None, Some(forked_child));
+        }
     }
     record(START, 0, &mut EventBuf::empty());
     // The test binary's own checksum is the runner's; every other program a
@@ -152,16 +156,36 @@ pub fn enabled() -> bool {
     FD.load(Ordering::Relaxed) >= 0
 }
 
+thread_local! {
+    // The calling thread's id, 0 until asked: `gettid` is a system call, and
+    // the test binary asks on every event. `const` and without destructor,
+    // so reading it never allocates.
+    static TID: std::cell::Cell<libc::pid_t> = const { std::cell::Cell::new(0) };
+}
+
+/// A forked child is never the harness (its thread ids differ from the
+/// parent's, but the cached one of the forking thread would not).
+extern "C" fn forked_child() {
+    HARNESS_PID.store(0, Ordering::Relaxed);
+}
+
 /// Flags every event of the calling thread carries.
 pub fn thread_flags() -> u8 {
     let harness = HARNESS_PID.load(Ordering::Relaxed);
-    // SAFETY: gettid has no preconditions. After `fork` the child's pid
-    // differs from `harness`, so a forked test is never taken for the harness.
-    if harness != 0 && unsafe { libc::gettid() } == harness {
-        FLAG_HARNESS
-    } else {
-        0
+    if harness == 0 {
+        return 0;
     }
+    let tid = TID
+        .try_with(|tid| {
+            if tid.get() == 0 {
+                // SAFETY: gettid has no preconditions.
+                tid.set(unsafe { libc::gettid() });
+            }
+            tid.get()
+        })
+        // SAFETY: as above (a thread being torn down asks the kernel).
+        .unwrap_or_else(|_| unsafe { libc::gettid() });
+    if tid == harness { FLAG_HARNESS } else { 0 }
 }
 
 /// Appends one event, unless this process already wrote the same one.

@@ -18,16 +18,16 @@ pub fn record_libraries() {
     ) -> c_int {
         // SAFETY: the loader passes a valid entry.
         let name = unsafe { (*info).dlpi_name };
-        // The main program has an empty name; the vDSO a bare one.
+        // The main program has an empty name; the vDSO a bare one. Names
+        // the loader found are absolute; a relative one comes from a
+        // `dlopen` of a relative path, which its hook resolves.
         // SAFETY: `name` is null or a C string.
-        if name.is_null() || unsafe { *name } == 0 {
+        if name.is_null() || unsafe { *name } != b'/' as c_char {
             return 0;
         }
         // SAFETY: as above.
         match unsafe { EventBuf::resolve(libc::AT_FDCWD, name) } {
-            Ok(mut buf) if buf.path().starts_with(b"/") && !is_vdso(buf.path()) => {
-                trace::record_as(trace::LIBRARY, 0, &mut buf)
-            }
+            Ok(mut buf) if !is_vdso(buf.path()) => trace::record_as(trace::LIBRARY, 0, &mut buf),
             Ok(_) | Err(Unresolved::NotAPath) => {}
             Err(Unresolved::Lost) => trace::record_lost(),
         }
@@ -51,7 +51,25 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
     // SAFETY: the caller's contract is libc's.
     let handle = unsafe { real(file, mode) };
     if !handle.is_null() {
-        observe(|_| record_libraries());
+        observe(|_| {
+            record_libraries();
+            // The loader keeps a relative path as it was given: name it
+            // now, against the directory it was opened from.
+            // SAFETY: `file` is null or a C string (the caller's contract).
+            let relative = !file.is_null()
+                && unsafe { *file } != b'/' as c_char
+                && unsafe { std::ffi::CStr::from_ptr(file) }
+                    .to_bytes()
+                    .contains(&b'/');
+            if relative {
+                // SAFETY: as above.
+                match unsafe { EventBuf::resolve(libc::AT_FDCWD, file) } {
+                    Ok(mut buf) => trace::record_as(trace::LIBRARY, 0, &mut buf),
+                    Err(Unresolved::NotAPath) => {}
+                    Err(Unresolved::Lost) => trace::record_lost(),
+                }
+            }
+        });
     }
     handle
 }
