@@ -26,6 +26,16 @@ fn main() {
     let mut build = Command::new(cargo);
     build
         .args(["build", "--release", "--quiet", "--target", &target])
+        // Loaded into every test process: as small as it can be. A panic in
+        // the shim would abort anyway (it cannot unwind out of a C hook).
+        .args([
+            "--config",
+            "profile.release.lto=true",
+            "--config",
+            "profile.release.codegen-units=1",
+            "--config",
+            "profile.release.panic=\"abort\"",
+        ])
         .arg("--manifest-path")
         .arg(runtime.join("Cargo.toml"))
         .arg("--target-dir")

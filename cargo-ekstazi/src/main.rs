@@ -189,7 +189,7 @@ fn list(args: ListArgs) -> Result<ExitCode> {
             session::describe_timings(&session.timings)
         );
     }
-    let listing = report::list_json(&session, &plan);
+    let listing = report::list_json(&session, &plan, args.cargo.verbose > 0);
     let mut stdout = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer(&mut stdout, &listing)?;

@@ -4,7 +4,7 @@ use crate::list::TestCase;
 use crate::run::Finished;
 use crate::session::Session;
 use ekstazi_core::code::{self, CodeDep, CodeUnit};
-use ekstazi_core::collect::collect;
+use ekstazi_core::collect::{Context, collect};
 use ekstazi_core::dep::{Dep, Sum, Target};
 use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::record::{Outcome, Record};
@@ -27,6 +27,8 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         always: Vec::new(),
         deps: Vec::new(),
         code: Vec::new(),
+        network: Vec::new(),
+        ignored: Vec::new(),
     };
     if finished.outcome != Outcome::Passed {
         return record;
@@ -43,8 +45,17 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         }
     };
     let trace = trace::parse(&bytes);
-    let collected = collect(&trace, session.checksums.anchors(), &session.ignore);
+    let collected = collect(
+        &trace,
+        &Context {
+            anchors: session.checksums.anchors(),
+            ignore: &session.ignore,
+            env: &session.environments[case.binary],
+        },
+    );
     record.always = collected.always;
+    record.network = collected.network;
+    record.ignored = collected.ignored;
     record.deps = collected
         .observed
         .into_iter()

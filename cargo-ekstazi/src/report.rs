@@ -108,17 +108,52 @@ pub struct ListedTest {
     pub name: String,
     pub selected: bool,
     pub reasons: Vec<String>,
+    /// The test reached another machine (or what `.config/ekstazi.toml`
+    /// counts as one) when it last ran.
+    pub external: bool,
+    /// What it reached, when external.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub external_peers: Vec<String>,
+    /// With `--verbose`: accesses of its last run that were not dependencies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignored: Option<Vec<IgnoredAccess>>,
 }
 
-pub fn list_json(session: &Session, plan: &[Planned]) -> ListJson {
+#[derive(Serialize)]
+pub struct IgnoredAccess {
+    pub what: String,
+    pub why: String,
+}
+
+pub fn list_json(session: &Session, plan: &[Planned], verbose: bool) -> ListJson {
+    let policy = session.config.network_policy();
     let tests: Vec<ListedTest> = plan
         .iter()
         .filter(|p| p.decision == ekstazi_core::filter::Decision::Run)
-        .map(|p| ListedTest {
-            binary: session.built.binaries[p.case.binary].key.clone(),
-            name: p.case.name.clone(),
-            selected: p.selected(),
-            reasons: p.reasons.iter().map(ToString::to_string).collect(),
+        .map(|p| {
+            let external_peers = p
+                .last
+                .as_ref()
+                .map(|r| ekstazi_core::select::external_peers(r, &policy))
+                .unwrap_or_default();
+            ListedTest {
+                binary: session.built.binaries[p.case.binary].key.clone(),
+                name: p.case.name.clone(),
+                selected: p.selected(),
+                reasons: p.reasons.iter().map(ToString::to_string).collect(),
+                external: !external_peers.is_empty(),
+                external_peers,
+                ignored: verbose.then(|| {
+                    p.last
+                        .iter()
+                        .flat_map(|r| &r.ignored)
+                        .map(|i| IgnoredAccess {
+                            what: i.what.clone(),
+                            why: i.why.clone(),
+                        })
+                        .collect()
+                }),
+            }
         })
         .collect();
     ListJson {
@@ -141,12 +176,22 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
     for test in &list.tests {
         let label = format!("{} {}", test.binary, test.name);
         let run = if test.selected { "run" } else { "skip" };
-        let reasons = if test.reasons.is_empty() {
+        let mut reasons = if test.reasons.is_empty() {
             "unaffected".to_owned()
         } else {
             test.reasons.join("; ")
         };
+        if test.external && !test.reasons.iter().any(|r| r.starts_with("external: ")) {
+            reasons.push_str(&format!(" (external: {})", test.external_peers.join(", ")));
+        }
         writeln!(out, "{run:<8} {label:<width$}  {reasons}")?;
+        for ignored in test.ignored.iter().flatten() {
+            writeln!(
+                out,
+                "{:8}   ignored: {} ({})",
+                "", ignored.what, ignored.why
+            )?;
+        }
     }
     writeln!(out, "\n{} of {} tests selected", list.selected, list.total)
 }

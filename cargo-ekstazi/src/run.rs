@@ -86,10 +86,11 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
             command.arg("--include-ignored");
         }
         // The harness's main thread is told apart from the test by being the
-        // main thread of the process this runner started.
-        command.env("EKSTAZI_LIBTEST", "1");
+        // main thread of a process running this binary (the shim compares
+        // with `/proc/self/exe`, which is canonical).
+        let canonical = std::fs::canonicalize(&binary.path).unwrap_or_else(|_| binary.path.clone());
+        command.env("EKSTAZI_LIBTEST", canonical);
     }
-    command.env("EKSTAZI_RUNNER_PID", std::process::id().to_string());
     command
         .current_dir(binary.manifest_dir())
         .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)))
@@ -130,6 +131,20 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
         trace,
         partial: whole && !config.custom_harness_args.is_empty(),
     })
+}
+
+/// The environment a test of a binary is given, in the order it is built
+/// (later entries win): the runner's own, cargo's variables for the binary,
+/// the preload. The tool's `EKSTAZI_*` variables are left out: they are
+/// never dependencies.
+pub fn test_environment(
+    cargo_vars: &[(OsString, OsString)],
+    shim: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    vars.extend(cargo_vars.iter().cloned());
+    vars.push(("LD_PRELOAD".into(), preload(shim)));
+    vars
 }
 
 /// `LD_PRELOAD` with the shim first and the user's own preloads kept.

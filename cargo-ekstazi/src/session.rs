@@ -7,10 +7,13 @@ use crate::cli::{CargoOpts, Granularity, SelectionOpts};
 use crate::env::test_env;
 use crate::list::{self, TestCase};
 use crate::workspace::Workspace;
+use anyhow::Context as _;
 use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
 use ekstazi_core::code::{CodeUnit, Snapshots};
+use ekstazi_core::config::Config;
 use ekstazi_core::dep::{Sum, Target};
+use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
 use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::ignore::Ignore;
@@ -45,6 +48,11 @@ pub struct Session {
     /// Per binary, with function granularity, the fingerprints of its
     /// functions now — or why it falls back to binary granularity.
     pub code: Vec<Result<Arc<Snapshot>, String>>,
+    /// `.config/ekstazi.toml`.
+    pub config: Config,
+    /// Per binary, the environment its tests are given (what `getenv`
+    /// dependencies are compared with).
+    pub environments: Vec<Environment>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
 }
@@ -75,6 +83,7 @@ impl Session {
             clock = Instant::now();
         };
         let ws = Workspace::load(cargo)?;
+        let config = Config::load(&ws.root)?;
         let shim = crate::shim::install(&ws.target_dir)?;
         lap("workspace");
         let granularity = selection.granularity;
@@ -115,6 +124,7 @@ impl Session {
                 crate::shim::digest()
             ),
             granularity: granularity.as_str().to_owned(),
+            config: config.recording_digest(),
         };
         let checksums = Checksums::new(Anchors::new(
             &ws.root,
@@ -142,13 +152,27 @@ impl Session {
             })
             .collect();
         lap("function fingerprints");
-        let mut ignore = Ignore::defaults();
+        let mut ignore = Ignore::defaults()
+            .with_config(&config, &ws.root)
+            .map_err(anyhow::Error::msg)
+            .context("in .config/ekstazi.toml")?;
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
         ignore.add(
             ekstazi_core::path::normalize(&ws.sysroot),
             "toolchain (part of the global fingerprint)",
         );
         ignore.add(ekstazi_core::path::normalize(&shim), "cargo-ekstazi's shim");
+        let environments = envs
+            .iter()
+            .map(|vars| {
+                Environment::new(
+                    crate::run::test_environment(vars, &shim),
+                    checksums.anchors(),
+                    Some(&ws.sysroot),
+                    shim.parent().unwrap_or(&ws.target_dir),
+                )
+            })
+            .collect();
         Ok(Session {
             ws,
             built,
@@ -163,6 +187,8 @@ impl Session {
             granularity,
             snapshots,
             code,
+            config,
+            environments,
             timings,
         })
     }
@@ -250,12 +276,16 @@ impl Session {
                         last: None,
                     };
                 };
+                let policy = self.config.network_policy();
                 let present = Present {
                     global: &self.global,
                     binary: &self.binary_sums[case.binary],
                     binary_path: &self.built.binaries[case.binary].path,
                     checksums: &self.checksums,
                     snapshots: &self.snapshots,
+                    env: &self.environments[case.binary],
+                    network: &policy,
+                    always_run_external: self.config.network.always_run_external,
                     forced,
                 };
                 let reasons = select::reasons(&loaded, &present);

@@ -15,11 +15,17 @@ pub fn digest() -> String {
     blake3::hash(SHIM).to_hex()[..16].to_owned()
 }
 
-/// Writes the shim into `<target dir>/ekstazi/` (once per shim version:
-/// its name carries its digest) and returns its absolute path.
-pub fn install(target_dir: &Path) -> Result<PathBuf> {
+/// Where the shim of this build lives: `<target dir>/ekstazi/`, under a
+/// name that carries its digest.
+pub fn path(target_dir: &Path) -> Result<PathBuf> {
     let dir = std::path::absolute(target_dir.join("ekstazi"))?;
-    let path = dir.join(format!("libekstazi_runtime-{}.so", digest()));
+    Ok(dir.join(format!("libekstazi_runtime-{}.so", digest())))
+}
+
+/// Writes the shim to its [`path`] (once per shim version) and returns it.
+pub fn install(target_dir: &Path) -> Result<PathBuf> {
+    let path = path(target_dir)?;
+    let dir = path.parent().expect("the shim's path has a directory");
     // LD_PRELOAD separates entries with spaces and colons.
     if path
         .as_os_str()
@@ -35,10 +41,10 @@ pub fn install(target_dir: &Path) -> Result<PathBuf> {
     }
     let current = fs::metadata(&path).is_ok_and(|m| m.len() == SHIM.len() as u64);
     if !current {
-        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut tmp = tempfile::Builder::new()
             .prefix(".shim")
-            .tempfile_in(&dir)
+            .tempfile_in(dir)
             .with_context(|| format!("cannot write to {}", dir.display()))?;
         tmp.write_all(SHIM)?;
         tmp.as_file()

@@ -5,12 +5,14 @@
 //! asked for many at once); the selection compares what it returns with
 //! what records hold.
 
-use crate::dep::{Hash, Sum, Target};
+use crate::dep::{FileKind, Hash, Sum, Target};
 use crate::path::Anchors;
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -46,6 +48,87 @@ pub fn kind(path: &Path, follow: bool) -> Sum {
     };
     match meta {
         Ok(meta) => Sum::Kind(meta.file_type().into()),
+        Err(e) => absent_or_unknown(&e),
+    }
+}
+
+/// The checksum of a directory's listing: its entries' names and kinds
+/// (without following symbolic links), sorted, so that the order the file
+/// system returns them in does not matter and the entries' contents do not
+/// enter. Not a directory: its kind.
+pub fn listing(path: &Path) -> Sum {
+    let entries = match fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return kind(path, true),
+        Err(e) => return absent_or_unknown(&e),
+    };
+    let mut names: Vec<(Vec<u8>, u8)> = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return Sum::Unknown;
+        };
+        let kind = match entry.file_type().map(FileKind::from) {
+            Ok(FileKind::File) => b'f',
+            Ok(FileKind::Dir) => b'd',
+            Ok(FileKind::Symlink) => b'l',
+            Ok(FileKind::Other) => b'o',
+            Err(_) => return Sum::Unknown,
+        };
+        names.push((entry.file_name().as_bytes().to_vec(), kind));
+    }
+    names.sort_unstable();
+    let mut hasher = blake3::Hasher::new();
+    for (name, kind) in &names {
+        hasher.update(&(name.len() as u64).to_le_bytes());
+        hasher.update(name);
+        hasher.update(&[*kind]);
+    }
+    Sum::Hash(*hasher.finalize().as_bytes())
+}
+
+/// The checksum of where a symbolic link points, as `readlink` returns it.
+/// An absolute target is stored relative to its anchor, so that a link into
+/// the workspace checksums the same in another checkout.
+pub fn link_target(target: &[u8], anchors: &Anchors) -> Sum {
+    let mut hasher = blake3::Hasher::new();
+    if target.starts_with(b"/") {
+        hasher.update(b"abs");
+        hash_stored(
+            &mut hasher,
+            &anchors.store(Path::new(OsStr::from_bytes(target))),
+        );
+    } else {
+        hasher.update(b"rel");
+        hasher.update(target);
+    }
+    Sum::Hash(*hasher.finalize().as_bytes())
+}
+
+/// The checksum of a canonical path (what `realpath` returned), relative to
+/// its anchor.
+pub fn resolved_path(resolved: &Path, anchors: &Anchors) -> Sum {
+    let mut hasher = blake3::Hasher::new();
+    hash_stored(&mut hasher, &anchors.store(resolved));
+    Sum::Hash(*hasher.finalize().as_bytes())
+}
+
+fn hash_stored(hasher: &mut blake3::Hasher, path: &crate::path::StoredPath) {
+    hasher.update(&[path.anchor() as u8]);
+    hasher.update(path.rel().as_os_str().as_bytes());
+}
+
+/// The present checksum of a symbolic link target.
+fn link(path: &Path, anchors: &Anchors) -> Sum {
+    match fs::read_link(path) {
+        Ok(target) => link_target(target.as_os_str().as_bytes(), anchors),
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => kind(path, false),
+        Err(e) => absent_or_unknown(&e),
+    }
+}
+
+fn resolved(path: &Path, anchors: &Anchors) -> Sum {
+    match fs::canonicalize(path) {
+        Ok(canonical) => resolved_path(&canonical, anchors),
         Err(e) => absent_or_unknown(&e),
     }
 }
@@ -252,7 +335,7 @@ impl Checksums {
         let Some(path) = self.path_of(target) else {
             return Sum::Unknown;
         };
-        let follow = !matches!(target, Target::Kind { follow: false, .. });
+        let follow = !matches!(target, Target::Kind { follow: false, .. } | Target::Link(_));
         let before = Stamp::of(&path, follow);
         let settled = before.is_some_and(|stamp| settled_before(stamp.changed(), since));
         if settled
@@ -283,12 +366,7 @@ impl Checksums {
     }
 
     fn path_of(&self, target: &Target) -> Option<std::path::PathBuf> {
-        match target {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
-                self.anchors.resolve(path)
-            }
-            Target::TestBinary => None,
-        }
+        self.anchors.resolve(target.path()?)
     }
 
     fn compute(&self, target: &Target) -> Sum {
@@ -298,8 +376,12 @@ impl Checksums {
         match target {
             Target::Content(_) => content(&path),
             Target::Kind { follow, .. } => kind(&path, *follow),
-            Target::Program(_) => self.program(&path),
-            Target::TestBinary => Sum::Unknown,
+            Target::Program(_) | Target::Library(_) => self.program(&path),
+            Target::Listing(_) => listing(&path),
+            Target::Link(_) => link(&path, &self.anchors),
+            Target::Resolved(_) => resolved(&path, &self.anchors),
+            // Not a path: the caller's (see `select::Present`).
+            Target::TestBinary | Target::Env(_) => Sum::Unknown,
         }
     }
 }
@@ -323,7 +405,6 @@ fn settled_before(mtime: SystemTime, since: SystemTime) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dep::FileKind;
 
     #[test]
     fn a_recent_modification_proves_nothing() {
@@ -394,6 +475,66 @@ mod tests {
             checksums.as_seen_since(&gone, later),
             Sum::Unknown,
             "read, then deleted"
+        );
+    }
+
+    #[test]
+    fn listings_see_names_and_kinds_not_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.json"), "1").unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        let before = listing(dir.path());
+        assert!(matches!(before, Sum::Hash(_)));
+        fs::write(dir.path().join("a.json"), "2").unwrap();
+        assert_eq!(listing(dir.path()), before, "content is not listing");
+        fs::write(dir.path().join("b.json"), "").unwrap();
+        let added = listing(dir.path());
+        assert_ne!(added, before);
+        fs::remove_file(dir.path().join("b.json")).unwrap();
+        assert_eq!(listing(dir.path()), before);
+        fs::remove_dir(dir.path().join("sub")).unwrap();
+        fs::write(dir.path().join("sub"), "").unwrap();
+        assert_ne!(listing(dir.path()), before, "kind of an entry");
+        assert_eq!(listing(&dir.path().join("nope")), Sum::Absent);
+        assert_eq!(
+            listing(&dir.path().join("a.json")),
+            Sum::Kind(FileKind::File)
+        );
+    }
+
+    #[test]
+    fn links_and_resolved_paths_are_anchored() {
+        let here = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
+        let there = Anchors::new(Path::new("/ci"), Path::new("/ci/target"), None);
+        assert_eq!(
+            link_target(b"/ws/data/a", &here),
+            link_target(b"/ci/data/a", &there)
+        );
+        assert_ne!(
+            link_target(b"data/a", &here),
+            link_target(b"/ws/data/a", &here)
+        );
+        assert_eq!(
+            resolved_path(Path::new("/ws/x"), &here),
+            resolved_path(Path::new("/ci/x"), &there)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let anchors = Anchors::new(dir.path(), &dir.path().join("target"), None);
+        std::os::unix::fs::symlink("a", dir.path().join("l")).unwrap();
+        assert_eq!(
+            link(&dir.path().join("l"), &anchors),
+            link_target(b"a", &anchors)
+        );
+        assert_eq!(
+            link(dir.path(), &anchors),
+            Sum::Kind(FileKind::Dir),
+            "not a link"
+        );
+        assert_eq!(resolved(&dir.path().join("l"), &anchors), Sum::Absent);
+        fs::write(dir.path().join("a"), "").unwrap();
+        assert_eq!(
+            resolved(&dir.path().join("l"), &anchors),
+            resolved_path(&dir.path().canonicalize().unwrap().join("a"), &anchors)
         );
     }
 

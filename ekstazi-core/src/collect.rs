@@ -7,12 +7,17 @@
 //! missing). Events of the harness's main thread and ignored trees are left
 //! out, and said so.
 
-use crate::dep::{FileKind, Sum, Target};
+use crate::checksum;
+use crate::dep::{EnvName, FileKind, Sum, Target};
+use crate::env::Environment;
 use crate::ignore::Ignore;
-use crate::path::{Anchors, normalize};
-use crate::trace::{Access, Trace};
+use crate::network::{NetworkPolicy, Peer, is_external, parse_sockaddr};
+use crate::path::{Anchor, Anchors, normalize};
+use crate::record::{Ignored, MAX_IGNORED};
+use crate::trace::{Access, Event, Trace};
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// A target and, when the trace itself tells, its checksum (a lookup that
 /// found nothing is `Absent` then and there, whatever the path holds later).
@@ -27,59 +32,215 @@ pub struct Observed {
 pub struct Collected {
     /// In first-seen order, without repeats.
     pub observed: Vec<Observed>,
-    /// Accesses that are not dependencies, with the reason.
-    pub ignored: Vec<(PathBuf, String)>,
+    /// Accesses that are not dependencies, with the reason (at most
+    /// [`MAX_IGNORED`], each once).
+    pub ignored: Vec<Ignored>,
     /// Reasons the test cannot be trusted to be skipped later.
     pub always: Vec<String>,
+    /// Peers that are external under some policy, each once.
+    pub network: Vec<Peer>,
 }
 
+/// What collecting needs to know about the run.
+pub struct Context<'a> {
+    pub anchors: &'a Anchors,
+    pub ignore: &'a Ignore,
+    /// The environment the test was given.
+    pub env: &'a Environment,
+}
+
+/// The strictest policy: a peer that is not external even under it never is.
+const STRICTEST: NetworkPolicy = NetworkPolicy {
+    loopback_is_external: true,
+};
+
 /// Turns a trace into dependency targets.
-pub fn collect(trace: &Trace, anchors: &Anchors, ignore: &Ignore) -> Collected {
-    let mut out = Collected::default();
+pub fn collect(trace: &Trace, cx: &Context<'_>) -> Collected {
+    let mut state = State {
+        cx,
+        out: Collected::default(),
+        owned: HashSet::new(),
+        seen: HashSet::new(),
+        ignored_seen: HashSet::new(),
+    };
     if !trace.complete {
-        out.always.push("its trace is incomplete".to_owned());
+        state.always("its trace is incomplete".to_owned());
     }
-    let mut owned: HashSet<PathBuf> = HashSet::new();
-    let mut seen: HashSet<(Target, Option<Sum>)> = HashSet::new();
-    let mut ignored_seen: HashSet<PathBuf> = HashSet::new();
     if !trace.events.iter().any(|e| e.access == Access::Start) {
-        out.always.push("the shim did not trace it".to_owned());
+        state.always("the shim did not trace it".to_owned());
     }
     for event in &trace.events {
-        if event.access == Access::Start {
-            continue;
+        state.event(event);
+    }
+    let mut out = state.out;
+    drop_implied_kinds(&mut out.observed);
+    out
+}
+
+struct State<'a> {
+    cx: &'a Context<'a>,
+    out: Collected,
+    /// Paths the test created or removed: its own from then on.
+    owned: HashSet<PathBuf>,
+    seen: HashSet<(Target, Option<Sum>)>,
+    ignored_seen: HashSet<String>,
+}
+
+impl State<'_> {
+    fn always(&mut self, why: String) {
+        if !self.out.always.contains(&why) {
+            self.out.always.push(why);
         }
-        if event.access == Access::Lost {
-            let why = "it touched a path the shim could not name".to_owned();
-            if !out.always.contains(&why) {
-                out.always.push(why);
-            }
-            continue;
+    }
+
+    fn ignore(&mut self, what: String, why: &str) {
+        if self.out.ignored.len() < MAX_IGNORED && self.ignored_seen.insert(what.clone()) {
+            self.out.ignored.push(Ignored {
+                what,
+                why: why.to_owned(),
+            });
         }
-        let path = normalize(&event.path);
-        let why_ignored = if event.by_harness() {
+    }
+
+    fn observe(&mut self, target: Target, known: Option<Sum>) {
+        if self.seen.insert((target.clone(), known.clone())) {
+            self.out.observed.push(Observed { target, known });
+        }
+    }
+
+    fn is_owned(&self, path: &Path) -> bool {
+        path.ancestors().any(|p| self.owned.contains(p))
+    }
+
+    /// Why an access to a path is not a dependency, if it is not.
+    fn why_ignored(&self, event: &Event, path: &Path) -> Option<String> {
+        if event.by_harness() && event.access != Access::Library {
             Some("test harness".to_owned())
-        } else if let Some(why) = ignore.check(&path) {
+        } else if let Some(why) = self.cx.ignore.check(path) {
             Some(why.to_owned())
-        } else if path.ancestors().any(|p| owned.contains(p)) {
+        } else if self.is_owned(path) {
             Some("created by the test".to_owned())
         } else {
             None
-        };
-        if let Some(why) = why_ignored {
-            if ignored_seen.insert(path.clone()) {
-                out.ignored.push((path, why));
+        }
+    }
+
+    fn event(&mut self, event: &Event) {
+        match event.access {
+            Access::Start => {}
+            Access::Lost => self.always("it touched a path the shim could not name".to_owned()),
+            Access::Env => self.env(event),
+            Access::Network => self.network(event),
+            // Whoever reached the network, the run depended on it: even the
+            // harness's events count here (libtest makes none).
+            Access::HostLookup => {
+                let name = String::from_utf8_lossy(event.payload()).into_owned();
+                self.peer(Peer::Host(name));
             }
-            continue;
+            _ => self.path_event(event),
+        }
+    }
+
+    fn env(&mut self, event: &Event) {
+        let (name, seen) = crate::env::parse_event(event.payload());
+        let shown = format!("${}", String::from_utf8_lossy(name));
+        if event.by_harness() {
+            return self.ignore(shown, "test harness");
+        }
+        if let Some(why) = self.cx.ignore.check_env(name) {
+            return self.ignore(shown, why);
+        }
+        let given = self.cx.env.given(name);
+        // A value too long to carry is taken to be the given one: if the
+        // test set it itself, a change of the given value reruns it for
+        // nothing, which is safe.
+        if event.option() || seen == given {
+            let name = EnvName(name.to_vec());
+            let sum = self.cx.env.sum(&name);
+            self.observe(Target::Env(name), Some(sum));
+        } else {
+            self.ignore(shown, "set by the test");
+        }
+    }
+
+    fn network(&mut self, event: &Event) {
+        let anchors = self.cx.anchors;
+        let Some(peer) = parse_sockaddr(event.payload(), |p| anchors.store(&normalize(p))) else {
+            return;
+        };
+        if event.option() {
+            // Bound by the test: a Unix socket file it made is its own.
+            if let Peer::Unix(path) = &peer
+                && let Some(path) = anchors.resolve(path)
+            {
+                self.owned.insert(path);
+            }
+            return;
+        }
+        if let Peer::Unix(path) = &peer
+            && anchors.resolve(path).is_some_and(|p| self.is_owned(&p))
+        {
+            return;
+        }
+        self.peer(peer);
+    }
+
+    fn peer(&mut self, peer: Peer) {
+        if is_external(&peer, &STRICTEST) && !self.out.network.contains(&peer) {
+            self.out.network.push(peer);
+        }
+    }
+
+    fn path_event(&mut self, event: &Event) {
+        let anchors = self.cx.anchors;
+        let (raw, answer) = match event.access {
+            Access::Link | Access::Resolve => event.path_and_answer(),
+            _ => (event.path.clone(), None),
+        };
+        let path = normalize(&raw);
+        if let Some(why) = self.why_ignored(event, &path) {
+            return self.ignore(anchors.store(&path).to_string(), &why);
         }
         let stored = anchors.store(&path);
         let (target, known) = match event.access {
             Access::Created | Access::Deleted => {
-                owned.insert(path);
-                continue;
+                self.owned.insert(path);
+                return;
             }
             Access::Read => (Target::Content(stored), None),
             Access::Exec => (Target::Program(stored), None),
+            Access::List => (Target::Listing(stored), None),
+            Access::Library => {
+                if stored.anchor() == Anchor::Root && !self.cx.ignore.system_libraries {
+                    return self.ignore(stored.to_string(), "system library");
+                }
+                (Target::Library(stored), None)
+            }
+            Access::Link => {
+                let known = answer
+                    .filter(|_| !event.option())
+                    .map(|target| checksum::link_target(target, anchors));
+                (Target::Link(stored), known)
+            }
+            Access::Resolve => {
+                let known = answer.map(|resolved| {
+                    checksum::resolved_path(
+                        &normalize(Path::new(std::ffi::OsStr::from_bytes(resolved))),
+                        anchors,
+                    )
+                });
+                (Target::Resolved(stored), known)
+            }
+            Access::Untraceable => {
+                let why = if event.option() {
+                    "a set-user-ID program the shim is not loaded into"
+                } else if event.flags & crate::trace::FLAG_FOREIGN != 0 {
+                    "a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
+                } else {
+                    "a statically linked program the shim cannot see into"
+                };
+                return self.always(format!("it runs {stored}, {why}"));
+            }
             Access::Missing => (
                 Target::Kind {
                     path: stored,
@@ -94,14 +255,12 @@ pub fn collect(trace: &Trace, anchors: &Anchors, ignore: &Ignore) -> Collected {
                 },
                 event.kind().map(Sum::Kind),
             ),
-            Access::Lost | Access::Start => unreachable!("handled above"),
+            Access::Lost | Access::Start | Access::Env | Access::Network | Access::HostLookup => {
+                unreachable!("handled in State::event")
+            }
         };
-        if seen.insert((target.clone(), known.clone())) {
-            out.observed.push(Observed { target, known });
-        }
+        self.observe(target, known);
     }
-    drop_implied_kinds(&mut out.observed);
-    out
 }
 
 /// A file's content checksum already says that it exists and is a regular
@@ -125,8 +284,8 @@ fn drop_implied_kinds(observed: &mut Vec<Observed>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{Event, FLAG_HARNESS};
-    use std::path::Path;
+    use crate::trace::{FLAG_HARNESS, FLAG_OPTION};
+    use std::os::unix::ffi::OsStringExt;
 
     fn trace(events: &[(Access, u8, &str)]) -> Trace {
         Trace {
@@ -144,9 +303,34 @@ mod tests {
         }
     }
 
+    fn anchors() -> Anchors {
+        Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None)
+    }
+
+    fn environment(vars: &[(&str, &str)]) -> Environment {
+        Environment::new(
+            vars.iter().map(|(k, v)| (k.into(), v.into())),
+            &anchors(),
+            None,
+            Path::new("/ws/target/ekstazi"),
+        )
+    }
+
+    fn collect_with(t: &Trace, env: &Environment) -> Collected {
+        let anchors = anchors();
+        let ignore = Ignore::defaults();
+        collect(
+            t,
+            &Context {
+                anchors: &anchors,
+                ignore: &ignore,
+                env,
+            },
+        )
+    }
+
     fn run(events: &[(Access, u8, &str)]) -> Collected {
-        let anchors = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
-        collect(&trace(events), &anchors, &Ignore::defaults())
+        collect_with(&trace(events), &environment(&[]))
     }
 
     fn names(c: &Collected) -> Vec<String> {
@@ -155,11 +339,23 @@ mod tests {
             .map(|o| {
                 let kind = match (&o.target, &o.known) {
                     (Target::Content(_), _) => "read",
+                    (Target::Listing(_), _) => "list",
+                    (Target::Env(_), _) => "env",
+                    (Target::Library(_), _) => "library",
+                    (Target::Link(_), _) => "link",
+                    (Target::Resolved(_), _) => "resolved",
                     (_, Some(Sum::Absent)) => "absent",
                     _ => "exists",
                 };
                 format!("{kind} {}", o.target)
             })
+            .collect()
+    }
+
+    fn why(c: &Collected) -> Vec<String> {
+        c.ignored
+            .iter()
+            .map(|i| format!("{}: {}", i.what, i.why))
             .collect()
     }
 
@@ -187,6 +383,7 @@ mod tests {
             (Access::Read, 0, "/ws/out.txt"),
             (Access::Created, 0, "/tmp/.tmpX"),
             (Access::Read, 0, "/tmp/.tmpX/inner/f"),
+            (Access::List, 0, "/tmp/.tmpX"),
             (Access::Read, 0, "/ws/pre.txt"),
             (Access::Exists, 2, "/ws/pre.txt"),
             (Access::Deleted, 0, "/ws/pre.txt"),
@@ -196,38 +393,208 @@ mod tests {
             names(&c),
             ["absent out.txt", "read pre.txt", "exists pre.txt"]
         );
-        assert_eq!(c.ignored.len(), 3);
+        assert_eq!(
+            why(&c),
+            [
+                "out.txt: created by the test",
+                "/tmp/.tmpX/inner/f: created by the test",
+                "/tmp/.tmpX: created by the test",
+                "pre.txt: created by the test"
+            ]
+        );
     }
 
     #[test]
     fn harness_and_kernel_accesses_are_ignored_and_reported() {
         let c = run(&[
             (Access::Read, FLAG_HARNESS, "/lib/terminfo/x/xterm"),
+            (Access::Env, FLAG_HARNESS, "TERM=xterm"),
             (Access::Read, 0, "/proc/self/cgroup"),
         ]);
         assert!(c.observed.is_empty());
-        assert_eq!(c.ignored[0].1, "test harness");
-        assert_eq!(c.ignored[1].1, "kernel interface");
+        assert_eq!(
+            why(&c),
+            [
+                "/lib/terminfo/x/xterm: test harness",
+                "$TERM: test harness",
+                "/proc/self/cgroup: kernel interface"
+            ]
+        );
+    }
+
+    #[test]
+    fn listings_are_dependencies_unless_the_test_made_the_directory() {
+        let c = run(&[
+            (Access::List, 0, "/ws/data"),
+            (Access::Created, 0, "/ws/scratch"),
+            (Access::List, 0, "/ws/scratch"),
+        ]);
+        assert_eq!(names(&c), ["list data"]);
+        assert_eq!(
+            c.observed[0].known, None,
+            "checksummed as the test saw it, later"
+        );
+    }
+
+    #[test]
+    fn variables_count_when_the_test_saw_the_given_value() {
+        let env = environment(&[("MODE", "fast"), ("HOME", "/root")]);
+        let c = collect_with(
+            &trace(&[
+                (Access::Env, 0, "MODE=fast"),
+                (Access::Env, 0, "UNSET_ONE"),
+                (Access::Env, 0, "HOME=/elsewhere"),
+                (Access::Env, 0, "EKSTAZI_TRACE_FILE=/tmp/t"),
+                (Access::Env, FLAG_OPTION, "MODE"),
+            ]),
+            &env,
+        );
+        assert_eq!(names(&c), ["env $MODE", "env $UNSET_ONE"]);
+        assert_eq!(
+            c.observed[0].known,
+            Some(env.sum(&EnvName(b"MODE".to_vec())))
+        );
+        assert_eq!(c.observed[1].known, Some(Sum::Absent));
+        assert_eq!(
+            why(&c),
+            [
+                "$HOME: set by the test",
+                "$EKSTAZI_TRACE_FILE: cargo-ekstazi's own variable"
+            ]
+        );
+    }
+
+    #[test]
+    fn links_and_resolved_paths_carry_what_the_test_saw() {
+        let c = run(&[
+            (Access::Link, 0, "/ws/l\0target"),
+            (Access::Link, 0, "/ws/m\0/ws/data"),
+            (Access::Link, FLAG_OPTION, "/ws/long\0cut"),
+            (Access::Resolve, 0, "/ws/./x\0/ws/y"),
+        ]);
+        assert_eq!(names(&c), ["link l", "link m", "link long", "resolved x"]);
+        let a = anchors();
+        assert_eq!(
+            c.observed[0].known,
+            Some(checksum::link_target(b"target", &a))
+        );
+        assert_eq!(
+            c.observed[1].known,
+            Some(checksum::link_target(b"/ws/data", &a))
+        );
+        assert_eq!(c.observed[2].known, None, "cut short: checksummed later");
+        assert_eq!(
+            c.observed[3].known,
+            Some(checksum::resolved_path(Path::new("/ws/y"), &a))
+        );
+    }
+
+    #[test]
+    fn project_libraries_count_and_system_ones_do_not() {
+        let c = run(&[
+            (
+                Access::Library,
+                FLAG_HARNESS,
+                "/ws/target/debug/libnative.so",
+            ),
+            (Access::Library, 0, "/lib/x86_64-linux-gnu/libc.so.6"),
+        ]);
+        assert_eq!(names(&c), ["library $CARGO_TARGET_DIR/debug/libnative.so"]);
+        assert_eq!(why(&c), ["/lib/x86_64-linux-gnu/libc.so.6: system library"]);
+    }
+
+    #[test]
+    fn untraceable_programs_make_the_test_always_run() {
+        let c = run(&[
+            (Access::Untraceable, 0, "/ws/target/debug/static-helper"),
+            (Access::Untraceable, FLAG_OPTION, "/usr/bin/sudo"),
+            (
+                Access::Untraceable,
+                crate::trace::FLAG_FOREIGN,
+                "/opt/musl/tool",
+            ),
+        ]);
+        assert_eq!(
+            c.always,
+            [
+                "it runs $CARGO_TARGET_DIR/debug/static-helper, a statically linked program the shim cannot see into",
+                "it runs /usr/bin/sudo, a set-user-ID program the shim is not loaded into",
+                "it runs /opt/musl/tool, a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
+            ]
+        );
+    }
+
+    fn sockaddr_v4(ip: [u8; 4], port: u16) -> Vec<u8> {
+        let mut b = 2u16.to_ne_bytes().to_vec();
+        b.extend_from_slice(&port.to_be_bytes());
+        b.extend_from_slice(&ip);
+        b.extend_from_slice(&[0; 8]);
+        b
+    }
+
+    fn unix(path: &str) -> Vec<u8> {
+        let mut b = 1u16.to_ne_bytes().to_vec();
+        b.extend_from_slice(path.as_bytes());
+        b
+    }
+
+    #[test]
+    fn peers_are_kept_when_they_can_be_external() {
+        let local = sockaddr_v4([127, 0, 0, 1], 8080);
+        let remote = sockaddr_v4([10, 1, 2, 3], 443);
+        let events: Vec<(Access, u8, Vec<u8>)> = vec![
+            (Access::Start, 0, vec![]),
+            (Access::Network, 0, local),
+            (Access::Network, 0, remote.clone()),
+            (Access::Network, 0, remote),
+            (Access::Network, FLAG_OPTION, unix("/tmp/own.sock")),
+            (Access::Network, 0, unix("/tmp/own.sock")),
+            (Access::Network, 0, unix("/ws/target/s.sock")),
+            (Access::Network, 0, unix("/run/daemon.sock")),
+            (Access::HostLookup, 0, b"localhost".to_vec()),
+        ];
+        let t = Trace {
+            events: events
+                .into_iter()
+                .map(|(access, flags, bytes)| Event {
+                    access,
+                    flags,
+                    path: PathBuf::from(std::ffi::OsString::from_vec(bytes)),
+                })
+                .collect(),
+            coverage: vec![],
+            complete: true,
+        };
+        let c = collect_with(&t, &environment(&[]));
+        let peers: Vec<String> = c.network.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            peers,
+            [
+                "127.0.0.1:8080",
+                "10.1.2.3:443",
+                "unix socket /run/daemon.sock",
+                "host name localhost"
+            ]
+        );
     }
 
     #[test]
     fn untraceable_tests_are_flagged() {
         let mut t = trace(&[(Access::Lost, 0, "")]);
-        let anchors = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
-        assert_eq!(collect(&t, &anchors, &Ignore::defaults()).always.len(), 1);
+        let env = environment(&[]);
+        assert_eq!(collect_with(&t, &env).always.len(), 1);
         t.complete = false;
-        assert_eq!(collect(&t, &anchors, &Ignore::defaults()).always.len(), 2);
+        assert_eq!(collect_with(&t, &env).always.len(), 2);
     }
 
     #[test]
     fn a_trace_without_the_shim_is_untrusted() {
-        let anchors = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
         let empty = Trace {
             complete: true,
             ..Trace::default()
         };
         assert_eq!(
-            collect(&empty, &anchors, &Ignore::defaults()).always,
+            collect_with(&empty, &environment(&[])).always,
             ["the shim did not trace it"]
         );
     }

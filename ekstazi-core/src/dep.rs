@@ -21,15 +21,53 @@ pub enum Target {
     /// A program a process of the test ran, by the same smart checksum (or
     /// its bytes, for a file that is not an executable the checksum reads).
     Program(StoredPath),
+    /// The entries of a directory the test listed: names and kinds, sorted
+    /// (not their contents).
+    Listing(StoredPath),
+    /// An environment variable the test read: its value, normalised (see
+    /// [`crate::env`]), or absence.
+    Env(EnvName),
+    /// Where a symbolic link the test read points.
+    Link(StoredPath),
+    /// The canonical form of a path the test resolved (`realpath`).
+    Resolved(StoredPath),
+    /// A shared library mapped into a process of the test, by the smart
+    /// checksum of programs.
+    Library(StoredPath),
+}
+
+/// The name of an environment variable (bytes: need not be UTF-8).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EnvName(pub Vec<u8>);
+
+impl fmt::Display for EnvName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl Target {
+    /// The file system path the target is about, if any.
+    pub fn path(&self) -> Option<&StoredPath> {
+        match self {
+            Target::Content(path)
+            | Target::Kind { path, .. }
+            | Target::Program(path)
+            | Target::Listing(path)
+            | Target::Link(path)
+            | Target::Resolved(path)
+            | Target::Library(path) => Some(path),
+            Target::TestBinary | Target::Env(_) => None,
+        }
+    }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
-                path.fmt(f)
-            }
             Target::TestBinary => f.write_str("test binary"),
+            Target::Env(name) => write!(f, "${name}"),
+            other => other.path().expect("every other target has a path").fmt(f),
         }
     }
 }
@@ -91,6 +129,26 @@ pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
         (Target::TestBinary, _, _) => "binary changed".to_owned(),
         (Target::Program(_), _, Sum::Absent) => format!("program deleted: {target}"),
         (Target::Program(_), _, _) => format!("program changed: {target}"),
+        (Target::Library(_), _, Sum::Absent) => format!("library deleted: {target}"),
+        (Target::Library(_), _, _) => format!("library changed: {target}"),
+        (Target::Env(name), Sum::Absent, _) => format!("environment variable set: {name}"),
+        (Target::Env(name), _, Sum::Absent) => format!("environment variable unset: {name}"),
+        (Target::Env(name), _, _) => format!("environment variable changed: {name}"),
+        (Target::Listing(_), Sum::Unknown, _) => {
+            format!("directory changed while the test ran: {target}")
+        }
+        (Target::Listing(_), _, Sum::Unknown) => format!("directory cannot be listed: {target}"),
+        (Target::Listing(_), Sum::Absent, _) => format!("directory created: {target}"),
+        (Target::Listing(_), _, Sum::Absent) => format!("directory deleted: {target}"),
+        (Target::Listing(_), Sum::Hash(_), Sum::Hash(_)) => {
+            format!("directory listing changed: {target}")
+        }
+        (Target::Link(_), Sum::Hash(_), Sum::Hash(_)) => {
+            format!("symbolic link changed: {target}")
+        }
+        (Target::Resolved(_), Sum::Hash(_), Sum::Hash(_)) => {
+            format!("resolved path changed: {target}")
+        }
         (_, Sum::Absent, _) => format!("file created: {target}"),
         (_, Sum::Unknown, _) => format!("file changed while the test ran: {target}"),
         (_, _, Sum::Absent) => format!("file deleted: {target}"),

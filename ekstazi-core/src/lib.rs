@@ -10,8 +10,10 @@
 //!    to run a test; [`filter`] applies libtest's name filters;
 //! 4. the selected tests run under the shim, which writes a [`trace`];
 //! 5. [`collect`] turns the trace into dependency targets, leaving out what
-//!    [`ignore`] and the test's own files say are not inputs, and the targets
-//!    are checksummed (as the test saw them) into a new record.
+//!    [`ignore`] (with the workspace's [`config`]) and the test's own files
+//!    say are not inputs; [`env`] normalises environment variables and
+//!    [`network`] judges the peers a test reached. The targets are
+//!    checksummed (as the test saw them) into a new record.
 //!
 //! ```
 //! use ekstazi_core::path::Anchors;
@@ -25,11 +27,14 @@
 pub mod checksum;
 pub mod code;
 pub mod collect;
+pub mod config;
 pub mod dep;
+pub mod env;
 pub mod filter;
 pub mod fingerprint;
 pub mod ignore;
 pub mod key;
+pub mod network;
 pub mod path;
 pub mod record;
 pub mod select;

@@ -101,6 +101,11 @@ impl Anchors {
         &self.workspace
     }
 
+    /// The workspace, the target directory and cargo's home.
+    pub fn dirs(&self) -> (&Path, &Path, Option<&Path>) {
+        (&self.workspace, &self.target, self.cargo_home.as_deref())
+    }
+
     /// The anchors' absolute paths as bytes, longest first: what a smart
     /// checksum erases so that a binary built in another checkout matches.
     pub fn erase_list(&self) -> Vec<Vec<u8>> {

@@ -10,11 +10,12 @@
 
 use crate::code::{CodeDep, CodeUnit};
 use crate::dep::Dep;
+use crate::network::Peer;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -63,6 +64,9 @@ pub struct Global {
     pub tool: String,
     /// `function` or `binary`: what code dependencies were recorded.
     pub granularity: String,
+    /// The digest of the configuration that decides what is recorded
+    /// (`.config/ekstazi.toml`'s ignore rules; empty for the defaults).
+    pub config: String,
 }
 
 impl Global {
@@ -76,6 +80,7 @@ impl Global {
             ("RUSTFLAGS", &self.rustflags, &now.rustflags),
             ("cargo-ekstazi", &self.tool, &now.tool),
             ("granularity", &self.granularity, &now.granularity),
+            ("config", &self.config, &now.config),
         ];
         pairs
             .into_iter()
@@ -103,6 +108,23 @@ pub struct Record {
     pub deps: Vec<Dep>,
     /// The functions the test executed, per program (function granularity).
     pub code: Vec<CodeDep>,
+    /// What the test reached over sockets that may be another machine
+    /// (judged external or not at selection time, under the configuration).
+    pub network: Vec<Peer>,
+    /// Accesses that were not dependencies, and why (for `list --verbose`);
+    /// at most [`MAX_IGNORED`].
+    pub ignored: Vec<Ignored>,
+}
+
+/// At most this many ignored accesses are kept per record.
+pub const MAX_IGNORED: usize = 200;
+
+/// An access that was not a dependency.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ignored {
+    /// The path (anchored, as shown) or `$VARIABLE`.
+    pub what: String,
+    pub why: String,
 }
 
 impl Record {
@@ -126,16 +148,19 @@ impl Record {
     }
 
     fn validate(&self) -> Result<(), DecodeError> {
-        use crate::dep::Target;
-        let paths_ok = self.deps.iter().all(|dep| match &dep.target {
-            Target::Content(path) | Target::Kind { path, .. } | Target::Program(path) => {
-                path.is_valid()
-            }
-            Target::TestBinary => true,
-        }) && self.code.iter().all(|code| match &code.unit {
-            CodeUnit::Program(path) => path.is_valid(),
-            CodeUnit::TestBinary => true,
-        });
+        let paths_ok = self
+            .deps
+            .iter()
+            .filter_map(|dep| dep.target.path())
+            .chain(self.network.iter().filter_map(|peer| match peer {
+                Peer::Unix(path) => Some(path),
+                _ => None,
+            }))
+            .chain(self.code.iter().filter_map(|code| match &code.unit {
+                CodeUnit::Program(path) => Some(path),
+                CodeUnit::TestBinary => None,
+            }))
+            .all(|path| path.is_valid());
         if paths_ok {
             Ok(())
         } else {
@@ -243,11 +268,20 @@ pub(crate) mod tests_support {
                     target: Target::TestBinary,
                     sum: Sum::Hash([1; 32]),
                 },
+                crate::dep::Dep {
+                    target: Target::Env(crate::dep::EnvName(b"MODE".to_vec())),
+                    sum: Sum::Absent,
+                },
             ],
             code: vec![CodeDep {
                 unit: CodeUnit::TestBinary,
                 snapshot: [3; 32],
                 functions: vec![1, 5, 300],
+            }],
+            network: vec![Peer::Ip("127.0.0.1:80".parse().unwrap())],
+            ignored: vec![Ignored {
+                what: "/proc/self/maps".into(),
+                why: "kernel interface".into(),
             }],
         }
     }

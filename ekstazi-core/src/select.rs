@@ -7,8 +7,10 @@
 use crate::checksum::Checksums;
 use crate::code::{CodeDep, CodeUnit, Snapshots};
 use crate::dep::{Sum, Target, describe_change};
+use crate::env::Environment;
 use crate::fingerprint::FingerprintError;
-use crate::record::{Global, Outcome};
+use crate::network::{NetworkPolicy, is_external};
+use crate::record::{Global, Outcome, Record};
 use crate::store::{Invalid, Loaded};
 use std::fmt;
 use std::path::Path;
@@ -30,6 +32,9 @@ pub enum Reason {
     Always(String),
     /// A dependency's checksum changed.
     Changed(String),
+    /// The test reached another machine (or what the configuration counts
+    /// as one) last time.
+    External(String),
 }
 
 impl fmt::Display for Reason {
@@ -43,6 +48,7 @@ impl fmt::Display for Reason {
             Reason::Global(component) => write!(f, "global: {component} changed"),
             Reason::Always(why) => write!(f, "always runs: {why}"),
             Reason::Changed(change) => f.write_str(change),
+            Reason::External(peer) => write!(f, "external: {peer}"),
         }
     }
 }
@@ -56,7 +62,23 @@ pub struct Present<'a> {
     pub binary_path: &'a Path,
     pub checksums: &'a Checksums,
     pub snapshots: &'a Snapshots,
+    /// The environment the test would be given now.
+    pub env: &'a Environment,
+    pub network: &'a NetworkPolicy,
+    /// External tests always run.
+    pub always_run_external: bool,
     pub forced: bool,
+}
+
+/// The peers of a record that make its test external under `policy`, as
+/// shown to users (`list` names them even when they do not select the test).
+pub fn external_peers(record: &Record, policy: &NetworkPolicy) -> Vec<String> {
+    record
+        .network
+        .iter()
+        .filter(|peer| is_external(peer, policy))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Every reason to run a test; empty means it is skipped as unaffected.
@@ -90,9 +112,19 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
             .map(Reason::Global),
     );
     reasons.extend(record.always.iter().cloned().map(Reason::Always));
+    if present.always_run_external {
+        let peers = external_peers(record, present.network);
+        if let Some(first) = peers.first() {
+            reasons.push(Reason::External(match peers.len() {
+                1 => first.clone(),
+                n => format!("{first} and {} more", n - 1),
+            }));
+        }
+    }
     for dep in &record.deps {
         let now = match &dep.target {
             Target::TestBinary => present.binary.clone(),
+            Target::Env(name) => present.env.sum(name),
             target => present.checksums.get(target),
         };
         if !dep.sum.matches(&now) {
@@ -148,10 +180,12 @@ fn code_reasons(dep: &CodeDep, present: &Present<'_>) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::dep::{Dep, FileKind};
+    use crate::network::Peer;
     use crate::path::{Anchor, Anchors, StoredPath};
     use crate::record::Record;
     use crate::store::Store;
     use std::fs;
+    use std::path::Path;
 
     struct World {
         dir: tempfile::TempDir,
@@ -175,15 +209,33 @@ mod tests {
         }
 
         fn reasons(&self, record: Record) -> Vec<String> {
+            self.reasons_with(record, &[], &NetworkPolicy::default())
+        }
+
+        fn reasons_with(
+            &self,
+            record: Record,
+            vars: &[(&str, &str)],
+            network: &NetworkPolicy,
+        ) -> Vec<String> {
             // A fresh cache per question: each models one run.
             let checksums = Checksums::new(self.checksums.anchors().clone());
             let snapshots = Snapshots::new(Store::new(&self.dir.path().join(".ekstazi")));
+            let env = Environment::new(
+                vars.iter().map(|(k, v)| (k.into(), v.into())),
+                self.checksums.anchors(),
+                None,
+                Path::new("/nowhere"),
+            );
             let present = Present {
                 global: &self.global,
                 binary: &Sum::Hash([1; 32]),
                 binary_path: Path::new("/nonexistent"),
                 checksums: &checksums,
                 snapshots: &snapshots,
+                env: &env,
+                network,
+                always_run_external: true,
                 forced: false,
             };
             reasons(&Loaded::Found(Box::new(record)), &present)
@@ -203,6 +255,8 @@ mod tests {
             always: vec![],
             deps,
             code: vec![],
+            network: vec![],
+            ignored: vec![],
         }
     }
 
@@ -274,6 +328,7 @@ mod tests {
     fn missing_and_damaged_records_and_global_changes_run() {
         let w = World::new();
         let checksums = Checksums::new(w.checksums.anchors().clone());
+        let env = Environment::new([], checksums.anchors(), None, Path::new("/x"));
         let now = Global {
             rustc: "new".into(),
             ..Global::default()
@@ -285,6 +340,9 @@ mod tests {
             binary_path: Path::new("/nonexistent"),
             checksums: &checksums,
             snapshots: &snapshots,
+            env: &env,
+            network: &NetworkPolicy::default(),
+            always_run_external: true,
             forced: true,
         };
         assert_eq!(
@@ -299,6 +357,66 @@ mod tests {
         assert_eq!(
             reasons(&Loaded::Found(Box::new(record(vec![]))), &present)[1].to_string(),
             "global: rustc changed"
+        );
+    }
+
+    #[test]
+    fn environment_variables_compare_by_value() {
+        let w = World::new();
+        let given = |vars: &[(&str, &str)]| {
+            Environment::new(
+                vars.iter().map(|(k, v)| (k.into(), v.into())),
+                w.checksums.anchors(),
+                None,
+                Path::new("/nowhere"),
+            )
+        };
+        let mode = crate::dep::EnvName(b"MODE".to_vec());
+        let deps = vec![Dep {
+            target: Target::Env(mode.clone()),
+            sum: given(&[("MODE", "fast")]).sum(&mode),
+        }];
+        let policy = NetworkPolicy::default();
+        assert!(
+            w.reasons_with(
+                record(deps.clone()),
+                &[("MODE", "fast"), ("OTHER", "1")],
+                &policy
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            w.reasons_with(record(deps.clone()), &[("MODE", "slow")], &policy),
+            ["environment variable changed: MODE"]
+        );
+        assert_eq!(
+            w.reasons_with(record(deps), &[], &policy),
+            ["environment variable unset: MODE"]
+        );
+    }
+
+    #[test]
+    fn external_tests_run_under_the_policy() {
+        let w = World::new();
+        let mut r = record(vec![]);
+        r.network = vec![Peer::Ip("127.0.0.1:5000".parse().unwrap())];
+        let default = NetworkPolicy::default();
+        let strict = NetworkPolicy {
+            loopback_is_external: true,
+        };
+        assert!(w.reasons_with(r.clone(), &[], &default).is_empty());
+        assert_eq!(
+            w.reasons_with(r.clone(), &[], &strict),
+            ["external: 127.0.0.1:5000"]
+        );
+        r.network.push(Peer::Host("example.com".into()));
+        assert_eq!(
+            w.reasons_with(r.clone(), &[], &default),
+            ["external: host name example.com"]
+        );
+        assert_eq!(
+            w.reasons_with(r, &[], &strict),
+            ["external: 127.0.0.1:5000 and 1 more"]
         );
     }
 }

@@ -32,6 +32,27 @@ pub enum Access {
     Start,
     /// A process of the test runs this program.
     Exec,
+    /// Listed the entries of a directory (`readdir`).
+    List,
+    /// Read an environment variable: the payload is `NAME=VALUE`, or `NAME`
+    /// when it was unset ([`FLAG_OPTION`]: the value was too long to carry).
+    Env,
+    /// Read a symbolic link: `path NUL target` ([`FLAG_OPTION`]: the target
+    /// may have been cut short by the caller's buffer).
+    Link,
+    /// Resolved a path to its canonical form (`realpath`): `path NUL resolved`.
+    Resolve,
+    /// A shared library mapped into a process of the test.
+    Library,
+    /// Ran a program the shim cannot follow into: statically linked, or
+    /// ([`FLAG_OPTION`]) set-user-ID, where the loader drops `LD_PRELOAD`, or
+    /// ([`FLAG_FOREIGN`]) built for another ELF class or dynamic loader.
+    Untraceable,
+    /// A socket address (`struct sockaddr` bytes) the test connected or sent
+    /// to, or ([`FLAG_OPTION`]) bound itself.
+    Network,
+    /// Looked a host name up (`getaddrinfo`).
+    HostLookup,
 }
 
 impl Access {
@@ -46,6 +67,14 @@ impl Access {
             b'L' => Access::Lost,
             b'S' => Access::Start,
             b'X' => Access::Exec,
+            b'T' => Access::List,
+            b'V' => Access::Env,
+            b'K' => Access::Link,
+            b'P' => Access::Resolve,
+            b'O' => Access::Library,
+            b'U' => Access::Untraceable,
+            b'N' => Access::Network,
+            b'H' => Access::HostLookup,
             _ => return None,
         })
     }
@@ -55,8 +84,14 @@ impl Access {
 pub const FLAG_HARNESS: u8 = 1;
 /// The lookup did not follow a final symbolic link.
 pub const FLAG_NOFOLLOW: u8 = 2;
-/// Bits 2..5 of the flags: the kind of the path when the call saw it.
+/// Bits 2..5 of the flags: the kind of the path when the call saw it
+/// (`E` and `W` events).
 const KIND_SHIFT: u8 = 2;
+/// Bit 2 of the flags on events that carry no kind: a per-tag option (see
+/// each [`Access`] variant).
+pub const FLAG_OPTION: u8 = 4;
+/// Bit 3 on `U` events: the program is for another ELF class or loader.
+pub const FLAG_FOREIGN: u8 = 8;
 const KIND_MASK: u8 = 0b111;
 
 /// One traced call.
@@ -64,7 +99,9 @@ const KIND_MASK: u8 = 0b111;
 pub struct Event {
     pub access: Access,
     pub flags: u8,
-    /// Absolute, as resolved by the shim, not yet normalised.
+    /// Absolute, as resolved by the shim, not yet normalised. For events
+    /// that are not about a path (`V`, `N`, `H`) it holds the raw payload:
+    /// see [`Event::payload`].
     pub path: PathBuf,
 }
 
@@ -77,6 +114,28 @@ impl Event {
     /// Whether the lookup was about a symbolic link itself.
     pub fn nofollow(&self) -> bool {
         self.flags & FLAG_NOFOLLOW != 0
+    }
+
+    /// The raw bytes the shim wrote after the header.
+    pub fn payload(&self) -> &[u8] {
+        self.path.as_os_str().as_bytes()
+    }
+
+    /// Whether the per-tag option bit is set.
+    pub fn option(&self) -> bool {
+        self.flags & FLAG_OPTION != 0
+    }
+
+    /// For `K` and `P` events: the path and what the call returned for it.
+    pub fn path_and_answer(&self) -> (PathBuf, Option<&[u8]>) {
+        let payload = self.payload();
+        match memchr::memchr(0, payload) {
+            Some(at) => (
+                PathBuf::from(OsStr::from_bytes(&payload[..at])),
+                Some(&payload[at + 1..]),
+            ),
+            None => (self.path.clone(), None),
+        }
     }
 
     /// What the path was when the call saw it, if the shim could tell.

@@ -74,14 +74,49 @@ impl EventBuf {
     /// The target of a symbolic link (such as `/proc/self/exe`).
     pub fn read_link(link: &std::ffi::CStr) -> Option<EventBuf> {
         let mut out = EventBuf::empty();
-        let spare = out.spare();
-        // SAFETY: `link` is a C string; readlink writes at most `spare.len()` bytes.
-        let n = unsafe { libc::readlink(link.as_ptr(), spare.as_mut_ptr().cast(), spare.len()) };
+        // SAFETY: `link` is a C string.
+        unsafe { out.push_link(link.as_ptr()) }.then_some(out)
+    }
+
+    /// The path of an open descriptor (a directory being listed, a program
+    /// run by descriptor).
+    pub fn of_fd(fd: c_int) -> Option<EventBuf> {
+        let mut out = EventBuf::empty();
+        out.write_fd_path(fd).then_some(out)
+    }
+
+    /// Appends the target of the symbolic link `link` names. The shim's own
+    /// lookups go to the kernel directly, not through its `readlink` hook.
+    ///
+    /// # Safety
+    /// `link` is a NUL-terminated string.
+    unsafe fn push_link(&mut self, link: *const c_char) -> bool {
+        let spare = self.spare();
+        // SAFETY: readlinkat writes at most `spare.len()` bytes.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_readlinkat,
+                libc::AT_FDCWD,
+                link,
+                spare.as_mut_ptr(),
+                spare.len(),
+            )
+        };
         if n <= 0 || n as usize >= spare.len() {
-            return None;
+            return false;
         }
-        out.len += n as usize;
-        Some(out)
+        self.len += n as usize;
+        true
+    }
+
+    /// Appends raw bytes; false (and nothing appended) if they do not fit.
+    pub fn push_bytes(&mut self, bytes: &[u8]) -> bool {
+        self.push(bytes)
+    }
+
+    /// How many more bytes fit.
+    pub fn room(&self) -> usize {
+        CAPACITY - self.len
     }
 
     fn spare(&mut self) -> &mut [MaybeUninit<u8>] {
@@ -134,15 +169,8 @@ impl EventBuf {
         }
         let tail = &digits[i..];
         link[prefix.len()..prefix.len() + tail.len()].copy_from_slice(tail);
-        let spare = self.spare();
-        // SAFETY: `link` is NUL-terminated (zero-filled); readlink writes at most `spare.len()`.
-        let n =
-            unsafe { libc::readlink(link.as_ptr().cast(), spare.as_mut_ptr().cast(), spare.len()) };
-        if n <= 0 || n as usize >= spare.len() {
-            return false;
-        }
-        self.len += n as usize;
-        true
+        // SAFETY: `link` is NUL-terminated (zero-filled).
+        unsafe { self.push_link(link.as_ptr().cast()) }
     }
 
     /// The absolute path.

@@ -1,7 +1,9 @@
 //! The libc functions the hooks stand in front of, looked up once with
 //! `dlsym(RTLD_NEXT, ..)`.
 
-use libc::{FILE, c_char, c_int, c_uint, c_void, mode_t};
+use libc::{
+    DIR, FILE, c_char, c_int, c_uint, c_void, mode_t, pid_t, size_t, sockaddr, socklen_t, ssize_t,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Looks a symbol up in the objects after the shim, falling back to a
@@ -26,6 +28,11 @@ unsafe fn lookup(name: &'static [u8], version: Option<&'static [u8]>) -> usize {
 
 macro_rules! real {
     ($( $name:ident $(@ $version:literal)? : fn($($sig:tt)*) -> $ret:ty; )*) => {
+        /// Looks every function up (from the constructor).
+        pub fn resolve_all() {
+            $( let _ = $name(); )*
+        }
+
         $(
             /// The next definition of this function, or `None` if libc has none.
             #[allow(non_snake_case)]
@@ -90,4 +97,38 @@ real! {
     renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int;
     renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int;
     pthread_create: fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int;
+    opendir: fn(*const c_char) -> *mut DIR;
+    readdir: fn(*mut DIR) -> *mut c_void;
+    readdir64: fn(*mut DIR) -> *mut c_void;
+    readdir_r: fn(*mut DIR, *mut c_void, *mut *mut c_void) -> c_int;
+    readdir64_r: fn(*mut DIR, *mut c_void, *mut *mut c_void) -> c_int;
+    closedir: fn(*mut DIR) -> c_int;
+    scandir: fn(*const c_char, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+    scandir64: fn(*const c_char, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+    scandirat: fn(c_int, *const c_char, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+    execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    fexecve: fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+    execveat: fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
+    posix_spawn: fn(*mut pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
+    posix_spawnp: fn(*mut pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
+    connect: fn(c_int, *const sockaddr, socklen_t) -> c_int;
+    bind: fn(c_int, *const sockaddr, socklen_t) -> c_int;
+    sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t;
+    sendmsg: fn(c_int, *const libc::msghdr, c_int) -> ssize_t;
+    getaddrinfo: fn(*const c_char, *const c_char, *const c_void, *mut c_void) -> c_int;
+    gethostbyname: fn(*const c_char) -> *mut c_void;
+    readlink: fn(*const c_char, *mut c_char, size_t) -> ssize_t;
+    readlinkat: fn(c_int, *const c_char, *mut c_char, size_t) -> ssize_t;
+    realpath: fn(*const c_char, *mut c_char) -> *mut c_char;
+    __realpath_chk: fn(*const c_char, *mut c_char, size_t) -> *mut c_char;
+    canonicalize_file_name: fn(*const c_char) -> *mut c_char;
+    dlopen: fn(*const c_char, c_int) -> *mut c_void;
+    symlink: fn(*const c_char, *const c_char) -> c_int;
+    symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int;
+    link: fn(*const c_char, *const c_char) -> c_int;
+    linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int;
+    truncate: fn(*const c_char, libc::off_t) -> c_int;
+    truncate64: fn(*const c_char, libc::off64_t) -> c_int;
+    chdir: fn(*const c_char) -> c_int;
 }

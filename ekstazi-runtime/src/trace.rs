@@ -33,6 +33,29 @@ pub const START: u8 = b'S';
 /// runner takes anyway): the programs a test runs are its dependencies.
 pub const EXEC: u8 = b'X';
 
+/// Listed a directory's entries (`readdir`).
+pub const LISTED: u8 = b'T';
+/// Read an environment variable: `NAME=VALUE`, or `NAME` when unset
+/// ([`FLAG_OPTION`]: the value was too long to carry).
+pub const ENV: u8 = b'V';
+/// Read a symbolic link: `path NUL target` ([`FLAG_OPTION`]: the caller's
+/// buffer may have cut the target short).
+pub const LINK: u8 = b'K';
+/// Resolved a path (`realpath`): `path NUL canonical path`.
+pub const RESOLVED: u8 = b'P';
+/// A shared library mapped into the process.
+pub const LIBRARY: u8 = b'O';
+/// Ran a program the shim cannot follow into: statically linked, or
+/// ([`FLAG_OPTION`]) set-user-ID, or (flag 8) for another ELF class or
+/// dynamic loader.
+pub const UNTRACEABLE: u8 = b'U';
+/// A socket address connected or sent to, or ([`FLAG_OPTION`]) bound:
+/// `struct sockaddr` bytes (a Unix path made absolute).
+pub const NETWORK: u8 = b'N';
+/// Looked a host name up.
+pub const HOST: u8 = b'H';
+// Tags `I`, `Q` and `F` are reserved for function coverage.
+
 /// The event happened on the test harness's main thread, before or around the
 /// test rather than in it (libtest runs each test on a thread of its own).
 pub const FLAG_HARNESS: u8 = 1;
@@ -46,6 +69,8 @@ pub const KIND_FILE: u8 = 1;
 pub const KIND_DIR: u8 = 2;
 pub const KIND_SYMLINK: u8 = 3;
 pub const KIND_OTHER: u8 = 4;
+/// Bit 2 of the flags on events that carry no kind: a per-tag option.
+pub const FLAG_OPTION: u8 = 4;
 
 /// The trace file, or -1 when this process is not traced.
 static FD: AtomicI32 = AtomicI32::new(-1);
@@ -61,8 +86,9 @@ const HIGH_FD: libc::c_int = 900;
 /// # Safety
 /// Called once, from the shim's constructor.
 pub unsafe fn init() {
-    // SAFETY: getenv before main, while single-threaded.
-    let path = unsafe { libc::getenv(c"EKSTAZI_TRACE_FILE".as_ptr()) };
+    // SAFETY: reading the environment before main, while single-threaded
+    // (and without recording: these variables are the shim's own).
+    let path = unsafe { crate::hooks::lookup_env(b"EKSTAZI_TRACE_FILE") };
     if path.is_null() {
         return;
     }
@@ -85,38 +111,44 @@ pub unsafe fn init() {
             fd
         }
     };
+    // Every real function is looked up now, single-threaded: `dlsym` takes
+    // the loader's lock and may allocate, which must not happen in a child
+    // forked while another thread held either.
+    crate::real::resolve_all();
+    // SAFETY: from the constructor, with the trace file's C string.
+    unsafe { crate::hooks::prepare_children(path) };
     FD.store(fd, Ordering::Relaxed);
 
-    // The test binary is the process the runner started; with libtest, its
-    // main thread is the harness, not the test.
-    // SAFETY: getenv/getppid/getpid have no preconditions.
-    let is_test_binary = unsafe {
-        let runner = libc::getenv(c"EKSTAZI_RUNNER_PID".as_ptr());
-        !runner.is_null()
-            && parse_pid(std::ffi::CStr::from_ptr(runner).to_bytes()) == Some(libc::getppid())
-    };
-    // SAFETY: as above.
-    if is_test_binary && unsafe { !libc::getenv(c"EKSTAZI_LIBTEST".as_ptr()).is_null() } {
-        // SAFETY: as above.
-        HARNESS_PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    // A libtest test binary — the one the runner started, or a copy of it
+    // that a test runs — runs each test on a thread of its own: its main
+    // thread is the harness, not the test. The runner names the binary in
+    // `EKSTAZI_LIBTEST` (canonical, as `/proc/self/exe` reads).
+    let exe = EventBuf::read_link(c"/proc/self/exe");
+    // SAFETY: reading the environment, single-threaded.
+    let libtest = unsafe { crate::hooks::lookup_env(b"EKSTAZI_LIBTEST") };
+    let is_test_binary = !libtest.is_null()
+        && exe.as_ref().is_some_and(|exe| {
+            // SAFETY: a value from `environ` is a C string.
+            exe.path() == unsafe { std::ffi::CStr::from_ptr(libtest) }.to_bytes()
+        });
+    if is_test_binary {
+        // SAFETY: getpid has no preconditions; registering a fork handler
+        // from the constructor, single-threaded.
+        unsafe {
+            HARNESS_PID.store(libc::getpid(), Ordering::Relaxed);
+            libc::pthread_atfork(None, None, Some(forked_child));
+        }
     }
     record(START, 0, &mut EventBuf::empty());
+    // The test binary's own checksum is the runner's; every other program a
+    // test runs is a dependency.
     if !is_test_binary {
-        match EventBuf::read_link(c"/proc/self/exe") {
+        match exe {
             Some(mut exe) => record(EXEC, 0, &mut exe),
             None => record_lost(),
         }
     }
-}
-
-fn parse_pid(digits: &[u8]) -> Option<libc::pid_t> {
-    if digits.is_empty() || digits.len() > 9 {
-        return None;
-    }
-    digits.iter().try_fold(0, |n: libc::pid_t, d| {
-        d.is_ascii_digit()
-            .then(|| n * 10 + libc::pid_t::from(d - b'0'))
-    })
+    crate::hooks::record_libraries();
 }
 
 /// Whether this process is traced at all.
@@ -124,25 +156,51 @@ pub fn enabled() -> bool {
     FD.load(Ordering::Relaxed) >= 0
 }
 
+thread_local! {
+    // The calling thread's id, 0 until asked: `gettid` is a system call, and
+    // the test binary asks on every event. `const` and without destructor,
+    // so reading it never allocates.
+    static TID: std::cell::Cell<libc::pid_t> = const { std::cell::Cell::new(0) };
+}
+
+/// A forked child is never the harness (its thread ids differ from the
+/// parent's, but the cached one of the forking thread would not).
+extern "C" fn forked_child() {
+    HARNESS_PID.store(0, Ordering::Relaxed);
+}
+
 /// Flags every event of the calling thread carries.
 pub fn thread_flags() -> u8 {
     let harness = HARNESS_PID.load(Ordering::Relaxed);
-    // SAFETY: gettid has no preconditions. After `fork` the child's pid
-    // differs from `harness`, so a forked test is never taken for the harness.
-    if harness != 0 && unsafe { libc::gettid() } == harness {
-        FLAG_HARNESS
-    } else {
-        0
+    if harness == 0 {
+        return 0;
     }
+    let tid = TID
+        .try_with(|tid| {
+            if tid.get() == 0 {
+                // SAFETY: gettid has no preconditions.
+                tid.set(unsafe { libc::gettid() });
+            }
+            tid.get()
+        })
+        // SAFETY: as above (a thread being torn down asks the kernel).
+        .unwrap_or_else(|_| unsafe { libc::gettid() });
+    if tid == harness { FLAG_HARNESS } else { 0 }
 }
 
 /// Appends one event, unless this process already wrote the same one.
 pub fn record(tag: u8, flags: u8, buf: &mut EventBuf) {
+    record_as(tag, flags | thread_flags(), buf);
+}
+
+/// [`record`] with exactly these flags, for events that belong to the
+/// process rather than to the thread that noticed them (the libraries the
+/// loader mapped before `main`).
+pub fn record_as(tag: u8, flags: u8, buf: &mut EventBuf) {
     let fd = FD.load(Ordering::Relaxed);
     if fd < 0 {
         return;
     }
-    let flags = flags | thread_flags();
     if !seen::insert(seen::hash(tag, flags, buf.path())) {
         return;
     }
@@ -198,7 +256,9 @@ mod seen {
 
     use super::*;
 
-    const SLOTS: usize = 1 << 16;
+    // 2 MiB of zero pages, touched only as events arrive: room to fold a
+    // process's first ~200 000 distinct events.
+    const SLOTS: usize = 1 << 18;
     const PROBES: usize = 32;
     static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 

@@ -3,5 +3,6 @@
 
 mod support;
 
+mod capture;
 mod functions;
 mod selection;

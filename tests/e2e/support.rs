@@ -69,7 +69,7 @@ impl Fixture {
             .prefix("ekstazi-e2e")
             .tempdir()
             .unwrap();
-        copy_tree(&source, dir.path());
+        copy_tree(&source, dir.path(), false);
         Fixture {
             dir,
             env: Vec::new(),
@@ -80,6 +80,23 @@ impl Fixture {
     pub fn with_env(mut self, key: &str, value: &str) -> Fixture {
         self.env.push((key.to_owned(), value.to_owned()));
         self
+    }
+
+    /// A copy of this checkout, records included, in another directory (as
+    /// a CI cache restores them), without build output. The directory's
+    /// name has the same length: the smart checksum of a binary erases the
+    /// checkout's path, but a path of another length still changes the
+    /// sizes of the sections that embed it.
+    pub fn checkout_elsewhere(&self) -> Fixture {
+        let dir = tempfile::Builder::new()
+            .prefix("ekstazi-e2e")
+            .tempdir()
+            .unwrap();
+        copy_tree(self.path(), dir.path(), true);
+        Fixture {
+            dir,
+            env: self.env.clone(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -148,16 +165,35 @@ impl Fixture {
 
     /// `cargo ekstazi list --json <args>`.
     pub fn list(&self, args: &[&str]) -> Value {
+        self.list_with(args, &[])
+    }
+
+    /// `cargo ekstazi list --json <args>` with extra environment variables.
+    pub fn list_with(&self, args: &[&str], env: &[(&str, &str)]) -> Value {
         let mut all = vec!["list", "--json"];
         all.extend_from_slice(args);
-        let run = self.run(&all);
+        let run = self.run_with(&all, env);
         assert_eq!(run.code(), Some(0), "{run:?}");
         serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
     }
 
+    /// `cargo ekstazi test <args>` with extra environment variables, which must succeed.
+    pub fn test_ok_with(&self, args: &[&str], env: &[(&str, &str)]) -> TestRun {
+        let mut all = vec!["test"];
+        all.extend_from_slice(args);
+        let run = self.run_with(&all, env);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        run
+    }
+
     /// The selected tests of a listing, each with its reasons.
     pub fn selected(&self, args: &[&str]) -> Vec<(String, Vec<String>)> {
-        let list = self.list(args);
+        self.selected_with(args, &[])
+    }
+
+    /// [`Fixture::selected`] with extra environment variables.
+    pub fn selected_with(&self, args: &[&str], env: &[(&str, &str)]) -> Vec<(String, Vec<String>)> {
+        let list = self.list_with(args, env);
         list["tests"]
             .as_array()
             .unwrap()
@@ -195,11 +231,11 @@ impl Fixture {
     }
 }
 
-/// Copies a fixture, leaving out build output and state from manual runs.
-fn copy_tree(from: &Path, to: &Path) {
+/// Copies a fixture, leaving out build output and (unless asked) state.
+fn copy_tree(from: &Path, to: &Path, with_state: bool) {
     for entry in walkdir::WalkDir::new(from).into_iter().filter_entry(|e| {
         let name = e.file_name();
-        name != "target" && name != ".ekstazi"
+        name != "target" && (with_state || name != ".ekstazi")
     }) {
         let entry = entry.unwrap();
         let dest = to.join(entry.path().strip_prefix(from).unwrap());

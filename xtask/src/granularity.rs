@@ -22,7 +22,8 @@ fn clean_run(
     granularity: &str,
     cargo_args: &[String],
 ) -> Result<BTreeMap<String, f64>> {
-    let state = tempfile_dir(&format!("state-{granularity}"))?;
+    let state = crate::tempfile_dir()?.join(format!("state-{granularity}"));
+    std::fs::create_dir_all(&state)?;
     let report = state.join("report.json");
     let status = Command::new(ekstazi)
         .args([
@@ -122,10 +123,4 @@ fn walk_executables(dir: &Path) -> Vec<PathBuf> {
         }
     }
     found
-}
-
-fn tempfile_dir(name: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ekstazi-bench-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

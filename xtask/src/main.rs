@@ -4,9 +4,14 @@
 //!   and `cargo nextest run` on one project, measured in the same session
 //!   and interleaved so that machine noise hits every command alike; the
 //!   figures that matter are the ratios.
+//! - `bench-shim`: the shim's own cost per call and on a real project's
+//!   tests (`shim_bench`).
+//! - `bench-granularity`: what function granularity costs (`granularity`).
+//! - `eval replay`: history replay with a safety check (`replay`).
 
 mod granularity;
 mod replay;
+mod shim_bench;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -45,6 +50,33 @@ enum Task {
         /// Cargo options for every command (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
+    },
+    /// Time opening and stat'ing many files with and without the shim
+    BenchShim {
+        /// Distinct files to open and stat
+        #[arg(long, default_value_t = 100_000)]
+        files: usize,
+        /// Timed runs of each variant
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Also run every test of this cargo project, one process each,
+        /// with and without the shim
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// Tests run at once for --project
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Cargo options for building the project's tests (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+    /// The measured program of `bench-shim` (run by it)
+    #[command(hide = true)]
+    ShimWorker {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        files: usize,
     },
     /// Evaluate selection on real projects
     Eval {
@@ -87,6 +119,23 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
+        Task::BenchShim {
+            files,
+            runs,
+            project,
+            jobs,
+            cargo_args,
+        } => {
+            let shim = shim_bench::build_shim()?;
+            shim_bench::bench_shim(&shim, files, runs)?;
+            match project {
+                Some(project) => {
+                    shim_bench::bench_shim_project(&shim, &project, runs, jobs, &cargo_args)
+                }
+                None => Ok(()),
+            }
+        }
+        Task::ShimWorker { dir, files } => shim_bench::shim_worker(&dir, files),
         Task::BenchGranularity {
             project,
             cargo_args,
@@ -130,7 +179,7 @@ fn build_ekstazi() -> Result<PathBuf> {
     Ok(root.join("target/release/cargo-ekstazi"))
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask lives in the workspace")
@@ -256,13 +305,13 @@ fn run(dir: &Path, command: &[String]) -> Result<Duration> {
     Ok(start.elapsed())
 }
 
-fn median(times: &[Duration]) -> Duration {
+pub(crate) fn median(times: &[Duration]) -> Duration {
     let mut sorted = times.to_vec();
     sorted.sort();
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
-fn tempfile_dir() -> Result<PathBuf> {
+pub(crate) fn tempfile_dir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("ekstazi-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)

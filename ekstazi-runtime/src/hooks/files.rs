@@ -39,6 +39,11 @@ unsafe fn describe_open(
         } else {
             (trace::READ, 0)
         }
+    } else if err == libc::ENOTDIR && flags & libc::O_DIRECTORY != 0 {
+        // Either a directory above is missing, or the path is not a
+        // directory: the lookup tells which.
+        // SAFETY: forwarded from the caller.
+        return unsafe { super::existence(dirfd, path, err, flags & libc::O_NOFOLLOW != 0) };
     } else if is_absence(err) {
         if create {
             // SAFETY: forwarded from the caller.

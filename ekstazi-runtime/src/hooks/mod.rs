@@ -4,9 +4,21 @@
 //! revealed as trace events; [`observe`] wraps that description so that it
 //! runs only when tracing, never re-enters, and leaves `errno` as libc set it.
 
+mod dirs;
+mod env;
+mod exec;
+#[cfg(target_arch = "x86_64")]
+mod execl;
 mod files;
+mod libs;
+mod links;
 mod namespace;
+mod net;
 mod stat;
+
+pub use env::lookup as lookup_env;
+pub use exec::prepare_children;
+pub use libs::record_libraries;
 
 use crate::path::{EventBuf, Unresolved};
 use crate::{guard, trace};
@@ -109,6 +121,29 @@ fn fd_kind(fd: c_int) -> u8 {
     }
     // SAFETY: fstat64 succeeded.
     kind_flags(unsafe { st.assume_init_ref() }.st_mode)
+}
+
+/// Records what a failed lookup of `path` with `err` revealed: `ENOENT`, its
+/// absence; `ENOTDIR`, the absence of a path below a file, or that the path
+/// itself is not a directory (then, what it is); `EEXIST` (passed by callers
+/// that know the path exists), what it is.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn existence(dirfd: c_int, path: *const c_char, err: c_int, nofollow: bool) {
+    let nofollow_flag = if nofollow { trace::FLAG_NOFOLLOW } else { 0 };
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match err {
+            libc::ENOENT => event(dirfd, path, trace::MISSING, nofollow_flag),
+            libc::ENOTDIR | libc::EEXIST => match probe_kind(dirfd, path, nofollow) {
+                0 if err == libc::ENOTDIR => event(dirfd, path, trace::MISSING, nofollow_flag),
+                0 => {}
+                kind => event(dirfd, path, trace::EXISTS, nofollow_flag | kind),
+            },
+            _ => {}
+        }
+    }
 }
 
 /// Whether a failed lookup proved that the path does not exist.

@@ -1,11 +1,16 @@
-//! Changing the name space: creating directories, removing and renaming paths.
+//! Changing the name space: creating directories, links and symbolic links,
+//! removing, renaming and truncating paths, changing directory.
 //!
 //! A path the test created or removed belongs to the test from then on: later
 //! reads of it are the test's own output, not an input. What the call revealed
 //! before that (that the path existed, or that its parent was missing) still
-//! is an input.
+//! is an input. A new name for existing content — a file renamed or linked,
+//! a symbolic link made to a file — is the test's, but the content is not:
+//! the source is recorded as read, since what the test reads back under the
+//! new name is the source's content.
 
-use super::{event, is_absence, observe, parent_missing, probe_kind, unavailable};
+use super::{event, existence, is_absence, observe, parent_missing, probe_kind, unavailable};
+use crate::path::{EventBuf, Unresolved};
 use crate::{real, trace};
 use libc::{c_char, c_int, c_uint, mode_t};
 
@@ -70,6 +75,9 @@ unsafe fn describe_rename(
     observe(|err| unsafe {
         if result == 0 {
             event(olddir, old, trace::EXISTS, trace::FLAG_NOFOLLOW | kind);
+            if content_moves(kind) {
+                event(olddir, old, trace::READ, 0);
+            }
             event(olddir, old, trace::DELETED, 0);
             event(newdir, new, trace::CREATED, 0);
         } else if is_absence(err) {
@@ -222,6 +230,259 @@ pub unsafe extern "C" fn renameat2(
         let kind = kind_before(olddir, old);
         let result = real(olddir, old, newdir, new, flags);
         describe_rename(olddir, old, newdir, new, result, kind);
+        result
+    }
+}
+
+/// Whether a path of this kind carries content that a new name would give
+/// the test without a read of the old one (a file, or a symbolic link to
+/// one). A renamed directory's files are not followed (see the README).
+fn content_moves(kind: u8) -> bool {
+    let kind = kind >> trace::KIND_SHIFT;
+    kind == trace::KIND_FILE || kind == trace::KIND_SYMLINK
+}
+
+/// Records a new hard link: the source's content, and the new name as the
+/// test's own.
+///
+/// # Safety
+/// Both paths are null or NUL-terminated strings.
+unsafe fn describe_link(
+    olddir: c_int,
+    old: *const c_char,
+    newdir: c_int,
+    new: *const c_char,
+    result: c_int,
+) {
+    // SAFETY: forwarded from the caller.
+    observe(|err| unsafe {
+        if result == 0 {
+            event(olddir, old, trace::READ, 0);
+            event(newdir, new, trace::CREATED, 0);
+        } else if err == libc::EEXIST {
+            existence(newdir, new, err, true);
+        } else if is_absence(err) {
+            if probe_kind(olddir, old, true) == 0 {
+                event(olddir, old, trace::MISSING, trace::FLAG_NOFOLLOW);
+            } else {
+                parent_missing(newdir, new);
+            }
+        }
+    });
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
+    let Some(real) = real::link() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(old, new);
+        describe_link(libc::AT_FDCWD, old, libc::AT_FDCWD, new, result);
+        result
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn linkat(
+    olddir: c_int,
+    old: *const c_char,
+    newdir: c_int,
+    new: *const c_char,
+    flags: c_int,
+) -> c_int {
+    let Some(real) = real::linkat() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(olddir, old, newdir, new, flags);
+        describe_link(olddir, old, newdir, new, result);
+        result
+    }
+}
+
+/// Records a new symbolic link: the link as the test's own, and what it
+/// points to as read (or missing) — reading through the link reads that.
+///
+/// # Safety
+/// Both strings are null or NUL-terminated.
+unsafe fn describe_symlink(
+    target: *const c_char,
+    dirfd: c_int,
+    link: *const c_char,
+    result: c_int,
+) {
+    // SAFETY: forwarded from the caller.
+    observe(|err| unsafe {
+        if result != 0 {
+            if err == libc::EEXIST {
+                existence(dirfd, link, err, true);
+            } else if is_absence(err) {
+                parent_missing(dirfd, link);
+            }
+            return;
+        }
+        event(dirfd, link, trace::CREATED, 0);
+        if target.is_null() {
+            return;
+        }
+        // A relative target is relative to the link's directory.
+        let target = std::ffi::CStr::from_ptr(target).to_bytes();
+        let mut pointee = if target.starts_with(b"/") {
+            EventBuf::empty()
+        } else {
+            match EventBuf::resolve(dirfd, link) {
+                Ok(mut buf) => {
+                    buf.truncate_to_parent();
+                    if !buf.push_bytes(b"/") {
+                        return trace::record_lost();
+                    }
+                    buf
+                }
+                Err(Unresolved::NotAPath) => return,
+                Err(Unresolved::Lost) => return trace::record_lost(),
+            }
+        };
+        if !pointee.push_bytes(target) {
+            return trace::record_lost();
+        }
+        let mut c_path = [0u8; 2 * libc::PATH_MAX as usize + 2];
+        let path = pointee.path();
+        if path.len() >= c_path.len() {
+            return trace::record_lost();
+        }
+        c_path[..path.len()].copy_from_slice(path);
+        let tag = if probe_kind(libc::AT_FDCWD, c_path.as_ptr().cast(), false) == 0 {
+            trace::MISSING
+        } else {
+            trace::READ
+        };
+        trace::record(tag, 0, &mut pointee);
+    });
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> c_int {
+    let Some(real) = real::symlink() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(target, link);
+        describe_symlink(target, libc::AT_FDCWD, link, result);
+        result
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlinkat(
+    target: *const c_char,
+    dirfd: c_int,
+    link: *const c_char,
+) -> c_int {
+    let Some(real) = real::symlinkat() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(target, dirfd, link);
+        describe_symlink(target, dirfd, link, result);
+        result
+    }
+}
+
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn describe_truncate(path: *const c_char, length: i64, result: c_int) {
+    // SAFETY: forwarded from the caller.
+    observe(|err| unsafe {
+        if result == 0 {
+            // Emptied: the content is the test's own from now on. Cut to a
+            // length: what remains is the old content, still an input.
+            if length == 0 {
+                event(libc::AT_FDCWD, path, trace::CREATED, 0);
+            } else {
+                event(
+                    libc::AT_FDCWD,
+                    path,
+                    trace::MODIFIED,
+                    trace::KIND_FILE << trace::KIND_SHIFT,
+                );
+            }
+        } else {
+            existence(libc::AT_FDCWD, path, err, false);
+        }
+    });
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, length: libc::off_t) -> c_int {
+    let Some(real) = real::truncate() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(path, length);
+        describe_truncate(path, length, result);
+        result
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate64(path: *const c_char, length: libc::off64_t) -> c_int {
+    let Some(real) = real::truncate64() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(path, length);
+        describe_truncate(path, length, result);
+        result
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    let Some(real) = real::chdir() else {
+        return unavailable(-1);
+    };
+    if !trace::enabled() {
+        // SAFETY: the caller's contract is libc's.
+        return unsafe { real(path) };
+    }
+    // SAFETY: the caller's contract is libc's. A relative path is resolved
+    // against the directory the call leaves, before it leaves it.
+    unsafe {
+        let saved = super::errno();
+        let resolved = EventBuf::resolve(libc::AT_FDCWD, path);
+        super::set_errno(saved);
+        let result = real(path);
+        observe(|err| match resolved {
+            Ok(mut buf) if result == 0 => trace::record(
+                trace::EXISTS,
+                trace::KIND_DIR << trace::KIND_SHIFT,
+                &mut buf,
+            ),
+            Ok(_) => existence(libc::AT_FDCWD, path, err, false),
+            Err(Unresolved::NotAPath) => {}
+            Err(Unresolved::Lost) => trace::record_lost(),
+        });
         result
     }
 }

@@ -1,0 +1,222 @@
+//! The workspace's configuration: `.config/ekstazi.toml` at the workspace
+//! root. Every key is optional; an absent file is the defaults.
+//!
+//! ```toml
+//! [ignore]
+//! # gitignore-style patterns, relative to the workspace root: accesses to
+//! # matching paths are not dependencies.
+//! paths = ["logs/", "*.snap.new"]
+//! # gitignore-style patterns matched against absolute paths outside the
+//! # workspace.
+//! absolute = ["/var/cache/fontconfig/"]
+//! # Environment variables that are not dependencies (glob patterns).
+//! env = ["CI_JOB_*"]
+//!
+//! [network]
+//! # Connections to loopback addresses count as external.
+//! loopback-is-external = false
+//! # External tests always run; `false` selects them like any other.
+//! always-run-external = true
+//!
+//! [libraries]
+//! # System shared libraries (outside the workspace, target directory and
+//! # cargo's home) are dependencies too.
+//! system = false
+//! ```
+//!
+//! Unknown keys are errors, so that a typo does not silently change what is
+//! recorded. Sections are structs with defaults, so a new option (jobs,
+//! timeouts, granularity, always-run patterns) is one more field.
+//!
+//! What decides *what is recorded* (`ignore`, `libraries`) is part of every
+//! record's global fingerprint ([`Config::recording_digest`]): changing it
+//! reruns every test, since records made under other rules may lack a
+//! dependency. The network policy is applied when selecting, to the peers a
+//! record keeps, so changing it takes effect without rerunning anything.
+
+use crate::network::NetworkPolicy;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where the configuration lives, relative to the workspace root.
+pub const CONFIG_PATH: &str = ".config/ekstazi.toml";
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    pub ignore: IgnoreConfig,
+    pub network: NetworkConfig,
+    pub libraries: LibrariesConfig,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IgnoreConfig {
+    /// gitignore-style patterns relative to the workspace root.
+    pub paths: Vec<String>,
+    /// gitignore-style patterns matched against absolute paths.
+    pub absolute: Vec<String>,
+    /// Glob patterns of environment variable names.
+    pub env: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NetworkConfig {
+    pub loopback_is_external: bool,
+    pub always_run_external: bool,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> NetworkConfig {
+        NetworkConfig {
+            loopback_is_external: false,
+            always_run_external: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LibrariesConfig {
+    pub system: bool,
+}
+
+/// Why the configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Config {
+    /// Reads `<workspace>/.config/ekstazi.toml`; the defaults if there is none.
+    pub fn load(workspace: &Path) -> Result<Config, ConfigError> {
+        let path = workspace.join(CONFIG_PATH);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(source) => return Err(ConfigError::Io { path, source }),
+        };
+        let config = Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.clone(),
+            message,
+        })?;
+        // Compile the patterns once here so that a bad one is reported with
+        // the file's name, before anything runs.
+        crate::ignore::Ignore::defaults()
+            .with_config(&config, workspace)
+            .map_err(|message| ConfigError::Invalid { path, message })?;
+        Ok(config)
+    }
+
+    /// Parses the configuration's text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.message().to_owned() + &location(text, &e))
+    }
+
+    /// A digest of the options that decide what is recorded.
+    pub fn recording_digest(&self) -> String {
+        if self.ignore == IgnoreConfig::default() && self.libraries == LibrariesConfig::default() {
+            return String::new();
+        }
+        let text = format!("{:?} {:?}", self.ignore, self.libraries);
+        blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
+    }
+
+    pub fn network_policy(&self) -> NetworkPolicy {
+        NetworkPolicy {
+            loopback_is_external: self.network.loopback_is_external,
+        }
+    }
+}
+
+fn location(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start].matches('\n').count() + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_when_empty() {
+        let config = Config::parse("").unwrap();
+        assert_eq!(config, Config::default());
+        assert!(config.network.always_run_external);
+        assert!(!config.network.loopback_is_external);
+        assert_eq!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let config = Config::parse(
+            r#"
+            [ignore]
+            paths = ["logs/"]
+            absolute = ["/var/cache/"]
+            env = ["CI_*"]
+            [network]
+            loopback-is-external = true
+            always-run-external = false
+            [libraries]
+            system = true
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.ignore.paths, ["logs/"]);
+        assert!(config.network.loopback_is_external);
+        assert!(!config.network.always_run_external);
+        assert!(config.libraries.system);
+        assert_ne!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn typos_are_errors_with_a_line() {
+        let err = Config::parse("[network]\nloopback-is-externa = true\n").unwrap_err();
+        assert!(err.contains("loopback-is-externa"), "{err}");
+        assert!(err.ends_with("(line 2)"), "{err}");
+        assert!(Config::parse("[ignore]\npaths = \"x\"\n").is_err());
+    }
+
+    #[test]
+    fn the_network_policy_does_not_change_the_recording_digest() {
+        let mut config = Config::default();
+        config.network.loopback_is_external = true;
+        assert_eq!(config.recording_digest(), "");
+        config.ignore.paths.push("x".into());
+        assert_ne!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn load_reads_the_file_and_reports_bad_patterns() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Config::load(dir.path()).unwrap(), Config::default());
+        std::fs::create_dir(dir.path().join(".config")).unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_PATH),
+            "[network]\nloopback-is-external = true\n",
+        )
+        .unwrap();
+        assert!(
+            Config::load(dir.path())
+                .unwrap()
+                .network
+                .loopback_is_external
+        );
+        std::fs::write(dir.path().join(CONFIG_PATH), "[ignore]\nenv = [\"a[\"]\n").unwrap();
+        let err = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("ekstazi.toml is not valid"), "{err}");
+    }
+}

@@ -1,0 +1,266 @@
+//! Environment variables as dependencies.
+//!
+//! The shim reports every `getenv` with the value the process saw. A test
+//! depends on a variable when the value it saw is the one the runner gave
+//! it ([`Environment`]): a value the test (or a process between it and the
+//! reader) set itself comes from code that is already a dependency.
+//!
+//! Values are compared *normalised*, so that a record stays valid in another
+//! checkout and across runs:
+//! - the tool's own per-run variables (`EKSTAZI_*`) are never dependencies;
+//! - the shim's entry is taken out of `LD_PRELOAD`;
+//! - absolute paths of the workspace, the target directory, cargo's home and
+//!   the toolchain are replaced by placeholders (`CARGO_MANIFEST_DIR`,
+//!   `OUT_DIR`, `CARGO_BIN_EXE_*`, `LD_LIBRARY_PATH`, `CARGO`, ...).
+//!
+//! Walking the whole environment (`std::env::vars`, which reads `environ`
+//! directly) cannot be seen by an `LD_PRELOAD` shim. It is not recorded:
+//! what a test passes on to a child process is seen when the child reads
+//! it, and the README names the remaining blind spot (a test that inspects
+//! the set of all variables itself).
+
+use crate::dep::{EnvName, Sum};
+use crate::path::{Anchors, normalize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// The prefix of the variables cargo-ekstazi sets for its own use.
+pub const OWN_PREFIX: &[u8] = b"EKSTAZI_";
+
+/// Whether a variable is the tool's own (never a dependency).
+pub fn is_own(name: &[u8]) -> bool {
+    name.starts_with(OWN_PREFIX)
+}
+
+/// The environment a test process starts with, and how its values are
+/// normalised.
+#[derive(Clone, Debug)]
+pub struct Environment {
+    vars: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Directory prefixes replaced by placeholders, longest first.
+    placeholders: Vec<(Vec<u8>, &'static [u8])>,
+    /// The directory the shim is written to: its `LD_PRELOAD` entry is ours.
+    shim_dir: Vec<u8>,
+}
+
+impl Environment {
+    /// `vars` in the order they are applied (later ones win), as the runner
+    /// builds the test's environment. `sysroot` is the toolchain's root and
+    /// `shim_dir` the directory holding the shim.
+    pub fn new(
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+        anchors: &Anchors,
+        sysroot: Option<&Path>,
+        shim_dir: &Path,
+    ) -> Environment {
+        let vars = vars
+            .into_iter()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect();
+        let (workspace, target, cargo_home) = anchors.dirs();
+        let mut placeholders: Vec<(Vec<u8>, &'static [u8])> = [
+            (Some(target), &b"${CARGO_TARGET_DIR}"[..]),
+            (Some(workspace), b"${WORKSPACE}"),
+            (cargo_home, b"${CARGO_HOME}"),
+            (sysroot, b"${SYSROOT}"),
+        ]
+        .into_iter()
+        .filter_map(|(dir, name)| {
+            let dir = normalize(dir?);
+            (dir != Path::new("/")).then(|| (dir.as_os_str().as_bytes().to_vec(), name))
+        })
+        .collect();
+        placeholders.sort_by_key(|(dir, _)| std::cmp::Reverse(dir.len()));
+        Environment {
+            vars,
+            placeholders,
+            shim_dir: normalize(shim_dir).as_os_str().as_bytes().to_vec(),
+        }
+    }
+
+    /// The value the test process is given.
+    pub fn given(&self, name: &[u8]) -> Option<&[u8]> {
+        self.vars.get(name).map(Vec::as_slice)
+    }
+
+    /// The checksum of a variable as given: a digest of its normalised value,
+    /// or `Absent`.
+    pub fn sum(&self, name: &EnvName) -> Sum {
+        match self.given(&name.0) {
+            None => Sum::Absent,
+            Some(value) => {
+                let mut hasher = blake3::Hasher::new();
+                hasher.update(&self.normalize(&name.0, value));
+                Sum::Hash(*hasher.finalize().as_bytes())
+            }
+        }
+    }
+
+    /// A value as records compare it.
+    pub fn normalize(&self, name: &[u8], value: &[u8]) -> Vec<u8> {
+        let value = if name == b"LD_PRELOAD" {
+            self.without_shim(value)
+        } else {
+            value.to_vec()
+        };
+        self.replace_dirs(&value)
+    }
+
+    /// `LD_PRELOAD` without the shim's entry (entries are separated by
+    /// colons or spaces).
+    fn without_shim(&self, value: &[u8]) -> Vec<u8> {
+        let kept: Vec<&[u8]> = value
+            .split(|b| *b == b':' || *b == b' ')
+            .filter(|entry| !entry.is_empty())
+            .filter(|entry| {
+                let path = PathBuf::from(std::ffi::OsStr::from_bytes(entry));
+                path.parent().map(normalize).as_deref()
+                    != Some(Path::new(std::ffi::OsStr::from_bytes(&self.shim_dir)))
+            })
+            .collect();
+        kept.join(&b':')
+    }
+
+    /// Replaces every directory prefix that ends at a path boundary.
+    fn replace_dirs(&self, value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(value.len());
+        let mut i = 0;
+        'scan: while i < value.len() {
+            let at_start = i == 0 || !is_name_byte(value[i - 1]);
+            if at_start && value[i] == b'/' {
+                for (dir, name) in &self.placeholders {
+                    if value[i..].starts_with(dir) {
+                        let end = i + dir.len();
+                        if end == value.len() || !is_name_byte(value[end]) {
+                            out.extend_from_slice(name);
+                            i = end;
+                            continue 'scan;
+                        }
+                    }
+                }
+            }
+            out.push(value[i]);
+            i += 1;
+        }
+        out
+    }
+}
+
+/// Bytes that continue a file name (a prefix followed by one of these is not
+/// the whole directory).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'+' | b'@' | b'~')
+}
+
+/// What an environment event says: the name, and the value seen (`None`:
+/// unset). `long`: the value was too long for the shim to carry.
+pub fn parse_event(payload: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match memchr::memchr(b'=', payload) {
+        Some(at) => (&payload[..at], Some(&payload[at + 1..])),
+        None => (payload, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> Environment {
+        let anchors = Anchors::new(
+            Path::new("/ws"),
+            Path::new("/ws/target"),
+            Some(Path::new("/home/u/.cargo")),
+        );
+        Environment::new(
+            vars.iter().map(|(k, v)| (k.into(), v.into())),
+            &anchors,
+            Some(Path::new("/home/u/.rustup/toolchains/stable")),
+            Path::new("/ws/target/ekstazi"),
+        )
+    }
+
+    fn norm(e: &Environment, name: &str, value: &str) -> String {
+        String::from_utf8(e.normalize(name.as_bytes(), value.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn workspace_paths_are_placeholders() {
+        let e = env(&[]);
+        assert_eq!(
+            norm(&e, "CARGO_MANIFEST_DIR", "/ws/beta"),
+            "${WORKSPACE}/beta"
+        );
+        assert_eq!(
+            norm(&e, "CARGO_BIN_EXE_helper", "/ws/target/debug/helper"),
+            "${CARGO_TARGET_DIR}/debug/helper"
+        );
+        assert_eq!(
+            norm(
+                &e,
+                "LD_LIBRARY_PATH",
+                "/ws/target/debug:/home/u/.rustup/toolchains/stable/lib:/usr/lib"
+            ),
+            "${CARGO_TARGET_DIR}/debug:${SYSROOT}/lib:/usr/lib"
+        );
+        assert_eq!(
+            norm(&e, "X", "/wsx/a"),
+            "/wsx/a",
+            "a prefix of a name is not a path"
+        );
+        assert_eq!(norm(&e, "X", "a/ws/b"), "a/ws/b", "not at a path's start");
+        assert_eq!(norm(&e, "X", "--dir=/ws"), "--dir=${WORKSPACE}");
+        assert_eq!(norm(&e, "MODE", "fast"), "fast");
+    }
+
+    #[test]
+    fn the_shim_is_taken_out_of_ld_preload() {
+        let e = env(&[]);
+        assert_eq!(
+            norm(
+                &e,
+                "LD_PRELOAD",
+                "/ws/target/ekstazi/libekstazi_runtime-ab.so"
+            ),
+            ""
+        );
+        assert_eq!(
+            norm(
+                &e,
+                "LD_PRELOAD",
+                "/ws/target/ekstazi/libekstazi_runtime-ab.so:/usr/lib/libfaketime.so"
+            ),
+            "/usr/lib/libfaketime.so"
+        );
+    }
+
+    #[test]
+    fn sums_follow_the_normalised_value() {
+        let here = env(&[("MODE", "fast"), ("DIR", "/ws/data")]);
+        let anchors = Anchors::new(Path::new("/ci"), Path::new("/ci/target"), None);
+        let there = Environment::new(
+            [
+                ("MODE".into(), "fast".into()),
+                ("DIR".into(), "/ci/data".into()),
+            ],
+            &anchors,
+            None,
+            Path::new("/ci/target/ekstazi"),
+        );
+        let name = |n: &str| EnvName(n.as_bytes().to_vec());
+        assert_eq!(here.sum(&name("DIR")), there.sum(&name("DIR")));
+        assert_eq!(here.sum(&name("MODE")), there.sum(&name("MODE")));
+        assert_eq!(here.sum(&name("NOPE")), Sum::Absent);
+        assert_ne!(here.sum(&name("MODE")), here.sum(&name("DIR")));
+    }
+
+    #[test]
+    fn events_parse() {
+        assert_eq!(parse_event(b"A=b=c"), (&b"A"[..], Some(&b"b=c"[..])));
+        assert_eq!(parse_event(b"A="), (&b"A"[..], Some(&b""[..])));
+        assert_eq!(parse_event(b"A"), (&b"A"[..], None));
+        assert!(is_own(b"EKSTAZI_TRACE_FILE"));
+        assert!(!is_own(b"MODE"));
+    }
+}

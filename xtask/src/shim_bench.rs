@@ -1,0 +1,313 @@
+//! `cargo xtask bench-shim`: the shim's own cost per call: a program opens
+//! and stats 100 000 distinct files, then the same files again, with and
+//! without the shim preloaded. With `--project`, also the shim's cost on a
+//! real project's tests: every test in its own process (as cargo-ekstazi
+//! runs them), with and without the shim, nothing else different.
+
+use crate::{median, tempfile_dir, workspace_root};
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn build_shim() -> Result<PathBuf> {
+    let root = workspace_root();
+    // Built as cargo-ekstazi's build script builds the shim it embeds.
+    let target = root.join("target/bench-shim");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "ekstazi-runtime"])
+        .args([
+            "--config",
+            "profile.release.lto=true",
+            "--config",
+            "profile.release.codegen-units=1",
+            "--config",
+            "profile.release.panic=\"abort\"",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(&root)
+        .status()?;
+    if !status.success() {
+        bail!("building ekstazi-runtime failed");
+    }
+    Ok(target.join("release/libekstazi_runtime.so"))
+}
+
+pub fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
+    let scratch = tempfile_dir()?;
+    let dir = scratch.join("files");
+    std::fs::create_dir_all(&dir)?;
+    eprintln!("creating {files} files in {}", dir.display());
+    for i in 0..files {
+        std::fs::write(dir.join(format!("f{i}")), b"x")?;
+    }
+    let worker = std::env::current_exe()?;
+    let trace = scratch.join("trace");
+    // Each variant: (first pass, repeat pass) in nanoseconds per file.
+    let mut plain: Vec<(f64, f64)> = Vec::new();
+    let mut shimmed: Vec<(f64, f64)> = Vec::new();
+    for round in 0..runs {
+        eprintln!("round {}/{runs}", round + 1);
+        for with_shim in [false, true] {
+            let mut command = Command::new(&worker);
+            command
+                .args(["shim-worker", "--files", &files.to_string(), "--dir"])
+                .arg(&dir)
+                .env_remove("LD_PRELOAD")
+                .env_remove("EKSTAZI_TRACE_FILE");
+            if with_shim {
+                let _ = std::fs::remove_file(&trace);
+                command
+                    .env("LD_PRELOAD", shim)
+                    .env("EKSTAZI_TRACE_FILE", &trace);
+            }
+            let output = command.output()?;
+            if !output.status.success() {
+                bail!(
+                    "the worker failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            let text = String::from_utf8_lossy(&output.stdout);
+            let mut numbers = text.split_whitespace().map(str::parse::<f64>);
+            let (Some(Ok(first)), Some(Ok(repeat))) = (numbers.next(), numbers.next()) else {
+                bail!("unexpected worker output: {text}");
+            };
+            if with_shim {
+                shimmed.push((first, repeat));
+            } else {
+                plain.push((first, repeat));
+            }
+        }
+    }
+    let trace_size = std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let med = |v: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+        let mut xs: Vec<f64> = v.iter().map(pick).collect();
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    println!(
+        "{files} files, open + fstat + close and stat each, median of {runs} runs (ns per file):"
+    );
+    println!();
+    println!("| pass | without shim | with shim | added |");
+    println!("|---|---:|---:|---:|");
+    for (name, pick) in [
+        (
+            "first (every event new)",
+            (|p: &(f64, f64)| p.0) as fn(&(f64, f64)) -> f64,
+        ),
+        ("repeat (events folded)", |p: &(f64, f64)| p.1),
+    ] {
+        let (a, b) = (med(&plain, pick), med(&shimmed, pick));
+        println!(
+            "| {name} | {a:.0} | {b:.0} | {:+.0} ns ({:+.0}%) |",
+            b - a,
+            (b / a - 1.0) * 100.0
+        );
+    }
+    println!();
+    println!("trace of the last run: {trace_size} bytes");
+    Ok(())
+}
+
+/// One test of a project: its binary, its name, its package directory.
+struct ProjectTest {
+    binary: PathBuf,
+    name: String,
+    dir: PathBuf,
+}
+
+/// Every test of the project's test binaries (as `cargo test --no-run`
+/// builds them), each run in its own process like cargo-ekstazi does, all
+/// of them with the shim and all without, in interleaved rounds.
+pub fn bench_shim_project(
+    shim: &Path,
+    project: &Path,
+    runs: usize,
+    jobs: usize,
+    cargo_args: &[String],
+) -> Result<()> {
+    let project = std::path::absolute(project)?;
+    let output = Command::new("cargo")
+        .args(["test", "--no-run", "--message-format=json"])
+        .args(cargo_args)
+        .current_dir(&project)
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !output.status.success() {
+        bail!("building the project's tests failed");
+    }
+    let mut tests = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let is_test =
+            message["reason"] == "compiler-artifact" && message["profile"]["test"] == true;
+        let (Some(binary), Some(manifest)) = (
+            message["executable"].as_str(),
+            message["manifest_path"].as_str(),
+        ) else {
+            continue;
+        };
+        if !is_test {
+            continue;
+        }
+        let dir = Path::new(manifest)
+            .parent()
+            .unwrap_or(&project)
+            .to_path_buf();
+        let list = Command::new(binary)
+            .args(["--list", "--format", "terse"])
+            .current_dir(&dir)
+            .output()?;
+        for name in String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+        {
+            tests.push(ProjectTest {
+                binary: std::fs::canonicalize(binary)?,
+                name: name.to_owned(),
+                dir: dir.clone(),
+            });
+        }
+    }
+    eprintln!("{} tests in {}", tests.len(), project.display());
+    let traces = tempfile_dir()?.join("traces");
+    std::fs::create_dir_all(&traces)?;
+    // Wall time, and the CPU time of the test processes (user + system),
+    // which the load of a shared machine disturbs much less.
+    let mut plain: Vec<(Duration, Duration)> = Vec::new();
+    let mut shimmed: Vec<(Duration, Duration)> = Vec::new();
+    for round in 0..runs {
+        eprintln!("round {}/{runs}", round + 1);
+        for with_shim in [false, true] {
+            let cpu_before = children_cpu()?;
+            let took = run_each(&tests, jobs, with_shim.then_some((shim, traces.as_path())))?;
+            let cpu = children_cpu()? - cpu_before;
+            eprintln!(
+                "  {} shim: {:.3}s wall, {:.3}s cpu",
+                if with_shim { "with" } else { "without" },
+                took.as_secs_f64(),
+                cpu.as_secs_f64()
+            );
+            if with_shim {
+                shimmed.push((took, cpu));
+            } else {
+                plain.push((took, cpu));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(traces.parent().unwrap_or(&traces));
+    println!();
+    println!(
+        "{} tests of {}, one process each, {jobs} at a time, median of {runs} runs:",
+        tests.len(),
+        project.display()
+    );
+    println!();
+    println!("| all tests | without shim | with shim | added |");
+    println!("|---|---:|---:|---:|");
+    for (name, pick) in [
+        (
+            "wall time",
+            (|p: &(Duration, Duration)| p.0) as fn(&(Duration, Duration)) -> Duration,
+        ),
+        (
+            "CPU time of the test processes",
+            |p: &(Duration, Duration)| p.1,
+        ),
+    ] {
+        let a = median(&plain.iter().map(pick).collect::<Vec<_>>()).as_secs_f64();
+        let b = median(&shimmed.iter().map(pick).collect::<Vec<_>>()).as_secs_f64();
+        println!(
+            "| {name} | {a:.3}s | {b:.3}s | {:+.3}s ({:+.1}%) |",
+            b - a,
+            (b / a - 1.0) * 100.0
+        );
+    }
+    Ok(())
+}
+
+/// User + system time of this process's waited-for children so far
+/// (`cutime` and `cstime` in `/proc/self/stat`, in clock ticks of 10 ms).
+fn children_cpu() -> Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state); cutime and cstime are fields 16 and 17.
+    let ticks = |i: usize| -> Result<u64> {
+        fields
+            .get(i - 3)
+            .context("short /proc/self/stat")?
+            .parse::<u64>()
+            .context("bad /proc/self/stat")
+    };
+    Ok(Duration::from_millis((ticks(16)? + ticks(17)?) * 10))
+}
+
+/// Runs every test in its own process, `jobs` at a time; with the shim, each
+/// test writes its own trace file.
+fn run_each(tests: &[ProjectTest], jobs: usize, shim: Option<(&Path, &Path)>) -> Result<Duration> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs.max(1))
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(test) = tests.get(i) else {
+                            return Ok(());
+                        };
+                        let mut command = Command::new(&test.binary);
+                        command
+                            .args(["--exact", &test.name, "--nocapture"])
+                            .current_dir(&test.dir)
+                            .stdout(Stdio::null())
+                            .stderr(Stdio::null())
+                            .env_remove("LD_PRELOAD");
+                        if let Some((shim, traces)) = shim {
+                            command
+                                .env("LD_PRELOAD", shim)
+                                .env("EKSTAZI_TRACE_FILE", traces.join(format!("{i}.trace")))
+                                .env("EKSTAZI_LIBTEST", &test.binary);
+                        }
+                        command.status()?;
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("a benchmark worker panicked")?;
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(start.elapsed())
+}
+
+/// Opens (and reads the metadata of) then stats every file, twice; prints
+/// the nanoseconds per file of each pass.
+pub fn shim_worker(dir: &Path, files: usize) -> Result<()> {
+    let paths: Vec<PathBuf> = (0..files).map(|i| dir.join(format!("f{i}"))).collect();
+    let mut passes = Vec::new();
+    for _ in 0..2 {
+        let start = Instant::now();
+        for path in &paths {
+            let file = std::fs::File::open(path)?;
+            std::hint::black_box(file.metadata()?);
+            drop(file);
+            std::hint::black_box(std::fs::metadata(path)?);
+        }
+        passes.push(start.elapsed().as_nanos() as f64 / files as f64);
+    }
+    println!("{} {}", passes[0], passes[1]);
+    Ok(())
+}
