@@ -144,7 +144,7 @@ impl Store {
     /// Writes a record atomically (temporary file, then rename).
     pub fn save(&self, record: &Record) -> io::Result<()> {
         let dir = self.binary_dir(&record.binary);
-        fs::create_dir_all(&dir)?;
+        self.real_dir(&dir)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
         tmp.write_all(&record.encode())?;
         tmp.persist(dir.join(escape(&record.test)))
@@ -249,7 +249,7 @@ impl Store {
     /// Stores a snapshot atomically.
     pub fn save_snapshot(&self, id: &Hash, snapshot: &Snapshot) -> io::Result<()> {
         let dir = self.snapshot_dir();
-        fs::create_dir_all(&dir)?;
+        self.real_dir(&dir)?;
         let body = postcard::to_stdvec(snapshot).map_err(io::Error::other)?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
         tmp.write_all(&crate::record::seal(SNAPSHOT_MAGIC, &body))?;
@@ -296,6 +296,25 @@ impl Store {
 }
 
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZS";
+
+impl Store {
+    /// Makes `dir` (inside the state directory) a real directory before
+    /// anything is written into it: a symbolic link planted in a restored
+    /// state directory would otherwise send records anywhere. What is in the
+    /// way is removed — it is the store's own place.
+    fn real_dir(&self, dir: &Path) -> io::Result<()> {
+        for place in [self.records.as_path(), dir] {
+            match fs::symlink_metadata(place) {
+                Ok(meta) if meta.is_dir() => continue,
+                Ok(_) => fs::remove_file(place)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            fs::create_dir_all(place)?;
+        }
+        Ok(())
+    }
+}
 
 fn try_lock_error(e: fs::TryLockError) -> io::Error {
     match e {
@@ -421,6 +440,32 @@ mod tests {
         assert!(matches!(store.load(&record.binary, "a"), Loaded::Found(_)));
         assert_eq!(store.retain_binaries(["other"]).unwrap(), 1);
         assert!(matches!(store.load(&record.binary, "a"), Loaded::Missing));
+    }
+
+    #[test]
+    fn a_planted_directory_symlink_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let record = crate::record::tests_support::sample();
+        let binary_dir = store
+            .record_path(&record.binary, "x")
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        fs::create_dir_all(binary_dir.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &binary_dir).unwrap();
+        store.save(&record).unwrap();
+        assert_eq!(
+            fs::read_dir(elsewhere.path()).unwrap().count(),
+            0,
+            "nothing written outside"
+        );
+        assert!(fs::symlink_metadata(&binary_dir).unwrap().is_dir());
+        assert!(matches!(
+            store.load(&record.binary, &record.test),
+            Loaded::Found(_)
+        ));
     }
 
     #[test]
