@@ -66,6 +66,15 @@ pub struct TestArgs {
     /// Accepted for compatibility with `cargo test`: every selected test always runs
     #[arg(long, help_heading = "Running")]
     pub no_fail_fast: bool,
+    /// Kill a test that runs longer than this many seconds (it counts as failed)
+    #[arg(long, value_name = "SECS", help_heading = "Running")]
+    pub timeout: Option<f64>,
+    /// Fail at once if another run holds the state directory, instead of waiting
+    #[arg(long, help_heading = "Selection")]
+    pub no_wait: bool,
+    /// Select and run, but leave every record as it is
+    #[arg(long, help_heading = "Selection")]
+    pub no_record: bool,
     /// Write the selection, outcomes and stage timings as JSON to this file
     #[arg(long, value_name = "PATH", help_heading = "Reporting")]
     pub report_json: Option<PathBuf>,

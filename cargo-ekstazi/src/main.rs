@@ -66,12 +66,19 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     let start = Instant::now();
     let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
     let mut session = Session::prepare(&args.cargo, &args.selection)?;
-    let _lock = lock_store(&session)?;
+    let lock = if args.no_record {
+        None
+    } else {
+        lock_store(&session, !args.no_wait)?
+    };
+    let recording = lock.is_some();
     note_other_versions(&session);
     note_fallbacks(&session);
     let plan = session.analyse(&harness.filter, args.selection.forceall);
-    forget_removed_tests(&session)?;
-    repoint_unaffected(&session, &plan);
+    if recording {
+        forget_removed_tests(&session)?;
+        repoint_unaffected(&session, &plan);
+    }
     if args.cargo.verbose > 0 {
         eprintln!(
             "cargo-ekstazi: {}",
@@ -116,22 +123,32 @@ fn test(args: TestArgs) -> Result<ExitCode> {
         shim: session.shim.clone(),
         trace_dir: trace_dir.path().to_path_buf(),
         custom_harness_args,
+        timeout: args
+            .timeout
+            .filter(|secs| *secs > 0.0)
+            .map(std::time::Duration::from_secs_f64),
     };
     let cases: Vec<&list::TestCase> = selected.iter().map(|p| &p.case).collect();
     let mut failures = Vec::new();
     let mut record_errors = Vec::new();
     let mut outcomes = std::collections::HashMap::new();
     let run_clock = Instant::now();
-    run::run_all(&session, &config, &cases, |finished| {
+    let ended = run::run_all(&session, &config, &cases, |finished| {
         let planned = selected[finished.job];
-        outcomes.insert(finished.job, (finished.outcome, finished.duration));
         let label = report::test_label(&session, planned);
+        if finished.interrupted {
+            // It did not finish: no outcome, and its record stays as it was.
+            tally.interrupted += 1;
+            let _ = writeln!(stdout, "{}", report::interrupted_line(&label, &finished));
+            return;
+        }
+        outcomes.insert(finished.job, (finished.outcome, finished.duration));
         if finished.outcome == Outcome::Passed {
             tally.passed += 1;
         } else {
             tally.failed += 1;
         }
-        if !finished.partial {
+        if recording && !finished.partial {
             let record = recording::record_of(&session, &planned.case, &finished);
             if let Err(e) = session.store.save(&record) {
                 record_errors.push(format!("{label}: {e}"));
@@ -148,7 +165,9 @@ fn test(args: TestArgs) -> Result<ExitCode> {
     })?;
 
     session.timings.push(("run", run_clock.elapsed()));
-    forget_unused_snapshots(&session);
+    if recording {
+        forget_unused_snapshots(&session);
+    }
     if let Some(path) = &args.report_json {
         let results: Vec<_> = plan
             .iter()
@@ -170,6 +189,20 @@ fn test(args: TestArgs) -> Result<ExitCode> {
         "\n{}",
         report::summary_line(&tally, start.elapsed())
     )?;
+    if !recording {
+        eprintln!(
+            "cargo-ekstazi: no record was written (--no-record, or the state directory is read-only)"
+        );
+    }
+    if let run::Ended::Interrupted(signal) = ended {
+        eprintln!(
+            "cargo-ekstazi: interrupted by signal {signal}: {} test(s) did not finish and keep their previous \
+             records, {} test(s) were not started; they run next time",
+            tally.interrupted,
+            cases.len() - tally.passed - tally.failed - tally.interrupted,
+        );
+        return Ok(ExitCode::from(128 + signal as u8));
+    }
     Ok(if tally.failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -200,11 +233,26 @@ fn list(args: ListArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Takes the state directory's run lock, saying so when another run holds it.
-fn lock_store(session: &Session) -> Result<ekstazi_core::store::StoreLock> {
+/// Takes the state directory's run lock, saying so when another run holds
+/// it (and failing at once without `wait`). A state directory that cannot be
+/// written is not fatal: the run selects from the records it can read, runs,
+/// and records nothing (`None`), and says so.
+fn lock_store(session: &Session, wait: bool) -> Result<Option<ekstazi_core::store::StoreLock>> {
     let root = session.store.root();
+    let unwritable = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::PermissionDenied
+                | std::io::ErrorKind::ReadOnlyFilesystem
+                | std::io::ErrorKind::StorageFull
+        )
+    };
     match session.store.lock(true, false) {
-        Ok(lock) => Ok(lock),
+        Ok(lock) => Ok(Some(lock)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && !wait => Err(anyhow::anyhow!(
+            "another cargo-ekstazi run holds the state directory {} (--no-wait)",
+            root.display()
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
             eprintln!(
                 "cargo-ekstazi: waiting for another run to release {}",
@@ -213,7 +261,16 @@ fn lock_store(session: &Session) -> Result<ekstazi_core::store::StoreLock> {
             session
                 .store
                 .lock(true, true)
+                .map(Some)
                 .with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
+        Err(e) if unwritable(&e) => {
+            eprintln!(
+                "warning: the state directory {} cannot be written ({e}): tests are selected from the records \
+                 that can be read, and none is recorded",
+                root.display()
+            );
+            Ok(None)
         }
         Err(e) => {
             Err(e).with_context(|| format!("cannot lock the state directory {}", root.display()))

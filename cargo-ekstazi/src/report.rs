@@ -16,6 +16,8 @@ pub struct Tally {
     pub failed: usize,
     pub ignored: usize,
     pub skipped: usize,
+    /// Stopped by an interrupt before they finished.
+    pub interrupted: usize,
     /// Sum of the last recorded durations of skipped tests.
     pub saved: Duration,
 }
@@ -51,6 +53,15 @@ pub fn finished_line(label: &str, finished: &Finished) -> String {
     };
     format!(
         "{status:>12} [{:>8.3}s] {label}",
+        finished.duration.as_secs_f64()
+    )
+}
+
+/// A test stopped by an interrupt.
+pub fn interrupted_line(label: &str, finished: &Finished) -> String {
+    format!(
+        "{:>12} [{:>8.3}s] {label}",
+        "INTERRUPTED",
         finished.duration.as_secs_f64()
     )
 }

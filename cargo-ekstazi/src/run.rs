@@ -5,12 +5,14 @@ use crate::list::{TestCase, WHOLE_BINARY};
 use crate::session::Session;
 use anyhow::{Context, Result};
 use ekstazi_core::record::Outcome;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How a run is set up.
@@ -22,6 +24,8 @@ pub struct RunConfig {
     /// Extra arguments for `harness = false` binaries (the user's filter);
     /// when not empty such a run is partial and is not recorded.
     pub custom_harness_args: Vec<String>,
+    /// A test running longer is killed and counts as timed out.
+    pub timeout: Option<Duration>,
 }
 
 /// One finished test process.
@@ -38,27 +42,114 @@ pub struct Finished {
     pub trace: PathBuf,
     /// A partial run that must not be recorded.
     pub partial: bool,
+    /// Stopped because the run was interrupted: it did not finish, so it
+    /// has no outcome and must leave its record alone.
+    pub interrupted: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every job ran.
+    Completed,
+    /// A signal stopped it (the signal's number).
+    Interrupted(i32),
+}
+
+/// Why the watcher killed a test's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kill {
+    Timeout,
+    Interrupt,
+}
+
+/// A test running now: its process group, its start, and whether the
+/// watcher killed it.
+type RunningTest = (i32, Instant, Option<Kill>);
+
+/// The tests running now, by job.
+#[derive(Default)]
+struct Running {
+    jobs: Mutex<HashMap<usize, RunningTest>>,
+}
+
+impl Running {
+    fn kill(&self, predicate: impl Fn(&Instant) -> bool, why: Kill) {
+        let mut jobs = self.jobs.lock().expect("running tests");
+        for (pgid, started, killed) in jobs.values_mut() {
+            if killed.is_none() && predicate(started) {
+                // The whole group: a test's children go with it.
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(-*pgid, libc::SIGKILL) };
+                *killed = Some(why);
+            }
+        }
+    }
 }
 
 /// Runs `jobs` with `config.jobs` workers; `on_finish` sees each result as
-/// it comes (on the calling thread, in completion order).
+/// it comes (on the calling thread, in completion order). SIGINT, SIGTERM
+/// and SIGHUP stop the run: no new test starts, running ones are killed
+/// (their process groups) and reported interrupted; a second signal exits
+/// at once.
 pub fn run_all(
     session: &Session,
     config: &RunConfig,
     jobs: &[&TestCase],
     mut on_finish: impl FnMut(Finished),
-) -> Result<()> {
+) -> Result<Ended> {
+    let signal = Arc::new(AtomicUsize::new(0));
+    let mut handlers = Vec::new();
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        // A second signal while the first is being handled ends the process.
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        handlers.push(signal_hook::flag::register_conditional_shutdown(
+            sig,
+            130,
+            flag.clone(),
+        )?);
+        handlers.push(signal_hook::flag::register(sig, flag.clone())?);
+        let signal = signal.clone();
+        handlers.push(unsafe {
+            // SAFETY: the action only stores to an atomic.
+            signal_hook::low_level::register(sig, move || {
+                signal.store(sig as usize, Ordering::SeqCst)
+            })
+        }?);
+    }
+    let interrupted = || signal.load(Ordering::SeqCst) != 0;
+
     let next = AtomicUsize::new(0);
+    let running = Running::default();
+    let done = std::sync::atomic::AtomicBool::new(false);
     let (tx, rx) = mpsc::channel::<Result<Finished>>();
-    std::thread::scope(|scope| {
+    let result = std::thread::scope(|scope| {
+        // The watcher: timeouts, and the signal.
+        scope.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if interrupted() {
+                    running.kill(|_| true, Kill::Interrupt);
+                } else if let Some(timeout) = config.timeout {
+                    running.kill(|started| started.elapsed() > timeout, Kill::Timeout);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
         for _ in 0..config.jobs.clamp(1, jobs.len().max(1)) {
             let tx = tx.clone();
-            let next = &next;
+            let (next, running, interrupted) = (&next, &running, &interrupted);
             scope.spawn(move || {
                 loop {
+                    if interrupted() {
+                        break;
+                    }
                     let job = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = jobs.get(job) else { break };
-                    let result = run_one(session, config, job, case);
+                    let result = run_one(session, config, running, job, case);
                     if tx.send(result).is_err() {
                         break;
                     }
@@ -66,14 +157,36 @@ pub fn run_all(
             });
         }
         drop(tx);
+        let mut outcome = Ok(());
         for result in rx {
-            on_finish(result?);
+            match result {
+                Ok(finished) => on_finish(finished),
+                Err(e) => {
+                    outcome = Err(e);
+                    signal.store(signal_hook::consts::SIGTERM as usize, Ordering::SeqCst);
+                }
+            }
         }
-        Ok(())
+        done.store(true, Ordering::SeqCst);
+        outcome
+    });
+    for handler in handlers {
+        signal_hook::low_level::unregister(handler);
+    }
+    result?;
+    Ok(match signal.load(Ordering::SeqCst) {
+        0 => Ended::Completed,
+        sig => Ended::Interrupted(sig as i32),
     })
 }
 
-fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -> Result<Finished> {
+fn run_one(
+    session: &Session,
+    config: &RunConfig,
+    running: &Running,
+    job: usize,
+    case: &TestCase,
+) -> Result<Finished> {
     let binary = &session.built.binaries[case.binary];
     let trace = config.trace_dir.join(format!("{job}.trace"));
     let mut command = Command::new(&binary.path);
@@ -96,8 +209,12 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
         .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)))
         .env("LD_PRELOAD", preload(&config.shim))
         .env("EKSTAZI_TRACE_FILE", &trace)
-        .stdin(Stdio::null());
-    let (mut reader, writer) = std::io::pipe().context("cannot create a pipe")?;
+        .stdin(Stdio::null())
+        // Its own process group: a test and its children are stopped
+        // together, and the terminal's Ctrl-C reaches the runner, which
+        // decides what to do with them.
+        .process_group(0);
+    let (reader, writer) = std::io::pipe().context("cannot create a pipe")?;
     command.stdout(writer.try_clone()?).stderr(writer);
 
     let started = SystemTime::now();
@@ -108,19 +225,40 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
     // The pipe's write ends now live in the child alone: drop ours so that
     // reading ends when the test's processes close theirs.
     drop(command);
-    let mut output = Vec::new();
-    reader.read_to_end(&mut output).ok();
-    let status = child.wait().context("lost the test process")?;
+    running
+        .jobs
+        .lock()
+        .expect("running tests")
+        .insert(job, (child.id() as i32, clock, None));
+    let (output, read_all) = read_in_background(reader);
+    let status = child.wait().context("lost the test process");
+    let killed = running
+        .jobs
+        .lock()
+        .expect("running tests")
+        .remove(&job)
+        .and_then(|(_, _, k)| k);
+    let status = status?;
     let duration = clock.elapsed();
+    // A process the test left running may hold the output pipe open: wait
+    // for it only a moment.
+    let _ = read_all.recv_timeout(Duration::from_millis(500));
+    let mut output = std::mem::take(&mut *output.lock().expect("test output"));
 
-    let outcome = if whole {
-        match (status.success(), status.code()) {
+    let outcome = match killed {
+        Some(Kill::Timeout) => {
+            let limit = config.timeout.unwrap_or_default().as_secs_f64();
+            output.extend_from_slice(
+                format!("\n(cargo-ekstazi: killed after {limit:.0}s, --timeout)\n").as_bytes(),
+            );
+            Outcome::TimedOut
+        }
+        _ if whole => match (status.success(), status.code()) {
             (true, _) => Outcome::Passed,
             (false, Some(_)) => Outcome::Failed,
             (false, None) => Outcome::Crashed,
-        }
-    } else {
-        judge(status, &output)
+        },
+        _ => judge(status, &output),
     };
     Ok(Finished {
         job,
@@ -130,7 +268,31 @@ fn run_one(session: &Session, config: &RunConfig, job: usize, case: &TestCase) -
         output,
         trace,
         partial: whole && !config.custom_harness_args.is_empty(),
+        interrupted: killed == Some(Kill::Interrupt),
     })
+}
+
+/// Reads a test's output on a thread of its own; the receiver hears when
+/// the pipe is closed by every process that had it.
+fn read_in_background(
+    mut reader: std::io::PipeReader,
+) -> (Arc<Mutex<Vec<u8>>>, mpsc::Receiver<()>) {
+    let output = Arc::new(Mutex::new(Vec::new()));
+    let (done, read_all) = mpsc::channel();
+    let sink = output.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 64 * 1024];
+        while let Ok(n) = reader.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .expect("test output")
+                .extend_from_slice(&chunk[..n]);
+        }
+        let _ = done.send(());
+    });
+    (output, read_all)
 }
 
 /// The environment a test of a binary is given, in the order it is built

@@ -4,5 +4,6 @@
 mod support;
 
 mod capture;
+mod faults;
 mod functions;
 mod selection;

@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 
 /// A fixture project copied into a temporary directory.
 pub struct Fixture {
-    dir: tempfile::TempDir,
+    /// Removed when the fixture is dropped.
+    _root: tempfile::TempDir,
+    /// The checkout, inside `_root`.
+    dir: PathBuf,
     /// Set for every command run in it.
     env: Vec<(String, String)>,
 }
@@ -26,7 +29,7 @@ impl TestRun {
         self.stdout.lines().filter_map(|line| {
             let (status, rest) = line.trim_start().split_once(" [")?;
             let (_, label) = rest.split_once("s] ")?;
-            ["PASS", "FAIL", "CRASH", "TIMEOUT"]
+            ["PASS", "FAIL", "CRASH", "TIMEOUT", "INTERRUPTED"]
                 .contains(&status)
                 .then(|| (status, label.to_owned()))
         })
@@ -71,7 +74,8 @@ impl Fixture {
             .unwrap();
         copy_tree(&source, dir.path(), false);
         Fixture {
-            dir,
+            dir: dir.path().to_path_buf(),
+            _root: dir,
             env: Vec::new(),
         }
     }
@@ -94,17 +98,34 @@ impl Fixture {
             .unwrap();
         copy_tree(self.path(), dir.path(), true);
         Fixture {
-            dir,
+            dir: dir.path().to_path_buf(),
+            _root: dir,
             env: self.env.clone(),
         }
     }
 
+    /// This checkout, records and build output included, moved to another
+    /// directory named `name` (the old one is gone).
+    pub fn moved_to(self, name: &str) -> Fixture {
+        let root = tempfile::Builder::new()
+            .prefix("ekstazi-e2e")
+            .tempdir()
+            .unwrap();
+        let dir = root.path().join(name);
+        std::fs::rename(&self.dir, &dir).unwrap();
+        Fixture {
+            _root: root,
+            dir,
+            env: self.env,
+        }
+    }
+
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        self.dir.as_path()
     }
 
     pub fn file(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
+        self.dir.as_path().join(rel)
     }
 
     pub fn write(&self, rel: &str, content: &str) {
@@ -130,7 +151,7 @@ impl Fixture {
         command
             .arg("ekstazi")
             .args(args)
-            .current_dir(self.dir.path())
+            .current_dir(self.dir.as_path())
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("EKSTAZI_DIR")
             .env_remove("RUST_TEST_THREADS")
