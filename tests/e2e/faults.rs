@@ -271,3 +271,17 @@ fn a_checkout_moved_elsewhere_keeps_its_records() {
     assert!(moved.selected(&[]).is_empty(), "{:?}", moved.selected(&[]));
     assert!(moved.test_ok(&[]).ran().is_empty());
 }
+
+#[test]
+fn records_of_another_format_are_ignored_with_a_message_and_kept() {
+    let f = Fixture::new("faults");
+    let old = f.file(".ekstazi/v1/faults%3A%3Afaults/a_quick");
+    std::fs::create_dir_all(old.parent().unwrap()).unwrap();
+    std::fs::write(&old, b"an old record").unwrap();
+    let run = f.run(&["test"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("records of format v1"), "{run:?}");
+    assert!(run.stderr.contains("are ignored"), "{run:?}");
+    assert_eq!(run.ran(), labels(ALL), "nothing is taken from them");
+    assert!(old.exists(), "not deleted behind the user's back");
+}
