@@ -63,6 +63,10 @@ struct Row {
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)?;
+    // A copy of the binary: rebuilding cargo-ekstazi while a replay runs
+    // must not change the tool half-way through it.
+    let ekstazi = args.out.join("cargo-ekstazi");
+    std::fs::copy(&args.ekstazi, &ekstazi).context("cannot copy cargo-ekstazi")?;
     let scratch = args.out.join("worktree");
     if !scratch.exists() {
         run_ok(
@@ -131,7 +135,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             let state = args.out.join(format!("state-{granularity}"));
             let report_path = args.out.join(format!("report-{granularity}.json"));
             let (status, total) = timed(|| {
-                Command::new(&args.ekstazi)
+                Command::new(&ekstazi)
                     .args(["ekstazi", "test", "-q", "--granularity", granularity])
                     .arg("--state-dir")
                     .arg(&state)

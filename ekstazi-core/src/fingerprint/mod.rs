@@ -31,7 +31,7 @@ mod normalise;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A function fingerprint: 128 bits of blake3.
 pub type Fp = [u8; 16];
@@ -172,19 +172,36 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
         })
         .collect();
     // A reference to a function whose name other functions share (a generic
-    // instance each crate keeps a copy of) says which one by its content.
-    let shallow_of: std::collections::HashMap<u64, Fp> =
-        shallow.iter().map(|(a, _, fp, _)| (*a, *fp)).collect();
+    // instance each crate keeps a copy of) says which one by its content —
+    // when the copies differ: identical copies are interchangeable, and a
+    // new identical copy elsewhere must not change the referring function.
+    let shallow_of: HashMap<u64, Fp> = shallow.iter().map(|(a, _, fp, _)| (*a, *fp)).collect();
+    let mut contents: HashMap<&str, HashSet<Fp>> = HashMap::new();
+    for (addr, f) in &by_addr {
+        if f.ambiguous {
+            contents
+                .entry(f.token.as_str())
+                .or_default()
+                .insert(shallow_of[addr]);
+        }
+    }
+    let tells_apart = |target: &u64| {
+        by_addr
+            .get(target)
+            .is_some_and(|f| contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1))
+    };
     let computed: Vec<(u64, &str, Fp, bool)> = shallow
         .iter()
         .map(|(addr, name, fp, ambiguous)| {
-            let fp = if ambiguous.is_empty() {
+            let mut told: Vec<&u64> = ambiguous.iter().filter(|t| tells_apart(t)).collect();
+            told.dedup();
+            let fp = if told.is_empty() {
                 *fp
             } else {
                 let mut h = blake3::Hasher::new();
                 h.update(fp);
-                for target in ambiguous {
-                    h.update(shallow_of.get(target).unwrap_or(&[0; 16]));
+                for target in told {
+                    h.update(&shallow_of[target]);
                 }
                 truncate(h.finalize())
             };
