@@ -63,6 +63,7 @@ pub fn build(ws: &Workspace, opts: &CargoOpts, shim: Option<&Path>) -> Result<Bu
             "--message-format=json-render-diagnostics",
         ])
         .args(opts.to_cargo_args(shim.is_some()))
+        .args(crate::style::cargo_color_arg())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     if let Some(shim) = shim {

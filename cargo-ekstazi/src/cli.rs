@@ -3,6 +3,9 @@
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ekstazi_core::filter::{Filter, RunIgnored};
+use ekstazi_core::settings::{
+    Doctests, External, Granularity, Layer, Partition, parse_jobs, parse_seconds,
+};
 use std::path::PathBuf;
 
 /// Cargo runs `cargo-ekstazi ekstazi ...`; the first word is the subcommand's name.
@@ -16,6 +19,9 @@ pub enum CargoCli {
 #[derive(Args, Debug)]
 #[command(version = version(), about, long_about = None)]
 pub struct Ekstazi {
+    /// Coloring: auto, always, never [default: $CARGO_TERM_COLOR, else auto]
+    #[arg(long, global = true, value_name = "WHEN", value_parser = ["auto", "always", "never"])]
+    pub color: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -25,7 +31,7 @@ fn version() -> &'static str {
         env!("CARGO_PKG_VERSION"),
         " (record format ",
         // Kept in step with ekstazi_core::record::FORMAT_VERSION by a test.
-        "3",
+        "4",
         ")"
     )
 }
@@ -42,7 +48,13 @@ Examples:
   cargo ekstazi test                    run what changed since the last run
   cargo ekstazi test --forceall         run every test and rewrite every record
   cargo ekstazi test -p mycrate parse   only tests of mycrate whose name contains \"parse\"
-  cargo ekstazi test -- --ignored       only #[ignore]d tests")]
+  cargo ekstazi test -- --ignored       only #[ignore]d tests
+  cargo ekstazi test --junit junit.xml  also write a JUnit report (skipped tests say why)
+  cargo ekstazi test --partition hash:1/2   this CI job's half of the selected tests
+  cargo ekstazi test --skipme           run everything like cargo test: no selection, no records
+
+Options also come from .config/ekstazi.toml and EKSTAZI_* variables
+(the command line wins, then the file, then the environment).")]
     Test(TestArgs),
     /// Show which tests would run and why, without running any
     ///
@@ -50,8 +62,33 @@ Examples:
     #[command(after_help = "\
 Examples:
   cargo ekstazi list                    a table of tests, selected or not, with reasons
-  cargo ekstazi list --json             the same as one JSON object")]
+  cargo ekstazi list --selected         only the tests that would run
+  cargo ekstazi list --json             the same as one JSON object (docs/json.md)")]
     List(ListArgs),
+    /// Explain one test's verdict: what changed, or why nothing did
+    ///
+    /// Names every dependency that decides whether the test runs: the file
+    /// that changed, the path that appeared, the function whose code
+    /// changed, the environment variable, a failure last time, a change to
+    /// the toolchain. With `--all`, its whole dependency list with
+    /// checksums, and what was not counted as a dependency.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi why tests::parses_empty_input
+  cargo ekstazi why 'mycrate::it tests::roundtrip' --all")]
+    // `--all` here is the dependency list, not cargo's deprecated `--workspace`.
+    #[command(mut_arg("all", |arg| arg.long("all-packages").hide(true)))]
+    Why(WhyArgs),
+    /// Merge the state directories of partitioned CI jobs into one
+    ///
+    /// Each DIR is the state directory (`.ekstazi`) one shard left behind.
+    /// Every record is checked before it is copied; where several shards
+    /// recorded the same test, the newest run wins.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi merge-state shard-1/.ekstazi shard-2/.ekstazi
+  cargo ekstazi merge-state --state-dir merged shard-*/.ekstazi")]
+    MergeState(MergeStateArgs),
 }
 
 #[derive(Args, Debug)]
@@ -60,21 +97,30 @@ pub struct TestArgs {
     pub cargo: CargoOpts,
     #[command(flatten)]
     pub selection: SelectionOpts,
-    /// Number of tests to run at once [default: available cores]
-    #[arg(short = 'j', long, value_name = "N", help_heading = "Running")]
+    /// Number of tests to run at once [default: available cores] [env: EKSTAZI_JOBS]
+    #[arg(short = 'j', long, value_name = "N", value_parser = parse_jobs, help_heading = "Running")]
     pub jobs: Option<usize>,
     /// Accepted for compatibility with `cargo test`: every selected test always runs
     #[arg(long, help_heading = "Running")]
     pub no_fail_fast: bool,
-    /// Kill a test that runs longer than this many seconds (it counts as failed)
-    #[arg(long, value_name = "SECS", help_heading = "Running")]
+    /// Kill a test that runs longer than this many seconds (it counts as failed) [env: EKSTAZI_TIMEOUT]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, help_heading = "Running")]
     pub timeout: Option<f64>,
+    /// Report a test as slow after this many seconds [default: 60] [env: EKSTAZI_SLOW_TIMEOUT]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, help_heading = "Running")]
+    pub slow_timeout: Option<f64>,
+    /// Run every test like `cargo test`: no selection, no shim, no records [env: EKSTAZI_SKIPME]
+    #[arg(long, help_heading = "Selection")]
+    pub skipme: bool,
     /// Fail at once if another run holds the state directory, instead of waiting
     #[arg(long, help_heading = "Selection")]
     pub no_wait: bool,
-    /// Select and run, but leave every record as it is
+    /// Select and run, but leave every record as it is [env: EKSTAZI_NO_RECORD]
     #[arg(long, help_heading = "Selection")]
     pub no_record: bool,
+    /// Write a JUnit XML report to this file (unaffected tests appear as skipped, with the reason)
+    #[arg(long, value_name = "PATH", help_heading = "Reporting")]
+    pub junit: Option<PathBuf>,
     /// Write the selection, outcomes and stage timings as JSON to this file
     #[arg(long, value_name = "PATH", help_heading = "Reporting")]
     pub report_json: Option<PathBuf>,
@@ -85,15 +131,35 @@ pub struct TestArgs {
     pub libtest: Vec<String>,
 }
 
+impl TestArgs {
+    /// What the command line sets, as one source of settings.
+    pub fn layer(&self) -> Layer {
+        Layer {
+            skipme: self.skipme.then_some(true),
+            no_record: self.no_record.then_some(true),
+            jobs: self.jobs,
+            timeout: self.timeout,
+            slow_timeout: self.slow_timeout,
+            ..self.selection.layer()
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ListArgs {
     #[command(flatten)]
     pub cargo: CargoOpts,
     #[command(flatten)]
     pub selection: SelectionOpts,
-    /// Print one JSON object instead of a table
+    /// Print one JSON object instead of a table (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
+    /// Only the tests that would run
+    #[arg(long, conflicts_with = "skipped")]
+    pub selected: bool,
+    /// Only the tests that would be skipped as unaffected
+    #[arg(long)]
+    pub skipped: bool,
     /// Only tests whose name contains this
     pub filter: Option<String>,
     /// Test harness arguments that filter (`--exact`, `--skip`, `--ignored`, `--include-ignored`)
@@ -101,36 +167,104 @@ pub struct ListArgs {
     pub libtest: Vec<String>,
 }
 
+#[derive(Args, Debug)]
+pub struct WhyArgs {
+    #[command(flatten)]
+    pub cargo: CargoOpts,
+    #[command(flatten)]
+    pub selection: SelectionOpts,
+    /// Also list every dependency with its checksum, the functions executed,
+    /// and the accesses that were not dependencies
+    #[arg(long = "all")]
+    pub all_deps: bool,
+    /// The test: its name (`module::test`), or `<binary id> <name>` as the
+    /// runner prints it, or a unique part of either
+    #[arg(value_name = "TEST")]
+    pub name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeStateArgs {
+    /// The state directory to merge into [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Path to Cargo.toml (to find the workspace's state directory)
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+    /// The shards' state directories
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+}
+
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Selection")]
 pub struct SelectionOpts {
-    /// Run every test, ignoring records, and rewrite every record
+    /// Run every test, ignoring records, and rewrite every record [env: EKSTAZI_FORCEALL]
     #[arg(long)]
     pub forceall: bool,
-    /// Where records are kept [default: <workspace>/.ekstazi]
-    #[arg(long, env = "EKSTAZI_DIR", value_name = "DIR")]
+    /// Where records are kept [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
+    #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// What code a test depends on: the functions it executed, or its whole binary
-    #[arg(long, env = "EKSTAZI_GRANULARITY", value_enum, default_value_t = Granularity::Function)]
-    pub granularity: Granularity,
+    /// What code a test depends on: `function` (the functions it executed) or
+    /// `binary` (its whole test binary) [default: function] [env: EKSTAZI_GRANULARITY]
+    #[arg(long, value_name = "WHAT", value_parser = parse_granularity)]
+    pub granularity: Option<Granularity>,
+    /// Always run the tests matching this glob (name or `<binary id> <name>`; repeatable)
+    #[arg(long, value_name = "PATTERN")]
+    pub always_run: Vec<String>,
+    /// Run the tests matching this glob every time, and never record them (repeatable)
+    #[arg(long, value_name = "PATTERN")]
+    pub never_record: Vec<String>,
+    /// Accesses to paths matching this gitignore-style pattern (relative to
+    /// the workspace) are not dependencies (repeatable)
+    #[arg(long, value_name = "PATTERN")]
+    pub ignore_path: Vec<String>,
+    /// Tests that reached another machine last time: `always-run`, or
+    /// `select` them on their local dependencies [default: always-run] [env: EKSTAZI_EXTERNAL]
+    #[arg(long, value_name = "WHAT", value_parser = parse_external)]
+    pub external: Option<External>,
+    /// Run only this CI job's share of the selected tests: `hash:M/N` or `count:M/N`
+    #[arg(long, value_name = "PARTITION", value_parser = parse_partition)]
+    pub partition: Option<Partition>,
+    /// Only doctests
+    #[arg(long, conflicts_with = "no_doc")]
+    pub doc: bool,
+    /// No doctests
+    #[arg(long)]
+    pub no_doc: bool,
 }
 
-/// How finely code dependencies are tracked.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Granularity {
-    /// The functions a test executed (an instrumented build, in its own target directory)
-    Function,
-    /// The test binary as a whole (no special build)
-    Binary,
-}
-
-impl Granularity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Granularity::Function => "function",
-            Granularity::Binary => "binary",
+impl SelectionOpts {
+    pub fn layer(&self) -> Layer {
+        Layer {
+            forceall: self.forceall.then_some(true),
+            state_dir: self.state_dir.clone(),
+            granularity: self.granularity,
+            external: self.external,
+            always_run: self.always_run.clone(),
+            never_record: self.never_record.clone(),
+            ignore_paths: self.ignore_path.clone(),
+            partition: self.partition,
+            doctests: match (self.doc, self.no_doc) {
+                (true, _) => Some(Doctests::Only),
+                (_, true) => Some(Doctests::Exclude),
+                _ => None,
+            },
+            ..Layer::default()
         }
     }
+}
+
+fn parse_granularity(s: &str) -> Result<Granularity, String> {
+    s.parse()
+}
+
+fn parse_external(s: &str) -> Result<External, String> {
+    s.parse()
+}
+
+fn parse_partition(s: &str) -> Result<Partition, String> {
+    s.parse()
 }
 
 /// The options `cargo test` takes that decide what is built; forwarded to cargo.

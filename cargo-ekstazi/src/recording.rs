@@ -24,6 +24,9 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         global: session.global.clone(),
         outcome: finished.outcome,
         duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
+        recorded_at_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         always: Vec::new(),
         deps: Vec::new(),
         code: Vec::new(),

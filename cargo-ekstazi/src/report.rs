@@ -1,10 +1,14 @@
 //! What the user sees: the selection, a line per finished test, failures
 //! and the summary; and the `list` output, as a table or as JSON.
 
+use crate::commands::test::RunResult;
 use crate::list::WHOLE_BINARY;
 use crate::run::Finished;
 use crate::session::{Planned, Session};
+use crate::style::{BOLD, FAIL, PASS, SKIP, SLOW};
+use ekstazi_core::filter::Decision;
 use ekstazi_core::record::Outcome;
+use ekstazi_core::settings::Partition;
 use serde::Serialize;
 use std::io::Write;
 use std::time::Duration;
@@ -18,8 +22,33 @@ pub struct Tally {
     pub skipped: usize,
     /// Stopped by an interrupt before they finished.
     pub interrupted: usize,
+    /// Affected, but run by another shard of a partitioned run.
+    pub elsewhere: usize,
     /// Sum of the last recorded durations of skipped tests.
     pub saved: Duration,
+    /// Labels of the tests that ran longer than the slow threshold.
+    pub slow: Vec<String>,
+}
+
+impl Tally {
+    /// The counts the plan decides before anything runs.
+    pub fn of_plan(plan: &[Planned]) -> Tally {
+        let mut tally = Tally::default();
+        for planned in plan {
+            if planned.decision == Decision::Ignored {
+                tally.ignored += 1;
+            } else if planned.unaffected() {
+                tally.skipped += 1;
+                tally.saved += planned
+                    .last
+                    .as_ref()
+                    .map_or(Duration::ZERO, |r| r.duration());
+            } else if planned.elsewhere {
+                tally.elsewhere += 1;
+            }
+        }
+        tally
+    }
 }
 
 pub fn test_label(session: &Session, planned: &Planned) -> String {
@@ -32,35 +61,70 @@ pub fn test_label(session: &Session, planned: &Planned) -> String {
 }
 
 /// The line printed before tests run.
-pub fn selection_line(selected: usize, skipped: usize, ignored: usize) -> String {
+pub fn selection_line(tally: &Tally, selected: usize, partition: Option<Partition>) -> String {
     let mut line = format!(
-        "cargo-ekstazi: {selected} test{} selected, {skipped} skipped as unaffected",
-        plural(selected)
+        "{BOLD}cargo-ekstazi:{BOLD:#} {selected} test{} selected, {} skipped as unaffected",
+        plural(selected),
+        tally.skipped
     );
-    if ignored > 0 {
-        line.push_str(&format!(", {ignored} ignored"));
+    if tally.ignored > 0 {
+        line.push_str(&format!(", {} ignored", tally.ignored));
+    }
+    if let Some(partition) = partition {
+        line.push_str(&format!(
+            ", {} for other shards (--partition {partition})",
+            tally.elsewhere
+        ));
     }
     line
 }
 
+/// Says plainly why nothing will run, when nothing will.
+pub fn nothing_to_run(tally: &Tally, selected: usize, planned: usize) -> Option<String> {
+    if selected > 0 {
+        return None;
+    }
+    Some(if planned == 0 {
+        "cargo-ekstazi: no test matches; nothing to run".to_owned()
+    } else if tally.skipped > 0 && tally.elsewhere == 0 {
+        "cargo-ekstazi: nothing to run: no dependency of any test changed since it last passed \
+         (`cargo ekstazi list` shows the records, `--forceall` runs every test)"
+            .to_owned()
+    } else if tally.elsewhere > 0 {
+        "cargo-ekstazi: nothing to run in this shard: the affected tests belong to the others"
+            .to_owned()
+    } else {
+        "cargo-ekstazi: nothing to run: every matching test is ignored".to_owned()
+    })
+}
+
 /// One line per finished test, in the spirit of cargo-nextest.
 pub fn finished_line(label: &str, finished: &Finished) -> String {
-    let status = match finished.outcome {
-        Outcome::Passed => "PASS",
-        Outcome::Failed => "FAIL",
-        Outcome::Crashed => "CRASH",
-        Outcome::TimedOut => "TIMEOUT",
+    let (status, style) = match finished.outcome {
+        Outcome::Passed => ("PASS", PASS),
+        Outcome::Failed => ("FAIL", FAIL),
+        Outcome::Crashed => ("CRASH", FAIL),
+        Outcome::TimedOut => ("TIMEOUT", FAIL),
     };
     format!(
-        "{status:>12} [{:>8.3}s] {label}",
+        "{style}{status:>12}{style:#} [{:>8.3}s] {label}",
         finished.duration.as_secs_f64()
+    )
+}
+
+/// A test still running past the slow threshold, as cargo-nextest says it.
+pub fn slow_line(label: &str, elapsed: Duration) -> String {
+    format!(
+        "{SLOW}{:>12}{SLOW:#} [>{:>7.3}s] {label}",
+        "SLOW",
+        elapsed.as_secs_f64()
     )
 }
 
 /// A test stopped by an interrupt.
 pub fn interrupted_line(label: &str, finished: &Finished) -> String {
     format!(
-        "{:>12} [{:>8.3}s] {label}",
+        "{FAIL}{:>12}{FAIL:#} [{:>8.3}s] {label}",
         "INTERRUPTED",
         finished.duration.as_secs_f64()
     )
@@ -71,9 +135,9 @@ pub fn print_failures(out: &mut impl Write, failures: &[(String, Vec<u8>)]) -> s
     if failures.is_empty() {
         return Ok(());
     }
-    writeln!(out, "\nfailures:\n")?;
+    writeln!(out, "\n{BOLD}failures:{BOLD:#}\n")?;
     for (label, output) in failures {
-        writeln!(out, "---- {label} output ----")?;
+        writeln!(out, "{FAIL}---- {label} output ----{FAIL:#}")?;
         out.write_all(output)?;
         if !output.ends_with(b"\n") {
             writeln!(out)?;
@@ -88,14 +152,21 @@ pub fn print_failures(out: &mut impl Write, failures: &[(String, Vec<u8>)]) -> s
 }
 
 pub fn summary_line(tally: &Tally, elapsed: Duration) -> String {
-    let verdict = if tally.failed == 0 { "ok" } else { "FAILED" };
+    let verdict = if tally.failed == 0 {
+        format!("{PASS}ok{PASS:#}")
+    } else {
+        format!("{FAIL}FAILED{FAIL:#}")
+    };
     let selected = tally.passed + tally.failed;
     let mut line = format!(
-        "test result: {verdict}. {selected} selected: {} passed; {} failed; {} ignored; {} skipped as unaffected",
+        "test result: {verdict}. {selected} selected: {} passed; {} failed; {} ignored; {SKIP}{} skipped as unaffected{SKIP:#}",
         tally.passed, tally.failed, tally.ignored, tally.skipped
     );
     if tally.skipped > 0 {
         line.push_str(&format!(" (~{:.2}s saved)", tally.saved.as_secs_f64()));
+    }
+    if tally.elsewhere > 0 {
+        line.push_str(&format!("; {} for other shards", tally.elsewhere));
     }
     line.push_str(&format!("; finished in {:.2}s", elapsed.as_secs_f64()));
     line
@@ -108,9 +179,25 @@ fn plural(n: usize) -> &'static str {
 /// `cargo ekstazi list --json`: the stable machine-readable selection.
 #[derive(Serialize)]
 pub struct ListJson {
+    /// Format of this object; bumped on an incompatible change.
+    pub version: u32,
+    /// Tests considered (not ignored, matching the filters).
     pub total: usize,
+    /// How many of them would run.
     pub selected: usize,
+    /// With `--selected` or `--skipped`, only those.
     pub tests: Vec<ListedTest>,
+}
+
+/// The version of `list --json`'s output (docs/json.md).
+pub const LIST_JSON_VERSION: u32 = 1;
+
+/// Which tests `list` shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Show {
+    All,
+    Selected,
+    Skipped,
 }
 
 #[derive(Serialize)]
@@ -119,6 +206,11 @@ pub struct ListedTest {
     pub name: String,
     pub selected: bool,
     pub reasons: Vec<String>,
+    /// Affected, but another shard runs it (`--partition`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub other_shard: bool,
+    /// Seconds its last recorded run took.
+    pub last_duration: Option<f64>,
     /// The test reached another machine (or what `.config/ekstazi.toml`
     /// counts as one) when it last ran.
     pub external: bool,
@@ -136,22 +228,32 @@ pub struct IgnoredAccess {
     pub why: String,
 }
 
-pub fn list_json(session: &Session, plan: &[Planned], verbose: bool) -> ListJson {
-    let policy = session.config.network_policy();
-    let tests: Vec<ListedTest> = plan
+pub fn list_json(session: &Session, plan: &[Planned], verbose: bool, show: Show) -> ListJson {
+    let policy = &session.network_policy;
+    let considered: Vec<&Planned> = plan
         .iter()
-        .filter(|p| p.decision == ekstazi_core::filter::Decision::Run)
+        .filter(|p| p.decision == Decision::Run)
+        .collect();
+    let tests: Vec<ListedTest> = considered
+        .iter()
+        .filter(|p| match show {
+            Show::All => true,
+            Show::Selected => p.selected(),
+            Show::Skipped => p.unaffected(),
+        })
         .map(|p| {
             let external_peers = p
                 .last
                 .as_ref()
-                .map(|r| ekstazi_core::select::external_peers(r, &policy))
+                .map(|r| ekstazi_core::select::external_peers(r, policy))
                 .unwrap_or_default();
             ListedTest {
                 binary: session.built.binaries[p.case.binary].key.clone(),
                 name: p.case.name.clone(),
                 selected: p.selected(),
                 reasons: p.reasons.iter().map(ToString::to_string).collect(),
+                other_shard: p.elsewhere,
+                last_duration: p.last.as_ref().map(|r| r.duration().as_secs_f64()),
                 external: !external_peers.is_empty(),
                 external_peers,
                 ignored: verbose.then(|| {
@@ -168,8 +270,9 @@ pub fn list_json(session: &Session, plan: &[Planned], verbose: bool) -> ListJson
         })
         .collect();
     ListJson {
-        total: tests.len(),
-        selected: tests.iter().filter(|t| t.selected).count(),
+        version: LIST_JSON_VERSION,
+        total: considered.len(),
+        selected: considered.iter().filter(|p| p.selected()).count(),
         tests,
     }
 }
@@ -183,10 +286,18 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
         .max()
         .unwrap_or(0)
         .max(4);
-    writeln!(out, "{:<8} {:<width$}  REASONS", "RUN", "TEST")?;
+    writeln!(
+        out,
+        "{BOLD}{:<8} {:<width$}  REASONS{BOLD:#}",
+        "RUN", "TEST"
+    )?;
     for test in &list.tests {
         let label = format!("{} {}", test.binary, test.name);
-        let run = if test.selected { "run" } else { "skip" };
+        let run = match (test.selected, test.other_shard) {
+            (true, _) => format!("{PASS}run{PASS:#}     "),
+            (false, true) => format!("{SKIP}shard{SKIP:#}   "),
+            (false, false) => format!("{SKIP}skip{SKIP:#}    "),
+        };
         let mut reasons = if test.reasons.is_empty() {
             "unaffected".to_owned()
         } else {
@@ -195,7 +306,7 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
         if test.external && !test.reasons.iter().any(|r| r.starts_with("external: ")) {
             reasons.push_str(&format!(" (external: {})", test.external_peers.join(", ")));
         }
-        writeln!(out, "{run:<8} {label:<width$}  {reasons}")?;
+        writeln!(out, "{run} {label:<width$}  {reasons}")?;
         for ignored in test.ignored.iter().flatten() {
             writeln!(
                 out,
@@ -229,7 +340,8 @@ pub struct RunTest {
 
 pub fn run_json(
     session: &Session,
-    results: &[(&Planned, Option<(Outcome, Duration)>)],
+    plan: &[Planned],
+    results: &[Option<&RunResult>],
     total: Duration,
 ) -> RunJson {
     let mut timings: std::collections::BTreeMap<String, f64> = session
@@ -238,16 +350,17 @@ pub fn run_json(
         .map(|(stage, took)| ((*stage).to_owned(), took.as_secs_f64()))
         .collect();
     timings.insert("total".to_owned(), total.as_secs_f64());
-    let tests = results
+    let tests = plan
         .iter()
+        .zip(results)
         .map(|(planned, result)| RunTest {
             binary: session.built.binaries[planned.case.binary].key.clone(),
             name: planned.case.name.clone(),
-            ignored: planned.decision == ekstazi_core::filter::Decision::Ignored,
+            ignored: planned.decision == Decision::Ignored,
             selected: planned.selected(),
             reasons: planned.reasons.iter().map(ToString::to_string).collect(),
-            outcome: result.map(|(outcome, _)| outcome.as_str()),
-            duration: result.map(|(_, took)| took.as_secs_f64()),
+            outcome: result.map(|r| r.outcome.as_str()),
+            duration: result.map(|r| r.duration.as_secs_f64()),
         })
         .collect();
     RunJson { timings, tests }

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 /// How a run is set up.
 pub struct RunConfig {
     pub jobs: usize,
-    pub shim: PathBuf,
+    /// `None` with `--skipme`: tests run as `cargo test` would run them.
+    pub shim: Option<PathBuf>,
     /// Where trace files go (a private temporary directory).
     pub trace_dir: PathBuf,
     /// Extra arguments for `harness = false` binaries (the user's filter);
@@ -26,6 +27,16 @@ pub struct RunConfig {
     pub custom_harness_args: Vec<String>,
     /// A test running longer is killed and counts as timed out.
     pub timeout: Option<Duration>,
+    /// A test running longer is reported slow (once).
+    pub slow: Duration,
+}
+
+/// What the runner reports while tests run.
+pub enum Event {
+    /// A test has been running longer than the slow threshold.
+    Slow { job: usize, elapsed: Duration },
+    /// A test process ended.
+    Finished(Finished),
 }
 
 /// One finished test process.
@@ -63,9 +74,9 @@ enum Kill {
     Interrupt,
 }
 
-/// A test running now: its process group, its start, and whether the
-/// watcher killed it.
-type RunningTest = (i32, Instant, Option<Kill>);
+/// A test running now: its process group, its start, whether the watcher
+/// killed it, and whether it was reported slow.
+type RunningTest = (i32, Instant, Option<Kill>, bool);
 
 /// The tests running now, by job.
 #[derive(Default)]
@@ -76,7 +87,7 @@ struct Running {
 impl Running {
     fn kill(&self, predicate: impl Fn(&Instant) -> bool, why: Kill) {
         let mut jobs = self.jobs.lock().expect("running tests");
-        for (pgid, started, killed) in jobs.values_mut() {
+        for (pgid, started, killed, _) in jobs.values_mut() {
             if killed.is_none() && predicate(started) {
                 // The whole group: a test's children go with it.
                 // SAFETY: kill has no memory-safety preconditions.
@@ -85,10 +96,22 @@ impl Running {
             }
         }
     }
+
+    /// The jobs that have run longer than `limit`, each reported once.
+    fn newly_slow(&self, limit: Duration) -> Vec<(usize, Duration)> {
+        let mut jobs = self.jobs.lock().expect("running tests");
+        jobs.iter_mut()
+            .filter(|(_, (_, started, _, reported))| !*reported && started.elapsed() > limit)
+            .map(|(job, (_, started, _, reported))| {
+                *reported = true;
+                (*job, started.elapsed())
+            })
+            .collect()
+    }
 }
 
-/// Runs `jobs` with `config.jobs` workers; `on_finish` sees each result as
-/// it comes (on the calling thread, in completion order). SIGINT, SIGTERM
+/// Runs `jobs` with `config.jobs` workers; `on_event` sees each result (and
+/// each slow test) as it comes, on the calling thread. SIGINT, SIGTERM
 /// and SIGHUP stop the run: no new test starts, running ones are killed
 /// (their process groups) and reported interrupted; a second signal exits
 /// at once.
@@ -96,7 +119,7 @@ pub fn run_all(
     session: &Session,
     config: &RunConfig,
     jobs: &[&TestCase],
-    mut on_finish: impl FnMut(Finished),
+    mut on_event: impl FnMut(Event),
 ) -> Result<Ended> {
     let signal = Arc::new(AtomicUsize::new(0));
     let mut handlers = Vec::new();
@@ -125,23 +148,30 @@ pub fn run_all(
 
     let next = AtomicUsize::new(0);
     let running = Running::default();
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let (tx, rx) = mpsc::channel::<Result<Finished>>();
+    let workers = config.jobs.clamp(1, jobs.len().max(1));
+    // The watcher stops when the last worker has.
+    let working = AtomicUsize::new(workers);
+    let (tx, rx) = mpsc::channel::<Result<Event>>();
     let result = std::thread::scope(|scope| {
-        // The watcher: timeouts, and the signal.
-        scope.spawn(|| {
-            while !done.load(Ordering::SeqCst) {
+        // The watcher: timeouts, slow tests, and the signal.
+        let watcher_tx = tx.clone();
+        let (running, working) = (&running, &working);
+        scope.spawn(move || {
+            while working.load(Ordering::SeqCst) > 0 {
                 if interrupted() {
                     running.kill(|_| true, Kill::Interrupt);
                 } else if let Some(timeout) = config.timeout {
                     running.kill(|started| started.elapsed() > timeout, Kill::Timeout);
                 }
+                for (job, elapsed) in running.newly_slow(config.slow) {
+                    let _ = watcher_tx.send(Ok(Event::Slow { job, elapsed }));
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        for _ in 0..config.jobs.clamp(1, jobs.len().max(1)) {
+        for _ in 0..workers {
             let tx = tx.clone();
-            let (next, running, interrupted) = (&next, &running, &interrupted);
+            let (next, interrupted) = (&next, &interrupted);
             scope.spawn(move || {
                 loop {
                     if interrupted() {
@@ -150,24 +180,24 @@ pub fn run_all(
                     let job = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = jobs.get(job) else { break };
                     let result = run_one(session, config, running, job, case);
-                    if tx.send(result).is_err() {
+                    if tx.send(result.map(Event::Finished)).is_err() {
                         break;
                     }
                 }
+                working.fetch_sub(1, Ordering::SeqCst);
             });
         }
         drop(tx);
         let mut outcome = Ok(());
         for result in rx {
             match result {
-                Ok(finished) => on_finish(finished),
+                Ok(event) => on_event(event),
                 Err(e) => {
                     outcome = Err(e);
                     signal.store(signal_hook::consts::SIGTERM as usize, Ordering::SeqCst);
                 }
             }
         }
-        done.store(true, Ordering::SeqCst);
         outcome
     });
     for handler in handlers {
@@ -206,9 +236,13 @@ fn run_one(
     }
     command
         .current_dir(binary.manifest_dir())
-        .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)))
-        .env("LD_PRELOAD", preload(&config.shim))
-        .env("EKSTAZI_TRACE_FILE", &trace)
+        .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)));
+    if let Some(shim) = &config.shim {
+        command
+            .env("LD_PRELOAD", preload(shim))
+            .env("EKSTAZI_TRACE_FILE", &trace);
+    }
+    command
         .stdin(Stdio::null())
         // Its own process group: a test and its children are stopped
         // together, and the terminal's Ctrl-C reaches the runner, which
@@ -229,7 +263,7 @@ fn run_one(
         .jobs
         .lock()
         .expect("running tests")
-        .insert(job, (child.id() as i32, clock, None));
+        .insert(job, (child.id() as i32, clock, None, false));
     let (output, read_all) = read_in_background(reader);
     let status = child.wait().context("lost the test process");
     let killed = running
@@ -237,7 +271,7 @@ fn run_one(
         .lock()
         .expect("running tests")
         .remove(&job)
-        .and_then(|(_, _, k)| k);
+        .and_then(|(_, _, k, _)| k);
     let status = status?;
     let duration = clock.elapsed();
     // A process the test left running may hold the output pipe open: wait

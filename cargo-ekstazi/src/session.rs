@@ -3,7 +3,7 @@
 //! turns them into a plan.
 
 use crate::build::{self, Built};
-use crate::cli::{CargoOpts, Granularity, SelectionOpts};
+use crate::cli::CargoOpts;
 use crate::env::test_env;
 use crate::list::{self, TestCase};
 use crate::workspace::Workspace;
@@ -17,9 +17,11 @@ use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
 use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::ignore::Ignore;
+use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
 use ekstazi_core::record::{FORMAT_VERSION, Global, Record};
 use ekstazi_core::select::{self, Present, Reason};
+use ekstazi_core::settings::{External, Granularity, Layer, Settings};
 use ekstazi_core::store::{Loaded, Store};
 use rayon::prelude::*;
 use std::collections::HashSet;
@@ -48,8 +50,9 @@ pub struct Session {
     /// Per binary, with function granularity, the fingerprints of its
     /// functions now — or why it falls back to binary granularity.
     pub code: Vec<Result<Arc<Snapshot>, String>>,
-    /// `.config/ekstazi.toml`.
-    pub config: Config,
+    /// The run's options, every source applied.
+    pub settings: Settings,
+    pub network_policy: NetworkPolicy,
     /// Per binary, the environment its tests are given (what `getenv`
     /// dependencies are compared with).
     pub environments: Vec<Environment>,
@@ -65,17 +68,40 @@ pub struct Planned {
     pub reasons: Vec<Reason>,
     /// The previous record, if intact (for its duration).
     pub last: Option<Box<Record>>,
+    /// Affected, but another shard of a `--partition`ed run runs it.
+    pub elsewhere: bool,
 }
 
 impl Planned {
+    /// It runs in this run.
     pub fn selected(&self) -> bool {
+        self.affected() && !self.elsewhere
+    }
+
+    /// Something it depends on changed (or nothing is known): it runs in
+    /// this run, or in another shard's.
+    pub fn affected(&self) -> bool {
         self.decision == Decision::Run && !self.reasons.is_empty()
+    }
+
+    /// Its record holds: skipped as unaffected.
+    pub fn unaffected(&self) -> bool {
+        self.decision == Decision::Run && self.reasons.is_empty()
+    }
+
+    /// Its record is not to be written (a never-record pattern).
+    pub fn never_recorded(&self) -> bool {
+        self.reasons
+            .iter()
+            .any(|r| matches!(r, Reason::NeverRecorded(_) | Reason::Skipme))
     }
 }
 
 impl Session {
-    /// Builds the test binaries and lists their tests.
-    pub fn prepare(cargo: &CargoOpts, selection: &SelectionOpts) -> Result<Session> {
+    /// Builds the test binaries and lists their tests. `cli` is what the
+    /// command line sets; the configuration file and environment fill in
+    /// the rest.
+    pub fn prepare(cargo: &CargoOpts, cli: Layer) -> Result<Session> {
         let mut clock = Instant::now();
         let mut timings = Vec::new();
         let mut lap = |stage| {
@@ -83,10 +109,20 @@ impl Session {
             clock = Instant::now();
         };
         let ws = Workspace::load(cargo)?;
-        let config = Config::load(&ws.root)?;
+        let mut config = Config::load(&ws.root)?;
+        let settings = resolve_settings(cli, &config, &ws.root)?;
+        config
+            .ignore
+            .paths
+            .extend(settings.extra_ignore_paths.iter().cloned());
         let shim = crate::shim::install(&ws.target_dir)?;
         lap("workspace");
-        let granularity = selection.granularity;
+        // `--skipme` is the escape hatch: the ordinary build, no shim.
+        let granularity = if settings.skipme {
+            Granularity::Binary
+        } else {
+            settings.granularity
+        };
         let instrumented = (granularity == Granularity::Function).then_some(shim.as_path());
         let built = build::build(&ws, cargo, instrumented)?;
         lap("build");
@@ -107,7 +143,7 @@ impl Session {
         });
         lap("list");
 
-        let state_dir = match &selection.state_dir {
+        let state_dir = match &settings.state_dir {
             Some(dir) => std::path::absolute(dir)?,
             None => ws.root.join(".ekstazi"),
         };
@@ -155,7 +191,9 @@ impl Session {
         let mut ignore = Ignore::defaults()
             .with_config(&config, &ws.root)
             .map_err(anyhow::Error::msg)
-            .context("in .config/ekstazi.toml")?;
+            .context(
+                "in the ignored paths (.config/ekstazi.toml, --ignore-path, EKSTAZI_IGNORE_PATHS)",
+            )?;
         ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
         ignore.add(
             ekstazi_core::path::normalize(&ws.sysroot),
@@ -187,21 +225,30 @@ impl Session {
             granularity,
             snapshots,
             code,
-            config,
+            network_policy: config.network_policy(),
+            settings,
             environments,
             timings,
         })
     }
 
-    /// Decides, for every test the filter keeps, whether it runs and why.
-    pub fn analyse(&mut self, filter: &Filter, forced: bool) -> Vec<Planned> {
+    /// Decides, for every test the filter keeps, whether it runs and why;
+    /// with `--partition`, which of the affected tests this shard runs.
+    pub fn analyse(&mut self, filter: &Filter) -> Vec<Planned> {
         let clock = Instant::now();
-        let plan = self.plan(filter, forced);
+        let mut plan = self.plan(filter);
+        if let Some(partition) = &self.settings.partition {
+            let affected = plan.iter_mut().filter(|p| p.affected());
+            for (position, planned) in affected.enumerate() {
+                let key = &self.built.binaries[planned.case.binary].key;
+                planned.elsewhere = !partition.contains(position, key, &planned.case.name);
+            }
+        }
         self.timings.push(("analysis", clock.elapsed()));
         plan
     }
 
-    fn plan(&self, filter: &Filter, forced: bool) -> Vec<Planned> {
+    fn plan(&self, filter: &Filter) -> Vec<Planned> {
         let scoped: Vec<(TestCase, Decision)> = self
             .tests
             .iter()
@@ -274,21 +321,11 @@ impl Session {
                         decision,
                         reasons: Vec::new(),
                         last: None,
+                        elsewhere: false,
                     };
                 };
-                let policy = self.config.network_policy();
-                let present = Present {
-                    global: &self.global,
-                    binary: &self.binary_sums[case.binary],
-                    binary_path: &self.built.binaries[case.binary].path,
-                    checksums: &self.checksums,
-                    snapshots: &self.snapshots,
-                    env: &self.environments[case.binary],
-                    network: &policy,
-                    always_run_external: self.config.network.always_run_external,
-                    forced,
-                };
-                let reasons = select::reasons(&loaded, &present);
+                let mut reasons = select::reasons(&loaded, &self.present(case.binary));
+                reasons.extend(self.rules(&case));
                 let last = match loaded {
                     Loaded::Found(record) => Some(record),
                     _ => None,
@@ -298,10 +335,51 @@ impl Session {
                     decision,
                     reasons,
                     last,
+                    elsewhere: false,
                 }
             })
             .collect()
     }
+
+    /// What the selection compares a record of a test of `binary` with.
+    pub fn present(&self, binary: usize) -> Present<'_> {
+        Present {
+            global: &self.global,
+            binary: &self.binary_sums[binary],
+            binary_path: &self.built.binaries[binary].path,
+            checksums: &self.checksums,
+            snapshots: &self.snapshots,
+            env: &self.environments[binary],
+            network: &self.network_policy,
+            always_run_external: self.settings.external == External::AlwaysRun,
+            forced: self.settings.forceall,
+        }
+    }
+
+    /// The reasons the settings give to run a test whatever its record says.
+    fn rules(&self, case: &TestCase) -> Vec<Reason> {
+        let key = &self.built.binaries[case.binary].key;
+        let settings = &self.settings;
+        let mut reasons = Vec::new();
+        if settings.skipme {
+            reasons.push(Reason::Skipme);
+        }
+        if let Some(pattern) = settings.always_run.matching(key, &case.name) {
+            reasons.push(Reason::AlwaysRunPattern(pattern.to_owned()));
+        }
+        if let Some(pattern) = settings.never_record.matching(key, &case.name) {
+            reasons.push(Reason::NeverRecorded(pattern.to_owned()));
+        }
+        reasons
+    }
+}
+
+/// The settings from the command line, `.config/ekstazi.toml` and the
+/// environment, in that precedence.
+fn resolve_settings(cli: Layer, config: &Config, root: &std::path::Path) -> Result<Settings> {
+    let file = Layer::from_config(config, root)?;
+    let env = Layer::from_env(|name| std::env::var(name).ok())?;
+    Ok(Settings::resolve(cli, file, env)?)
 }
 
 fn rustflags() -> String {

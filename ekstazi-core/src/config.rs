@@ -22,11 +22,26 @@
 //! # System shared libraries (outside the workspace, target directory and
 //! # cargo's home) are dependencies too.
 //! system = false
+//!
+//! [run]
+//! granularity = "function"   # or "binary"
+//! jobs = 4                   # tests at once (default: the cores)
+//! timeout = 300              # seconds before a test is killed (default: none)
+//! slow-timeout = 60          # seconds before a test is reported slow
+//! state-dir = ".ekstazi"     # relative to the workspace root
+//! forceall = false
+//! skipme = false
+//! no-record = false
+//!
+//! [select]
+//! # Glob patterns over test names (or `<binary id> <name>` labels).
+//! always-run = ["*::smoke_*"]
+//! never-record = ["flaky::*"]
 //! ```
 //!
 //! Unknown keys are errors, so that a typo does not silently change what is
-//! recorded. Sections are structs with defaults, so a new option (jobs,
-//! timeouts, granularity, always-run patterns) is one more field.
+//! recorded. The `[run]` and `[select]` options can also be given on the
+//! command line and as `EKSTAZI_*` variables: see [`crate::settings`].
 //!
 //! What decides *what is recorded* (`ignore`, `libraries`) is part of every
 //! record's global fingerprint ([`Config::recording_digest`]): changing it
@@ -41,12 +56,37 @@ use std::path::{Path, PathBuf};
 /// Where the configuration lives, relative to the workspace root.
 pub const CONFIG_PATH: &str = ".config/ekstazi.toml";
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Config {
     pub ignore: IgnoreConfig,
     pub network: NetworkConfig,
     pub libraries: LibrariesConfig,
+    pub run: RunConfig,
+    pub select: SelectConfig,
+}
+
+/// `[run]`: how tests are run; every key optional (see [`crate::settings`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RunConfig {
+    pub granularity: Option<String>,
+    pub jobs: Option<usize>,
+    pub timeout: Option<f64>,
+    pub slow_timeout: Option<f64>,
+    pub state_dir: Option<PathBuf>,
+    pub forceall: Option<bool>,
+    pub skipme: Option<bool>,
+    pub no_record: Option<bool>,
+}
+
+/// `[select]`: tests that always run, and tests never recorded (so that they
+/// always run too).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SelectConfig {
+    pub always_run: Vec<String>,
+    pub never_record: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,20 +100,13 @@ pub struct IgnoreConfig {
     pub env: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NetworkConfig {
     pub loopback_is_external: bool,
-    pub always_run_external: bool,
-}
-
-impl Default for NetworkConfig {
-    fn default() -> NetworkConfig {
-        NetworkConfig {
-            loopback_is_external: false,
-            always_run_external: true,
-        }
-    }
+    /// Unset: external tests always run (unless the command line or the
+    /// environment says otherwise).
+    pub always_run_external: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,7 +187,7 @@ mod tests {
     fn defaults_when_empty() {
         let config = Config::parse("").unwrap();
         assert_eq!(config, Config::default());
-        assert!(config.network.always_run_external);
+        assert_eq!(config.network.always_run_external, None);
         assert!(!config.network.loopback_is_external);
         assert_eq!(config.recording_digest(), "");
     }
@@ -172,13 +205,28 @@ mod tests {
             always-run-external = false
             [libraries]
             system = true
+            [run]
+            granularity = "binary"
+            jobs = 2
+            timeout = 1.5
+            slow-timeout = 30
+            state-dir = "state"
+            forceall = true
+            skipme = false
+            no-record = true
+            [select]
+            always-run = ["a*"]
+            never-record = ["b*"]
             "#,
         )
         .unwrap();
         assert_eq!(config.ignore.paths, ["logs/"]);
         assert!(config.network.loopback_is_external);
-        assert!(!config.network.always_run_external);
+        assert_eq!(config.network.always_run_external, Some(false));
         assert!(config.libraries.system);
+        assert_eq!(config.run.jobs, Some(2));
+        assert_eq!(config.run.slow_timeout, Some(30.0));
+        assert_eq!(config.select.never_record, ["b*"]);
         assert_ne!(config.recording_digest(), "");
     }
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -101,6 +101,10 @@ pub struct Record {
     pub outcome: Outcome,
     /// Wall-clock time of the test's process, in microseconds.
     pub duration_us: u64,
+    /// When the run ended, in milliseconds since the Unix epoch: where
+    /// shards of a partitioned run both hold a record of a test, the newer
+    /// one wins (`merge-state`).
+    pub recorded_at_ms: u64,
     /// Why this test must run next time whatever else holds (its trace was
     /// incomplete, it touched something that cannot be checksummed). Empty
     /// for a fully traced test.
@@ -256,6 +260,7 @@ pub(crate) mod tests_support {
             },
             outcome: Outcome::Passed,
             duration_us: 1234,
+            recorded_at_ms: 0,
             always: vec![],
             deps: vec![
                 crate::dep::Dep {

@@ -35,6 +35,12 @@ pub enum Reason {
     /// The test reached another machine (or what the configuration counts
     /// as one) last time.
     External(String),
+    /// An always-run pattern matches the test.
+    AlwaysRunPattern(String),
+    /// A never-record pattern matches the test: it has no record to trust.
+    NeverRecorded(String),
+    /// `--skipme`: no selection at all.
+    Skipme,
 }
 
 impl fmt::Display for Reason {
@@ -49,6 +55,9 @@ impl fmt::Display for Reason {
             Reason::Always(why) => write!(f, "always runs: {why}"),
             Reason::Changed(change) => f.write_str(change),
             Reason::External(peer) => write!(f, "external: {peer}"),
+            Reason::AlwaysRunPattern(pattern) => write!(f, "always-run pattern `{pattern}`"),
+            Reason::NeverRecorded(pattern) => write!(f, "never recorded (pattern `{pattern}`)"),
+            Reason::Skipme => f.write_str("--skipme: no selection"),
         }
     }
 }
@@ -122,11 +131,7 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
         }
     }
     for dep in &record.deps {
-        let now = match &dep.target {
-            Target::TestBinary => present.binary.clone(),
-            Target::Env(name) => present.env.sum(name),
-            target => present.checksums.get(target),
-        };
+        let now = current(&dep.target, present);
         if !dep.sum.matches(&now) {
             reasons.push(Reason::Changed(describe_change(
                 &dep.target,
@@ -139,6 +144,15 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
         reasons.extend(code_reasons(dep, present).into_iter().map(Reason::Changed));
     }
     reasons
+}
+
+/// The checksum of a dependency's target now.
+pub fn current(target: &Target, present: &Present<'_>) -> Sum {
+    match target {
+        Target::TestBinary => present.binary.clone(),
+        Target::Env(name) => present.env.sum(name),
+        target => present.checksums.get(target),
+    }
 }
 
 /// Why the functions a test executed in one program may have changed: none
@@ -252,6 +266,7 @@ mod tests {
             global: Global::default(),
             outcome: Outcome::Passed,
             duration_us: 1,
+            recorded_at_ms: 0,
             always: vec![],
             deps,
             code: vec![],

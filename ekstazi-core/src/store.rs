@@ -22,6 +22,10 @@ use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// Where function fingerprints live, among the binaries' record directories
+/// (no binary key starts with a dot).
+const SNAPSHOTS_DIR: &str = ".code";
+
 /// A state directory.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -97,6 +101,16 @@ impl Store {
             (false, false) => file.try_lock_shared().map_err(try_lock_error)?,
         }
         Ok(StoreLock { _file: file })
+    }
+
+    /// Whether it holds any record of this format (a first run, or a CI
+    /// cache that was not restored, has none).
+    pub fn has_records(&self) -> bool {
+        fs::read_dir(&self.records).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name() != SNAPSHOTS_DIR)
+        })
     }
 
     /// Record format versions present besides ours (as directory names).
@@ -219,11 +233,83 @@ impl Store {
     }
 }
 
+/// Every record of the store, for merging: each file with its record, or
+/// why it is not one (damaged, or not the record of the test its path names).
+pub type Listed = Vec<(PathBuf, Result<Record, Invalid>)>;
+
+impl Store {
+    /// Every record file of this format, read and checked.
+    pub fn records(&self) -> io::Result<Listed> {
+        let mut found = Vec::new();
+        let binaries = match fs::read_dir(&self.records) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+            Err(e) => return Err(e),
+        };
+        for binary in binaries {
+            let binary = binary?;
+            let dir_name = binary.file_name();
+            if dir_name.as_encoded_bytes().starts_with(b".") || !binary.file_type()?.is_dir() {
+                continue;
+            }
+            for entry in fs::read_dir(binary.path())? {
+                let entry = entry?;
+                let name = entry.file_name();
+                if name.as_encoded_bytes().starts_with(b".tmp") {
+                    continue;
+                }
+                let path = entry.path();
+                let record = match read_bounded(&path) {
+                    Ok(Some(bytes)) => {
+                        Record::decode(&bytes)
+                            .map_err(Invalid::from)
+                            .and_then(|record| {
+                                let bound = dir_name.to_str() == Some(&escape(&record.binary))
+                                    && name.to_str() == Some(&escape(&record.test));
+                                if bound {
+                                    Ok(record)
+                                } else {
+                                    Err(DecodeError::OtherTest.into())
+                                }
+                            })
+                    }
+                    Ok(None) => continue,
+                    Err(e) => Err(e),
+                };
+                found.push((path, record));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found)
+    }
+
+    /// The ids of the stored snapshots (whatever their state).
+    pub fn snapshot_ids(&self) -> io::Result<Vec<Hash>> {
+        let entries = match fs::read_dir(self.snapshot_dir()) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let name = entry?.file_name();
+            if let Some(id) = name
+                .to_str()
+                .and_then(|hex| blake3::Hash::from_hex(hex).ok())
+            {
+                ids.push(*id.as_bytes());
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
 /// Function-fingerprint snapshots, by id (the smart checksum of the build
 /// they describe).
 impl Store {
     fn snapshot_dir(&self) -> PathBuf {
-        self.records.join(".code")
+        self.records.join(SNAPSHOTS_DIR)
     }
 
     fn snapshot_path(&self, id: &Hash) -> PathBuf {

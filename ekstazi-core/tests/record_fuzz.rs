@@ -24,6 +24,7 @@ fn sample(name: &str, functions: Vec<u32>) -> Record {
         },
         outcome: Outcome::Passed,
         duration_us: 42,
+        recorded_at_ms: 0,
         always: vec![],
         deps: vec![
             Dep {

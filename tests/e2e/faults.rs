@@ -152,7 +152,9 @@ fn a_second_run_waits_for_the_first_or_fails_fast() {
     let patient = f.run_with(&["test"], &[("FIXTURE_SLOW_MS", "2500")]);
     assert_eq!(patient.code(), Some(0), "{patient:?}");
     assert!(
-        patient.stderr.contains("waiting for another run"),
+        patient
+            .stderr
+            .contains("waiting for another cargo-ekstazi run"),
         "{patient:?}"
     );
     for _ in lines {}

@@ -1,0 +1,220 @@
+//! `cargo ekstazi test`: select, run what is affected, record, report.
+
+use crate::cli::{TestArgs, parse_harness_args};
+use crate::progress::Progress;
+use crate::report::{self, Tally};
+use crate::run::{self, Event};
+use crate::session::{Planned, Session};
+use crate::{junit, recording, style};
+use anyhow::{Context, Result};
+use ekstazi_core::record::Outcome;
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How a test that ran ended.
+pub struct RunResult {
+    pub outcome: Outcome,
+    pub duration: Duration,
+    /// Its output, kept for tests that did not pass.
+    pub output: Vec<u8>,
+}
+
+pub fn run(args: TestArgs) -> Result<ExitCode> {
+    let start = Instant::now();
+    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
+    let mut session = Session::prepare(&args.cargo, args.layer())?;
+    let settings = session.settings.clone();
+    super::note_missing_records(&session);
+    let lock = if settings.no_record || settings.skipme {
+        None
+    } else {
+        super::lock_store(&session, !args.no_wait)?
+    };
+    let recording = lock.is_some();
+    super::note_other_versions(&session);
+    if !settings.skipme {
+        super::note_fallbacks(&session);
+    }
+    let plan = session.analyse(&harness.filter);
+    if recording {
+        super::forget_removed_tests(&session)?;
+        super::repoint_unaffected(&session, &plan);
+    }
+    if args.cargo.verbose > 0 {
+        super::print_timings(&session);
+    }
+
+    let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
+    let mut tally = Tally::of_plan(&plan);
+    let mut stdout = anstream::stdout().lock();
+    writeln!(
+        stdout,
+        "{}",
+        report::selection_line(&tally, selected.len(), settings.partition)
+    )?;
+    if let Some(why) = report::nothing_to_run(&tally, selected.len(), plan.len()) {
+        writeln!(stdout, "{why}")?;
+    }
+
+    let trace_dir = tempfile::Builder::new()
+        .prefix("ekstazi-traces")
+        .tempdir()
+        .context("cannot create a directory for traces")?;
+    let jobs = settings
+        .jobs
+        .or(harness.test_threads)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let mut custom_harness_args: Vec<String> = args.filter.iter().cloned().collect();
+    custom_harness_args.extend(args.libtest.iter().cloned());
+    let config = run::RunConfig {
+        jobs,
+        shim: (!settings.skipme).then(|| session.shim.clone()),
+        trace_dir: trace_dir.path().to_path_buf(),
+        custom_harness_args,
+        timeout: settings.timeout,
+        slow: settings.slow_timeout,
+    };
+    let expected = expected_durations(&plan, &selected);
+    let mut progress = Progress::new(expected.iter().sum(), selected.len(), jobs);
+    let cases: Vec<&crate::list::TestCase> = selected.iter().map(|p| &p.case).collect();
+    let mut failures = Vec::new();
+    let mut record_errors = Vec::new();
+    let mut results: HashMap<usize, RunResult> = HashMap::new();
+    let run_clock = Instant::now();
+    let ended = run::run_all(&session, &config, &cases, |event| {
+        let finished = match event {
+            Event::Slow { job, elapsed } => {
+                let label = report::test_label(&session, selected[job]);
+                tally.slow.push(label.clone());
+                progress.suspend(|| {
+                    let _ = writeln!(stdout, "{}", report::slow_line(&label, elapsed));
+                });
+                return;
+            }
+            Event::Finished(finished) => finished,
+        };
+        let planned = selected[finished.job];
+        let label = report::test_label(&session, planned);
+        progress.advance(expected[finished.job], jobs);
+        if finished.interrupted {
+            // It did not finish: no outcome, and its record stays as it was.
+            tally.interrupted += 1;
+            progress.suspend(|| {
+                let _ = writeln!(stdout, "{}", report::interrupted_line(&label, &finished));
+            });
+            return;
+        }
+        if finished.outcome == Outcome::Passed {
+            tally.passed += 1;
+        } else {
+            tally.failed += 1;
+        }
+        if recording && !finished.partial && !planned.never_recorded() {
+            let record = recording::record_of(&session, &planned.case, &finished);
+            if let Err(e) = session.store.save(&record) {
+                record_errors.push(format!("{label}: {e}"));
+            }
+        }
+        progress.suspend(|| {
+            if !args.cargo.quiet || finished.outcome != Outcome::Passed {
+                let _ = writeln!(stdout, "{}", report::finished_line(&label, &finished));
+            }
+            if finished.outcome == Outcome::Passed && harness.show_output {
+                let _ = stdout.write_all(&finished.output);
+            }
+        });
+        let output = if finished.outcome == Outcome::Passed {
+            Vec::new()
+        } else {
+            failures.push((label, finished.output.clone()));
+            finished.output
+        };
+        results.insert(
+            finished.job,
+            RunResult {
+                outcome: finished.outcome,
+                duration: finished.duration,
+                output,
+            },
+        );
+    })?;
+    progress.finish();
+
+    session.timings.push(("run", run_clock.elapsed()));
+    if recording {
+        super::forget_unused_snapshots(&session);
+    }
+    // Results by position in the plan.
+    let outcomes: Vec<Option<&RunResult>> = plan
+        .iter()
+        .map(|p| {
+            let job = selected.iter().position(|s| std::ptr::eq(*s, p))?;
+            results.get(&job)
+        })
+        .collect();
+    if let Some(path) = &args.report_json {
+        let json = report::run_json(&session, &plan, &outcomes, start.elapsed());
+        std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.junit {
+        junit::write(path, &session, &plan, &outcomes, start.elapsed())?;
+    }
+    report::print_failures(&mut stdout, &failures)?;
+    for error in &record_errors {
+        style::warn(format!(
+            "could not record {error}; the test will run again next time"
+        ));
+    }
+    writeln!(
+        stdout,
+        "\n{}",
+        report::summary_line(&tally, start.elapsed())
+    )?;
+    if !tally.slow.is_empty() {
+        writeln!(
+            stdout,
+            "{} slow test{} (over {:.0}s): {}",
+            tally.slow.len(),
+            if tally.slow.len() == 1 { "" } else { "s" },
+            settings.slow_timeout.as_secs_f64(),
+            tally.slow.join(", ")
+        )?;
+    }
+    if !recording && !settings.skipme {
+        style::note("no record was written (--no-record, or the state directory is read-only)");
+    }
+    if let run::Ended::Interrupted(signal) = ended {
+        style::warn(format!(
+            "interrupted by signal {signal}: {} test(s) did not finish and keep their previous \
+             records, {} test(s) were not started; they run next time",
+            tally.interrupted,
+            cases.len() - tally.passed - tally.failed - tally.interrupted,
+        ));
+        return Ok(ExitCode::from(128 + signal as u8));
+    }
+    Ok(if tally.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::TESTS_FAILED)
+    })
+}
+
+/// How long each selected test is expected to take: its last recorded
+/// duration, else the mean of the recorded ones (for the progress bar).
+fn expected_durations(plan: &[Planned], selected: &[&Planned]) -> Vec<Duration> {
+    let known: Vec<Duration> = plan
+        .iter()
+        .filter_map(|p| p.last.as_ref().map(|r| r.duration()))
+        .collect();
+    let mean = match known.len() {
+        0 => Duration::from_millis(100),
+        n => known.iter().sum::<Duration>() / n as u32,
+    };
+    selected
+        .iter()
+        .map(|p| p.last.as_ref().map_or(mean, |r| r.duration()))
+        .collect()
+}
