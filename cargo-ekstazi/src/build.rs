@@ -26,6 +26,19 @@ pub struct TestBinary {
     pub bin_exes: Vec<(String, PathBuf)>,
     /// Built with `harness = false`: the binary is one test.
     pub custom_harness: bool,
+    /// Not a binary: the doctests of a library, run by `cargo test --doc`.
+    pub doctests: Option<Doctests>,
+}
+
+/// The doctests of one library package, as one unit of selection.
+#[derive(Debug, Clone)]
+pub struct Doctests {
+    pub package: String,
+    /// The dep-info files of the library and of the path packages it
+    /// depends on: what its doctests are compiled from.
+    pub dep_info: Vec<PathBuf>,
+    /// The manifests of those packages and of the workspace.
+    pub manifests: Vec<PathBuf>,
 }
 
 impl TestBinary {
@@ -45,6 +58,9 @@ pub struct Built {
     /// scripts asked to link from, which cargo puts on the library path of
     /// tests.
     pub native_dirs: Vec<PathBuf>,
+    /// Per package built, the dep-info file of its library (the ordinary
+    /// build's, else its unit tests').
+    pub lib_dep_info: HashMap<PackageId, PathBuf>,
 }
 
 /// The build failed; cargo already printed why.
@@ -54,7 +70,12 @@ pub struct BuildFailed(pub std::process::ExitStatus);
 
 /// Runs `cargo test --no-run` with the user's cargo options; with `shim`,
 /// the instrumented build of function granularity (see [`instrument`]).
-pub fn build(ws: &Workspace, opts: &CargoOpts, shim: Option<&Path>) -> Result<Built> {
+pub fn build(
+    ws: &Workspace,
+    opts: &CargoOpts,
+    shim: Option<&Path>,
+    extra_args: &[&str],
+) -> Result<Built> {
     let mut command = Command::new(&ws.cargo);
     command
         .args([
@@ -64,6 +85,7 @@ pub fn build(ws: &Workspace, opts: &CargoOpts, shim: Option<&Path>) -> Result<Bu
         ])
         .args(opts.to_cargo_args(shim.is_some()))
         .args(crate::style::cargo_color_arg())
+        .args(extra_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     if let Some(shim) = shim {
@@ -81,13 +103,28 @@ pub fn build(ws: &Workspace, opts: &CargoOpts, shim: Option<&Path>) -> Result<Bu
     let mut bins: HashMap<PackageId, Vec<(String, PathBuf)>> = HashMap::new();
     let mut out_dirs: HashMap<PackageId, PathBuf> = HashMap::new();
     let mut native_dirs = Vec::new();
+    let mut lib_dep_info: HashMap<PackageId, PathBuf> = HashMap::new();
     for message in Message::parse_stream(BufReader::new(stdout)) {
         match message.context("cannot read cargo's build messages")? {
             Message::CompilerArtifact(artifact) => {
+                let kind = primary_kind(&artifact.target.kind);
+                if kind == "lib" {
+                    let first = artifact.executable.as_ref().or(artifact.filenames.first());
+                    if let Some(dep_info) =
+                        first.and_then(|f| ekstazi_core::depinfo::path_of_artifact(f.as_std_path()))
+                    {
+                        // The ordinary build's over the unit tests': the
+                        // doctests link that one.
+                        if !artifact.profile.test
+                            || !lib_dep_info.contains_key(&artifact.package_id)
+                        {
+                            lib_dep_info.insert(artifact.package_id.clone(), dep_info);
+                        }
+                    }
+                }
                 let Some(executable) = artifact.executable else {
                     continue;
                 };
-                let kind = primary_kind(&artifact.target.kind);
                 if artifact.profile.test {
                     tests.push((
                         artifact.package_id,
@@ -142,11 +179,13 @@ pub fn build(ws: &Workspace, opts: &CargoOpts, shim: Option<&Path>) -> Result<Bu
                 package_id,
                 manifest_path: manifest_path.into_std_path_buf(),
                 bin_exes,
+                doctests: None,
             }
         })
         .collect();
     Ok(Built {
         binaries,
         native_dirs,
+        lib_dep_info,
     })
 }

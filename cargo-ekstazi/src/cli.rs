@@ -423,6 +423,56 @@ impl CargoOpts {
         args
     }
 
+    /// Whether a target selection flag is given: then `cargo test` runs no
+    /// doctests (unless `--doc`).
+    pub fn selects_targets(&self) -> bool {
+        self.lib
+            || self.bins
+            || self.tests
+            || self.examples
+            || self.benches
+            || self.all_targets
+            || !self.bin.is_empty()
+            || !self.test.is_empty()
+            || !self.example.is_empty()
+            || !self.bench.is_empty()
+    }
+
+    /// The arguments for `cargo test --doc -p <package>`: what decides how
+    /// the library is built, not which packages or targets.
+    pub fn doctest_args(&self, package: &str) -> Vec<String> {
+        let mut args = vec![
+            "test".to_owned(),
+            "--doc".to_owned(),
+            "--package".to_owned(),
+            package.to_owned(),
+        ];
+        let mut flag = |on: bool, name: &str| {
+            if on {
+                args.push(name.to_owned());
+            }
+        };
+        flag(self.all_features, "--all-features");
+        flag(self.no_default_features, "--no-default-features");
+        flag(self.release, "--release");
+        flag(self.locked, "--locked");
+        flag(self.offline, "--offline");
+        flag(self.frozen, "--frozen");
+        for features in &self.features {
+            args.extend(["--features".to_owned(), features.clone()]);
+        }
+        if let Some(profile) = &self.profile {
+            args.extend(["--profile".to_owned(), profile.clone()]);
+        }
+        if let Some(dir) = &self.target_dir {
+            args.extend(["--target-dir".to_owned(), dir.display().to_string()]);
+        }
+        if let Some(path) = &self.manifest_path {
+            args.extend(["--manifest-path".to_owned(), path.display().to_string()]);
+        }
+        args
+    }
+
     /// The profile name, as the global fingerprint records it.
     pub fn profile_name(&self) -> String {
         match (&self.profile, self.release) {

@@ -8,6 +8,9 @@ use std::process::Command;
 /// The name under which a `harness = false` binary is one test.
 pub const WHOLE_BINARY: &str = "(whole binary)";
 
+/// The name under which a library's doctests are one test.
+pub const DOCTESTS: &str = "(doctests)";
+
 /// One test of one binary.
 #[derive(Debug, Clone)]
 pub struct TestCase {
@@ -25,6 +28,13 @@ pub fn list(
     binary: &TestBinary,
     env: &[(OsString, OsString)],
 ) -> Result<Vec<TestCase>> {
+    if binary.doctests.is_some() {
+        return Ok(vec![TestCase {
+            binary: index,
+            name: DOCTESTS.to_owned(),
+            ignored: false,
+        }]);
+    }
     if binary.custom_harness {
         return Ok(vec![TestCase {
             binary: index,

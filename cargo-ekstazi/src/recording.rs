@@ -36,6 +36,10 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
     if finished.outcome != Outcome::Passed {
         return record;
     }
+    if let Some(doctests) = &binary.doctests {
+        doctest_deps(session, case, doctests, finished.started, &mut record);
+        return record;
+    }
     let bytes = match std::fs::read(&finished.trace) {
         Ok(bytes) => bytes,
         // No file: the shim never started, which `collect` reports.
@@ -88,6 +92,59 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         });
     }
     record
+}
+
+/// What a library's doctests were compiled from: the sources its dep-info
+/// files name (its own and its path dependencies'), the manifests, the
+/// lockfile, the environment variables read at compile time, and
+/// `RUSTDOCFLAGS`. Registry and git dependencies are pinned by the lockfile;
+/// the toolchain, profile and features are in the global fingerprint.
+fn doctest_deps(
+    session: &Session,
+    case: &TestCase,
+    doctests: &crate::build::Doctests,
+    since: SystemTime,
+    record: &mut Record,
+) {
+    let anchors = session.checksums.anchors();
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut env: Vec<String> = vec!["RUSTDOCFLAGS".to_owned()];
+    for dep_info in &doctests.dep_info {
+        match std::fs::read_to_string(dep_info) {
+            Ok(text) => {
+                let info = ekstazi_core::depinfo::parse(&text, &session.ws.root);
+                files.extend(info.sources);
+                env.extend(info.env.into_iter().map(|(name, _)| name));
+            }
+            Err(e) => record.always.push(format!(
+                "the dep-info {} cannot be read: {e}",
+                dep_info.display()
+            )),
+        }
+    }
+    files.extend(doctests.manifests.iter().cloned());
+    files.push(session.ws.root.join("Cargo.lock"));
+    files.sort();
+    files.dedup();
+    for file in files {
+        let target = Target::Content(anchors.store(&file));
+        let sum = session.checksums.as_seen_since(&target, since);
+        record.deps.push(Dep { target, sum });
+    }
+    // Cargo sets its own variables for rustc: they follow the manifest,
+    // which is a dependency already.
+    env.retain(|name| !name.starts_with("CARGO") && !name.starts_with("CLIPPY"));
+    env.sort();
+    env.dedup();
+    let environment = &session.environments[case.binary];
+    for name in env {
+        let name = ekstazi_core::dep::EnvName(name.into_bytes());
+        let sum = environment.sum(&name);
+        record.deps.push(Dep {
+            target: Target::Env(name),
+            sum,
+        });
+    }
 }
 
 /// With function granularity, the functions the test executed, per

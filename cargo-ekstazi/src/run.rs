@@ -219,6 +219,9 @@ fn run_one(
 ) -> Result<Finished> {
     let binary = &session.built.binaries[case.binary];
     let trace = config.trace_dir.join(format!("{job}.trace"));
+    if let Some(doctests) = &binary.doctests {
+        return run_doctests(session, config, running, job, doctests, trace);
+    }
     let mut command = Command::new(&binary.path);
     let whole = case.name == WHOLE_BINARY && binary.custom_harness;
     if whole {
@@ -248,6 +251,91 @@ fn run_one(
         // together, and the terminal's Ctrl-C reaches the runner, which
         // decides what to do with them.
         .process_group(0);
+    let ran = supervise(command, running, job, &binary.path)?;
+    let outcome = match ran.killed {
+        Some(Kill::Timeout) => Outcome::TimedOut,
+        _ if whole => exit_outcome(ran.status),
+        _ => judge(ran.status, &ran.output),
+    };
+    Ok(ran.finished(
+        job,
+        outcome,
+        trace,
+        whole && !config.custom_harness_args.is_empty(),
+        config,
+    ))
+}
+
+/// A library's doctests, run as `cargo test --doc` runs them (in the
+/// user's target directory, not under the shim: what they depend on is
+/// read from rustc's dep-info instead). With a filter, the run is partial.
+fn run_doctests(
+    session: &Session,
+    config: &RunConfig,
+    running: &Running,
+    job: usize,
+    doctests: &crate::build::Doctests,
+    trace: PathBuf,
+) -> Result<Finished> {
+    let mut command = Command::new(&session.ws.cargo);
+    command
+        .args(session.cargo.doctest_args(&doctests.package))
+        .args(crate::style::cargo_color_arg())
+        .current_dir(&session.ws.root)
+        .stdin(Stdio::null())
+        .process_group(0);
+    if !config.custom_harness_args.is_empty() {
+        command.arg("--").args(&config.custom_harness_args);
+    }
+    let ran = supervise(command, running, job, Path::new("cargo"))?;
+    let outcome = match ran.killed {
+        Some(Kill::Timeout) => Outcome::TimedOut,
+        _ => exit_outcome(ran.status),
+    };
+    let partial = !config.custom_harness_args.is_empty();
+    Ok(ran.finished(job, outcome, trace, partial, config))
+}
+
+/// A process that ran to its end (or was killed).
+struct Ran {
+    status: std::process::ExitStatus,
+    started: SystemTime,
+    duration: Duration,
+    output: Vec<u8>,
+    killed: Option<Kill>,
+}
+
+impl Ran {
+    fn finished(
+        mut self,
+        job: usize,
+        outcome: Outcome,
+        trace: PathBuf,
+        partial: bool,
+        config: &RunConfig,
+    ) -> Finished {
+        if self.killed == Some(Kill::Timeout) {
+            let limit = config.timeout.unwrap_or_default().as_secs_f64();
+            self.output.extend_from_slice(
+                format!("\n(cargo-ekstazi: killed after {limit:.0}s, --timeout)\n").as_bytes(),
+            );
+        }
+        Finished {
+            job,
+            outcome,
+            duration: self.duration,
+            started: self.started,
+            output: self.output,
+            trace,
+            partial,
+            interrupted: self.killed == Some(Kill::Interrupt),
+        }
+    }
+}
+
+/// Starts `command` with its output in a pipe, registers it with the
+/// watcher (timeouts, interrupts), and waits for it.
+fn supervise(mut command: Command, running: &Running, job: usize, what: &Path) -> Result<Ran> {
     let (reader, writer) = std::io::pipe().context("cannot create a pipe")?;
     command.stdout(writer.try_clone()?).stderr(writer);
 
@@ -255,7 +343,7 @@ fn run_one(
     let clock = Instant::now();
     let mut child = command
         .spawn()
-        .with_context(|| format!("cannot run {}", binary.path.display()))?;
+        .with_context(|| format!("cannot run {}", what.display()))?;
     // The pipe's write ends now live in the child alone: drop ours so that
     // reading ends when the test's processes close theirs.
     drop(command);
@@ -277,33 +365,23 @@ fn run_one(
     // A process the test left running may hold the output pipe open: wait
     // for it only a moment.
     let _ = read_all.recv_timeout(Duration::from_millis(500));
-    let mut output = std::mem::take(&mut *output.lock().expect("test output"));
-
-    let outcome = match killed {
-        Some(Kill::Timeout) => {
-            let limit = config.timeout.unwrap_or_default().as_secs_f64();
-            output.extend_from_slice(
-                format!("\n(cargo-ekstazi: killed after {limit:.0}s, --timeout)\n").as_bytes(),
-            );
-            Outcome::TimedOut
-        }
-        _ if whole => match (status.success(), status.code()) {
-            (true, _) => Outcome::Passed,
-            (false, Some(_)) => Outcome::Failed,
-            (false, None) => Outcome::Crashed,
-        },
-        _ => judge(status, &output),
-    };
-    Ok(Finished {
-        job,
-        outcome,
-        duration,
+    let output = std::mem::take(&mut *output.lock().expect("test output"));
+    Ok(Ran {
+        status,
         started,
+        duration,
         output,
-        trace,
-        partial: whole && !config.custom_harness_args.is_empty(),
-        interrupted: killed == Some(Kill::Interrupt),
+        killed,
     })
+}
+
+/// The outcome of a process that is one test: its exit status.
+fn exit_outcome(status: std::process::ExitStatus) -> Outcome {
+    match (status.success(), status.code()) {
+        (true, _) => Outcome::Passed,
+        (false, Some(_)) => Outcome::Failed,
+        (false, None) => Outcome::Crashed,
+    }
 }
 
 /// Reads a test's output on a thread of its own; the receiver hears when

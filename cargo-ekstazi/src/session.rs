@@ -21,7 +21,7 @@ use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
 use ekstazi_core::record::{FORMAT_VERSION, Global, Record};
 use ekstazi_core::select::{self, Present, Reason};
-use ekstazi_core::settings::{External, Granularity, Layer, Settings};
+use ekstazi_core::settings::{Doctests, External, Granularity, Layer, Settings};
 use ekstazi_core::store::{Loaded, Store};
 use rayon::prelude::*;
 use std::collections::HashSet;
@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 
 pub struct Session {
     pub ws: Workspace,
+    /// The cargo options of the command line (doctests are built with them).
+    pub cargo: CargoOpts,
     pub built: Built,
     /// Per binary, the variables cargo would set for its tests.
     pub envs: Vec<Vec<(OsString, OsString)>>,
@@ -124,7 +126,22 @@ impl Session {
             settings.granularity
         };
         let instrumented = (granularity == Granularity::Function).then_some(shim.as_path());
-        let built = build::build(&ws, cargo, instrumented)?;
+        let only_doctests = settings.doctests == Doctests::Only;
+        // `--doc` builds the libraries alone, for their dep-info.
+        let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
+        let mut built = build::build(&ws, cargo, instrumented, extra)?;
+        if only_doctests {
+            built.binaries.clear();
+        }
+        let with_doctests = match settings.doctests {
+            Doctests::Only => true,
+            Doctests::Include => !cargo.selects_targets(),
+            Doctests::Exclude => false,
+        };
+        if with_doctests {
+            let units = doctest_units(&ws, cargo, &built);
+            built.binaries.extend(units);
+        }
         lap("build");
         let envs: Vec<_> = built
             .binaries
@@ -167,11 +184,15 @@ impl Session {
             &ws.target_dir,
             ws.cargo_home.as_deref(),
         ));
-        // `Unknown` for a binary that cannot be read: its tests always run.
+        // `Unknown` for a binary that cannot be read: its tests always run
+        // (and for doctests, which no record makes depend on a binary).
         let binary_sums: Vec<Sum> = built
             .binaries
             .par_iter()
-            .map(|b| checksums.program(&b.path))
+            .map(|b| match b.doctests {
+                Some(_) => Sum::Unknown,
+                None => checksums.program(&b.path),
+            })
             .collect();
         lap("binary checksums");
         let snapshots = Snapshots::new(store.clone());
@@ -180,6 +201,7 @@ impl Session {
             .par_iter()
             .zip(&binary_sums)
             .map(|(binary, sum)| match (granularity, sum) {
+                _ if binary.doctests.is_some() => Err("doctests".to_owned()),
                 (Granularity::Binary, _) => Err("binary granularity".to_owned()),
                 (Granularity::Function, Sum::Hash(id)) => snapshots
                     .of_binary(&binary.path, id)
@@ -213,6 +235,7 @@ impl Session {
             .collect();
         Ok(Session {
             ws,
+            cargo: cargo.clone(),
             built,
             envs,
             tests,
@@ -253,8 +276,9 @@ impl Session {
             .tests
             .iter()
             .filter_map(|case| {
-                // A `harness = false` binary receives the filter itself.
-                let decision = if case.name == list::WHOLE_BINARY {
+                // A `harness = false` binary, and doctests, receive the
+                // filter themselves.
+                let decision = if case.name == list::WHOLE_BINARY || case.name == list::DOCTESTS {
                     Decision::Run
                 } else {
                     filter.decide(&case.name, case.ignored)
@@ -380,6 +404,55 @@ fn resolve_settings(cli: Layer, config: &Config, root: &std::path::Path) -> Resu
     let file = Layer::from_config(config, root)?;
     let env = Layer::from_env(|name| std::env::var(name).ok())?;
     Ok(Settings::resolve(cli, file, env)?)
+}
+
+/// The doctests of each library `cargo test` would run them for, as one
+/// unit each, with the dep-info of everything they are compiled from: the
+/// library and the path packages it depends on. A path package outside the
+/// workspace (whose dependencies are not known here) is counted for every
+/// library.
+fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build::TestBinary> {
+    let outside: Vec<&PathBuf> = built
+        .lib_dep_info
+        .iter()
+        .filter(|(id, _)| id.repr.starts_with("path+") && !ws.packages.contains_key(*id))
+        .map(|(_, dep_info)| dep_info)
+        .collect();
+    ws.selected_packages(cargo)
+        .into_iter()
+        .filter_map(|package| {
+            let lib = package
+                .targets
+                .iter()
+                .find(|t| crate::workspace::primary_kind(&t.kind) == "lib" && t.doctest)?;
+            let own = built.lib_dep_info.get(&package.id)?;
+            let mut dep_info = vec![own.clone()];
+            for dep in ws.path_closure(package).into_iter().skip(1) {
+                dep_info.extend(built.lib_dep_info.get(&dep.id).cloned());
+            }
+            dep_info.extend(outside.iter().map(|p| (*p).clone()));
+            let manifests = ws
+                .path_closure(package)
+                .into_iter()
+                .map(|p| p.manifest_path.clone().into_std_path_buf())
+                .chain(std::iter::once(ws.root.join("Cargo.toml")))
+                .collect();
+            Some(build::TestBinary {
+                key: crate::workspace::doctest_key(&package.name, &lib.name),
+                path: package.manifest_path.clone().into_std_path_buf(),
+                package_id: package.id.clone(),
+                manifest_path: package.manifest_path.clone().into_std_path_buf(),
+                out_dir: None,
+                bin_exes: Vec::new(),
+                custom_harness: false,
+                doctests: Some(build::Doctests {
+                    package: package.name.to_string(),
+                    dep_info,
+                    manifests,
+                }),
+            })
+        })
+        .collect()
 }
 
 fn rustflags() -> String {

@@ -21,6 +21,8 @@ pub struct Workspace {
     pub host: String,
     pub sysroot: PathBuf,
     pub packages: HashMap<PackageId, Package>,
+    /// The packages `cargo test` tests without `-p` or `--workspace`.
+    pub default_members: Vec<PackageId>,
     /// `(package name, kind, target name)` of every target with `harness = false`.
     custom_harness: HashSet<(String, String, String)>,
 }
@@ -57,7 +59,13 @@ impl Workspace {
             custom_harness.extend(custom_harness_targets(package)?);
             packages.insert(package.id.clone(), package.clone());
         }
+        let default_members = if metadata.workspace_default_members.is_available() {
+            metadata.workspace_default_members.to_vec()
+        } else {
+            metadata.workspace_members.clone()
+        };
         Ok(Workspace {
+            default_members,
             root,
             target_dir,
             cargo,
@@ -76,18 +84,82 @@ impl Workspace {
             .contains(&(package.to_owned(), kind.to_owned(), name.to_owned()))
     }
 
-    /// The binary key of every target that can produce a test binary, so that
-    /// records of targets that no longer exist can be removed.
+    /// The binary key of every target that can produce a test binary (and
+    /// of every library's doctests), so that records of targets that no
+    /// longer exist can be removed.
     pub fn all_binary_keys(&self) -> Vec<String> {
         self.packages
             .values()
             .flat_map(|p| {
-                p.targets
-                    .iter()
-                    .map(move |t| binary_key(&p.name, &t.kind, &t.name))
+                p.targets.iter().flat_map(move |t| {
+                    let doc = t.doctest.then(|| doctest_key(&p.name, &t.name));
+                    std::iter::once(binary_key(&p.name, &t.kind, &t.name)).chain(doc)
+                })
             })
             .collect()
     }
+
+    /// The workspace packages `cargo test` with these options tests, by
+    /// cargo's rules: `-p` specs (names or globs, a version after `@`
+    /// ignored), else every member with `--workspace` (less `--exclude`),
+    /// else the default members.
+    pub fn selected_packages(&self, opts: &CargoOpts) -> Vec<&Package> {
+        let matcher = |specs: &[String]| {
+            let globs: Vec<globset::GlobMatcher> = specs
+                .iter()
+                .filter_map(|spec| {
+                    let name = spec.rsplit(['/', '#']).next().unwrap_or(spec);
+                    let name = name.split('@').next().unwrap_or(name);
+                    globset::Glob::new(name).ok().map(|g| g.compile_matcher())
+                })
+                .collect();
+            move |package: &Package| globs.iter().any(|g| g.is_match(package.name.as_str()))
+        };
+        let mut packages: Vec<&Package> = if !opts.package.is_empty() {
+            let wanted = matcher(&opts.package);
+            self.packages.values().filter(|p| wanted(p)).collect()
+        } else if opts.workspace || opts.all {
+            let excluded = matcher(&opts.exclude);
+            self.packages.values().filter(|p| !excluded(p)).collect()
+        } else {
+            self.default_members
+                .iter()
+                .filter_map(|id| self.packages.get(id))
+                .collect()
+        };
+        packages.sort_by(|a, b| a.name.cmp(&b.name));
+        packages
+    }
+
+    /// The workspace packages `package` depends on through `path`
+    /// dependencies of any kind (doctests link dev-dependencies too),
+    /// transitively, itself included.
+    pub fn path_closure<'a>(&'a self, package: &'a Package) -> Vec<&'a Package> {
+        let by_dir: HashMap<&Path, &Package> = self
+            .packages
+            .values()
+            .filter_map(|p| Some((p.manifest_path.parent()?.as_std_path(), p)))
+            .collect();
+        let mut seen: Vec<&Package> = vec![package];
+        let mut next = 0;
+        while let Some(current) = seen.get(next).copied() {
+            next += 1;
+            for dep in &current.dependencies {
+                if let Some(found) = dep.path.as_ref().and_then(|d| by_dir.get(d.as_std_path()))
+                    && !seen.iter().any(|s| s.id == found.id)
+                {
+                    seen.push(found);
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// The key of a library's doctests: `doc` is no cargo target kind, so it
+/// names no binary.
+pub fn doctest_key(package: &str, lib: &str) -> String {
+    ekstazi_core::key::binary_key(package, "doc", lib)
 }
 
 /// The stable name of a test binary (see [`ekstazi_core::key::binary_key`]).

@@ -29,6 +29,7 @@ pub mod code;
 pub mod collect;
 pub mod config;
 pub mod dep;
+pub mod depinfo;
 pub mod env;
 pub mod filter;
 pub mod fingerprint;

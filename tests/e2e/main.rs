@@ -4,6 +4,8 @@
 mod support;
 
 mod capture;
+mod doctests;
 mod faults;
 mod functions;
 mod selection;
+mod ux;

@@ -62,7 +62,9 @@ pub fn note_fallbacks(session: &Session) {
         return;
     }
     for (binary, code) in session.built.binaries.iter().zip(&session.code) {
-        if let Err(why) = code {
+        if let Err(why) = code
+            && binary.doctests.is_none()
+        {
             style::note(format!(
                 "{} depends on its whole binary (binary granularity): {why}",
                 binary.key

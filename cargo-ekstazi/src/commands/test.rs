@@ -176,7 +176,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     if !tally.slow.is_empty() {
         writeln!(
             stdout,
-            "{} slow test{} (over {:.0}s): {}",
+            "{} slow test{} (over {}s): {}",
             tally.slow.len(),
             if tally.slow.len() == 1 { "" } else { "s" },
             settings.slow_timeout.as_secs_f64(),

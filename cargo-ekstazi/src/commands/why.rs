@@ -121,17 +121,21 @@ fn explain(out: &mut impl Write, session: &Session, planned: &Planned, all: bool
 
 /// `12 files, 2 directory listings, 35 functions, ...`.
 fn summary(record: &Record) -> String {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for dep in &record.deps {
-        *counts.entry(kind(&dep.target).1).or_default() += 1;
+        let (_, one, many) = kind(&dep.target);
+        *counts.entry((one, many)).or_default() += 1;
     }
     let functions: usize = record.code.iter().map(|c| c.functions.len()).sum();
     let mut parts: Vec<String> = counts
         .into_iter()
-        .map(|(what, n)| format!("{n} {what}"))
+        .map(|((one, many), n)| format!("{n} {}", if n == 1 { one } else { many }))
         .collect();
     if functions > 0 {
-        parts.push(format!("{functions} functions executed"));
+        parts.push(match functions {
+            1 => "1 function executed".to_owned(),
+            n => format!("{n} functions executed"),
+        });
     }
     if parts.is_empty() {
         "it has none".to_owned()
@@ -140,19 +144,19 @@ fn summary(record: &Record) -> String {
     }
 }
 
-/// A target's short kind, and the plural it is counted under.
-fn kind(target: &Target) -> (&'static str, &'static str) {
+/// A target's short kind, and what one and several are counted as.
+fn kind(target: &Target) -> (&'static str, &'static str, &'static str) {
     match target {
-        Target::Content(_) => ("file", "files read"),
-        Target::Kind { follow: true, .. } => ("exists", "paths looked up"),
-        Target::Kind { follow: false, .. } => ("lexists", "paths looked up"),
-        Target::TestBinary => ("binary", "whole test binaries"),
-        Target::Program(_) => ("program", "programs run"),
-        Target::Listing(_) => ("listing", "directory listings"),
-        Target::Env(_) => ("env", "environment variables"),
-        Target::Link(_) => ("link", "symbolic links"),
-        Target::Resolved(_) => ("realpath", "resolved paths"),
-        Target::Library(_) => ("library", "shared libraries"),
+        Target::Content(_) => ("file", "file read", "files read"),
+        Target::Kind { follow: true, .. } => ("exists", "path looked up", "paths looked up"),
+        Target::Kind { follow: false, .. } => ("lexists", "path looked up", "paths looked up"),
+        Target::TestBinary => ("binary", "whole test binary", "whole test binaries"),
+        Target::Program(_) => ("program", "program run", "programs run"),
+        Target::Listing(_) => ("listing", "directory listing", "directory listings"),
+        Target::Env(_) => ("env", "environment variable", "environment variables"),
+        Target::Link(_) => ("link", "symbolic link", "symbolic links"),
+        Target::Resolved(_) => ("realpath", "resolved path", "resolved paths"),
+        Target::Library(_) => ("library", "shared library", "shared libraries"),
     }
 }
 
