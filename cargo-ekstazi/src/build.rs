@@ -37,6 +37,8 @@ pub struct Doctests {
     /// The dep-info files of the library and of the path packages it
     /// depends on: what its doctests are compiled from.
     pub dep_info: Vec<PathBuf>,
+    /// The build script outputs of those packages.
+    pub build_outputs: Vec<PathBuf>,
     /// The manifests of those packages and of the workspace.
     pub manifests: Vec<PathBuf>,
 }
@@ -61,6 +63,9 @@ pub struct Built {
     /// Per package built, the dep-info file of its library (the ordinary
     /// build's, else its unit tests').
     pub lib_dep_info: HashMap<PackageId, PathBuf>,
+    /// Per package with a build script, the file cargo keeps its output in
+    /// (the `cargo::rustc-cfg`, `rustc-env` and link instructions).
+    pub build_outputs: HashMap<PackageId, PathBuf>,
 }
 
 /// The build failed; cargo already printed why.
@@ -104,6 +109,7 @@ pub fn build(
     let mut out_dirs: HashMap<PackageId, PathBuf> = HashMap::new();
     let mut native_dirs = Vec::new();
     let mut lib_dep_info: HashMap<PackageId, PathBuf> = HashMap::new();
+    let mut build_outputs: HashMap<PackageId, PathBuf> = HashMap::new();
     for message in Message::parse_stream(BufReader::new(stdout)) {
         match message.context("cannot read cargo's build messages")? {
             Message::CompilerArtifact(artifact) => {
@@ -147,6 +153,12 @@ pub fn build(
                         native_dirs.push(path);
                     }
                 }
+                if let Some(run_dir) = script.out_dir.parent() {
+                    build_outputs.insert(
+                        script.package_id.clone(),
+                        run_dir.join("output").into_std_path_buf(),
+                    );
+                }
                 out_dirs.insert(script.package_id, script.out_dir.into_std_path_buf());
             }
             _ => {}
@@ -187,5 +199,6 @@ pub fn build(
         binaries,
         native_dirs,
         lib_dep_info,
+        build_outputs,
     })
 }

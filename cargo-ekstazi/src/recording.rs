@@ -95,10 +95,13 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
 }
 
 /// What a library's doctests were compiled from: the sources its dep-info
-/// files name (its own and its path dependencies'), the manifests, the
-/// lockfile, the environment variables read at compile time, and
-/// `RUSTDOCFLAGS`. Registry and git dependencies are pinned by the lockfile;
-/// the toolchain, profile and features are in the global fingerprint.
+/// files name (its own and its path dependencies'), the dep-info files
+/// themselves (they hold the values of the environment variables read at
+/// compile time, and the module list), the build scripts' outputs (cfgs,
+/// environment, link instructions), the manifests, the lockfile and
+/// `RUSTDOCFLAGS`. Registry and git dependencies are pinned by the
+/// lockfile; the toolchain, profile and features are in the global
+/// fingerprint.
 fn doctest_deps(
     session: &Session,
     case: &TestCase,
@@ -108,13 +111,11 @@ fn doctest_deps(
 ) {
     let anchors = session.checksums.anchors();
     let mut files: Vec<PathBuf> = Vec::new();
-    let mut env: Vec<String> = vec!["RUSTDOCFLAGS".to_owned()];
     for dep_info in &doctests.dep_info {
         match std::fs::read_to_string(dep_info) {
             Ok(text) => {
-                let info = ekstazi_core::depinfo::parse(&text, &session.ws.root);
-                files.extend(info.sources);
-                env.extend(info.env.into_iter().map(|(name, _)| name));
+                files.extend(ekstazi_core::depinfo::parse(&text, &session.ws.root).sources);
+                files.push(dep_info.clone());
             }
             Err(e) => record.always.push(format!(
                 "the dep-info {} cannot be read: {e}",
@@ -122,6 +123,7 @@ fn doctest_deps(
             )),
         }
     }
+    files.extend(doctests.build_outputs.iter().cloned());
     files.extend(doctests.manifests.iter().cloned());
     files.push(session.ws.root.join("Cargo.lock"));
     files.sort();
@@ -131,20 +133,12 @@ fn doctest_deps(
         let sum = session.checksums.as_seen_since(&target, since);
         record.deps.push(Dep { target, sum });
     }
-    // Cargo sets its own variables for rustc: they follow the manifest,
-    // which is a dependency already.
-    env.retain(|name| !name.starts_with("CARGO") && !name.starts_with("CLIPPY"));
-    env.sort();
-    env.dedup();
-    let environment = &session.environments[case.binary];
-    for name in env {
-        let name = ekstazi_core::dep::EnvName(name.into_bytes());
-        let sum = environment.sum(&name);
-        record.deps.push(Dep {
-            target: Target::Env(name),
-            sum,
-        });
-    }
+    let name = ekstazi_core::dep::EnvName(b"RUSTDOCFLAGS".to_vec());
+    let sum = session.environments[case.binary].sum(&name);
+    record.deps.push(Dep {
+        target: Target::Env(name),
+        sum,
+    });
 }
 
 /// With function granularity, the functions the test executed, per

@@ -87,8 +87,8 @@ pub fn nothing_to_run(tally: &Tally, selected: usize, planned: usize) -> Option<
     Some(if planned == 0 {
         "cargo-ekstazi: no test matches; nothing to run".to_owned()
     } else if tally.skipped > 0 && tally.elsewhere == 0 {
-        "cargo-ekstazi: nothing to run: no dependency of any test changed since it last passed \
-         (`cargo ekstazi list` shows the records, `--forceall` runs every test)"
+        "cargo-ekstazi: nothing to run: no test's dependencies changed since it last passed \
+         (--forceall runs them all)"
             .to_owned()
     } else if tally.elsewhere > 0 {
         "cargo-ekstazi: nothing to run in this shard: the affected tests belong to the others"

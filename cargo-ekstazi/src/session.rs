@@ -427,8 +427,12 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
                 .find(|t| crate::workspace::primary_kind(&t.kind) == "lib" && t.doctest)?;
             let own = built.lib_dep_info.get(&package.id)?;
             let mut dep_info = vec![own.clone()];
-            for dep in ws.path_closure(package).into_iter().skip(1) {
-                dep_info.extend(built.lib_dep_info.get(&dep.id).cloned());
+            let mut build_outputs = Vec::new();
+            for (i, dep) in ws.path_closure(package).into_iter().enumerate() {
+                if i > 0 {
+                    dep_info.extend(built.lib_dep_info.get(&dep.id).cloned());
+                }
+                build_outputs.extend(built.build_outputs.get(&dep.id).cloned());
             }
             dep_info.extend(outside.iter().map(|p| (*p).clone()));
             let manifests = ws
@@ -448,6 +452,7 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
                 doctests: Some(build::Doctests {
                     package: package.name.to_string(),
                     dep_info,
+                    build_outputs,
                     manifests,
                 }),
             })

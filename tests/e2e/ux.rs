@@ -338,7 +338,7 @@ fn lists_filter_and_nothing_is_run_silently() {
     assert!(
         nothing
             .stdout
-            .contains("nothing to run: no dependency of any test changed"),
+            .contains("nothing to run: no test's dependencies changed"),
         "{nothing:?}"
     );
 
