@@ -227,7 +227,10 @@ pub struct SelectionOpts {
     #[arg(long, value_name = "PARTITION", value_parser = parse_partition)]
     pub partition: Option<Partition>,
     /// Only doctests
-    #[arg(long, conflicts_with = "no_doc")]
+    #[arg(long, conflicts_with_all = [
+        "no_doc", "lib", "bins", "bin", "test", "tests", "example", "examples", "bench", "benches",
+        "all_targets",
+    ])]
     pub doc: bool,
     /// No doctests
     #[arg(long)]
@@ -362,7 +365,7 @@ pub struct CargoOpts {
     pub frozen: bool,
 
     /// Do not print cargo log messages, nor a line per passing test
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
     /// Use verbose output (-vv very verbose)
     #[arg(short, long, action = clap::ArgAction::Count)]

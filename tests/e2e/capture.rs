@@ -159,6 +159,12 @@ fn loopback_is_local_unless_the_configuration_says_otherwise() {
     let loopback = test(&listed);
     assert_eq!(loopback["external"], true, "{loopback}");
     assert_eq!(listed["selected"], 1, "{listed}");
+    // The file is silent on running external tests: the command line and
+    // then the environment decide.
+    let selecting = f.list_with(&["--external", "select"], ENV);
+    assert_eq!(selecting["selected"], 0, "{selecting}");
+    let env_select = [ENV, &[("EKSTAZI_EXTERNAL", "select")]].concat();
+    assert_eq!(f.list_with(&[], &env_select)["selected"], 0);
     let reasons = loopback["reasons"].as_array().unwrap();
     assert!(
         reasons[0]
@@ -182,6 +188,13 @@ fn loopback_is_local_unless_the_configuration_says_otherwise() {
     let listed = f.list_with(&[], ENV);
     assert_eq!(listed["selected"], 0, "{listed}");
     assert_eq!(test(&listed)["external"], true, "still listed as external");
+    // Now the file says: the environment does not override it, the command line does.
+    let env_always = [ENV, &[("EKSTAZI_EXTERNAL", "always-run")]].concat();
+    assert_eq!(f.list_with(&[], &env_always)["selected"], 0);
+    assert_eq!(
+        f.list_with(&["--external", "always-run"], ENV)["selected"],
+        1
+    );
     let table = f.run_with(&["list"], ENV);
     let line = table
         .stdout
