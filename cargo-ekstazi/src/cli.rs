@@ -389,24 +389,17 @@ impl CargoOpts {
         flag(self.examples, "--examples");
         flag(self.benches, "--benches");
         flag(self.all_targets, "--all-targets");
-        flag(self.all_features, "--all-features");
-        flag(self.no_default_features, "--no-default-features");
-        flag(self.release, "--release");
-        flag(self.locked, "--locked");
-        flag(self.offline, "--offline");
-        flag(self.frozen, "--frozen");
         flag(self.quiet, "--quiet");
         for _ in 0..self.verbose {
             args.push("--verbose".to_owned());
         }
-        let lists: [(&str, &Vec<String>); 7] = [
+        let lists: [(&str, &Vec<String>); 6] = [
             ("--package", &self.package),
             ("--exclude", &self.exclude),
             ("--bin", &self.bin),
             ("--test", &self.test),
             ("--example", &self.example),
             ("--bench", &self.bench),
-            ("--features", &self.features),
         ];
         for (name, values) in lists {
             for value in values {
@@ -414,16 +407,47 @@ impl CargoOpts {
                 args.push(value.clone());
             }
         }
+        self.push_build_args(&mut args, !instrumented);
+        args
+    }
+
+    /// The arguments for `cargo test --doc -p <package>`: what decides how
+    /// the library is built, not which packages or targets.
+    pub fn doctest_args(&self, package: &str) -> Vec<String> {
+        let mut args = ["test", "--doc", "--package", package]
+            .map(String::from)
+            .to_vec();
+        self.push_build_args(&mut args, true);
+        args
+    }
+
+    /// What decides how things are built: features, profile, manifest,
+    /// lockfile and network, and (if `with_target_dir`) the target directory.
+    fn push_build_args(&self, args: &mut Vec<String>, with_target_dir: bool) {
+        for (on, name) in [
+            (self.all_features, "--all-features"),
+            (self.no_default_features, "--no-default-features"),
+            (self.release, "--release"),
+            (self.locked, "--locked"),
+            (self.offline, "--offline"),
+            (self.frozen, "--frozen"),
+        ] {
+            if on {
+                args.push(name.to_owned());
+            }
+        }
+        for features in &self.features {
+            args.extend(["--features".to_owned(), features.clone()]);
+        }
         if let Some(profile) = &self.profile {
             args.extend(["--profile".to_owned(), profile.clone()]);
         }
-        if let Some(dir) = self.target_dir.as_ref().filter(|_| !instrumented) {
+        if let Some(dir) = self.target_dir.as_ref().filter(|_| with_target_dir) {
             args.extend(["--target-dir".to_owned(), dir.display().to_string()]);
         }
         if let Some(path) = &self.manifest_path {
             args.extend(["--manifest-path".to_owned(), path.display().to_string()]);
         }
-        args
     }
 
     /// Whether a target selection flag is given: then `cargo test` runs no
@@ -439,41 +463,6 @@ impl CargoOpts {
             || !self.test.is_empty()
             || !self.example.is_empty()
             || !self.bench.is_empty()
-    }
-
-    /// The arguments for `cargo test --doc -p <package>`: what decides how
-    /// the library is built, not which packages or targets.
-    pub fn doctest_args(&self, package: &str) -> Vec<String> {
-        let mut args = vec![
-            "test".to_owned(),
-            "--doc".to_owned(),
-            "--package".to_owned(),
-            package.to_owned(),
-        ];
-        let mut flag = |on: bool, name: &str| {
-            if on {
-                args.push(name.to_owned());
-            }
-        };
-        flag(self.all_features, "--all-features");
-        flag(self.no_default_features, "--no-default-features");
-        flag(self.release, "--release");
-        flag(self.locked, "--locked");
-        flag(self.offline, "--offline");
-        flag(self.frozen, "--frozen");
-        for features in &self.features {
-            args.extend(["--features".to_owned(), features.clone()]);
-        }
-        if let Some(profile) = &self.profile {
-            args.extend(["--profile".to_owned(), profile.clone()]);
-        }
-        if let Some(dir) = &self.target_dir {
-            args.extend(["--target-dir".to_owned(), dir.display().to_string()]);
-        }
-        if let Some(path) = &self.manifest_path {
-            args.extend(["--manifest-path".to_owned(), path.display().to_string()]);
-        }
-        args
     }
 
     /// The profile name, as the global fingerprint records it.
@@ -638,11 +627,11 @@ mod tests {
         assert_eq!(
             args.cargo.to_cargo_args(false),
             [
-                "--release",
                 "--package",
                 "a",
                 "--test",
                 "it",
+                "--release",
                 "--features",
                 "x y"
             ]

@@ -253,7 +253,7 @@ impl Fixture {
 }
 
 /// Copies a fixture, leaving out build output and (unless asked) state.
-fn copy_tree(from: &Path, to: &Path, with_state: bool) {
+pub fn copy_tree(from: &Path, to: &Path, with_state: bool) {
     for entry in walkdir::WalkDir::new(from).into_iter().filter_entry(|e| {
         let name = e.file_name();
         name != "target" && (with_state || name != ".ekstazi")

@@ -2,7 +2,7 @@
 //! their merge, options from three sources, `--skipme`, plain messages when
 //! nothing runs, slow tests, colour, help.
 
-use crate::support::{Fixture, labels};
+use crate::support::{Fixture, copy_tree, labels};
 use ekstazi_core::store::Store;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -160,18 +160,6 @@ fn comparable_state(
     (records, store.snapshot_ids().unwrap())
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    for entry in walkdir::WalkDir::new(from) {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.path().strip_prefix(from).unwrap());
-        if entry.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
-
 #[test]
 fn two_shards_merged_hold_the_state_of_one_unpartitioned_run() {
     let f = Fixture::new("basic");
@@ -180,7 +168,7 @@ fn two_shards_merged_hold_the_state_of_one_unpartitioned_run() {
     f.edit("alpha/src/lib.rs", "x * 2", "x + x");
     f.write("beta/data/a.txt", "changed\n");
     for dir in ["shard-1", "shard-2", "whole"] {
-        copy_dir(&f.file(".ekstazi"), &f.file(dir));
+        copy_tree(&f.file(".ekstazi"), &f.file(dir), true);
     }
 
     let hash: Vec<BTreeSet<String>> = (1..=2)
