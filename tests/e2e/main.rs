@@ -6,4 +6,5 @@ mod support;
 mod capture;
 mod faults;
 mod functions;
+mod nextest;
 mod selection;

@@ -33,7 +33,6 @@ use crate::{instrument, recording, style};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::Filter;
-use ekstazi_core::record::Outcome;
 use ekstazi_core::settings::Granularity;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -223,7 +222,8 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         }
         let planned = selected[job];
         let label = report::test_label(&session, planned);
-        if result.outcome == Outcome::Passed {
+        // Counted as nextest counts it; recorded as `result.outcome` says.
+        if result.passed {
             tally.passed += 1;
         } else {
             tally.failed += 1;

@@ -11,9 +11,13 @@ pub struct Reported {
     /// The binary id (the test case's class name).
     pub binary: String,
     pub name: String,
+    /// What its record says.
     pub outcome: Outcome,
     /// It failed, then passed on a retry: recorded as failed.
     pub flaky: bool,
+    /// Nextest counts it as passed (a flaky test too, unless configured
+    /// with `flaky-result = "fail"`).
+    pub passed: bool,
     /// Of the attempt that decided the outcome (the first, for a flaky test).
     pub duration: Duration,
     /// When that attempt started, if nextest said.
@@ -61,11 +65,14 @@ pub fn parse(xml: &str) -> Result<Vec<Reported>> {
                 }
             };
             let (time, timestamp) = first.unwrap_or((case.time, case.timestamp));
+            let passed =
+                matches!(case.status, TestCaseStatus::Success { .. }) || outcome == Outcome::Passed;
             out.push(Reported {
                 binary: binary.to_owned(),
                 name: case.name.as_str().to_owned(),
                 outcome,
                 flaky,
+                passed,
                 duration: time.unwrap_or_default(),
                 started: timestamp.map(SystemTime::from),
             });
@@ -130,19 +137,22 @@ mod tests {
     #[test]
     fn outcomes_durations_and_start_times_are_read() {
         let reported = parse(REPORT).unwrap();
-        let summary: Vec<(&str, &str, Outcome, bool)> = reported
+        let summary: Vec<(&str, &str, Outcome, bool, bool)> = reported
             .iter()
-            .map(|r| (r.binary.as_str(), r.name.as_str(), r.outcome, r.flaky))
+            .map(|r| {
+                let (binary, name) = (r.binary.as_str(), r.name.as_str());
+                (binary, name, r.outcome, r.flaky, r.passed)
+            })
             .collect();
         assert_eq!(
             summary,
             [
-                ("alpha", "tests::doubles", Outcome::Passed, false),
-                ("alpha", "tests::triples", Outcome::Failed, false),
-                ("beta::files", "flaky", Outcome::Failed, true),
-                ("beta::files", "slow", Outcome::TimedOut, false),
-                ("beta::files", "crashes", Outcome::Crashed, false),
-                ("beta::files", "leaks", Outcome::Passed, false),
+                ("alpha", "tests::doubles", Outcome::Passed, false, true),
+                ("alpha", "tests::triples", Outcome::Failed, false, false),
+                ("beta::files", "flaky", Outcome::Failed, true, true),
+                ("beta::files", "slow", Outcome::TimedOut, false, false),
+                ("beta::files", "crashes", Outcome::Crashed, false, false),
+                ("beta::files", "leaks", Outcome::Passed, false, true),
             ]
         );
         assert_eq!(reported[0].duration, Duration::from_millis(35));
@@ -167,6 +177,7 @@ mod tests {
         assert_eq!(reported.len(), 1);
         assert_eq!(reported[0].outcome, Outcome::Failed);
         assert!(reported[0].flaky);
+        assert!(!reported[0].passed);
         assert!(parse("<not junit").is_err());
     }
 }
