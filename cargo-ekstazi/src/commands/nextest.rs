@@ -33,6 +33,7 @@ use crate::{instrument, recording, style};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::Filter;
+use ekstazi_core::record::Outcome;
 use ekstazi_core::settings::Granularity;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -61,7 +62,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         // The escape hatch: nextest as the user would run it.
         let mut command = nextest_command(&session, &args, None);
         command.args(&args.nextest);
-        let status = wait_for(command)?;
+        let (status, _) = wait_for(command)?;
         return Ok(exit_code(status));
     }
     let user_runner = config::user_runner(&session.ws.host, session.ws.cargo_home.as_deref())?;
@@ -172,7 +173,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
 
     let launched = SystemTime::now();
     let run_clock = Instant::now();
-    let status = wait_for(command)?;
+    let (status, interrupted) = wait_for(command)?;
     session.timings.push(("nextest", run_clock.elapsed()));
 
     // Results: ours, or the repository's report if it is from this run.
@@ -222,6 +223,13 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         }
         let planned = selected[job];
         let label = report::test_label(&session, planned);
+        if interrupted.is_some() && result.outcome == Outcome::Crashed {
+            // Killed when nextest stopped the run: it did not finish, and
+            // keeps its record, as with `cargo ekstazi test`.
+            tally.interrupted += 1;
+            seen[job] = false;
+            continue;
+        }
         // Counted as nextest counts it; recorded as `result.outcome` says.
         if result.passed {
             tally.passed += 1;
@@ -287,6 +295,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
             flaky.join(", ")
         ));
     }
+    let missing = missing - tally.interrupted;
     if missing > 0 {
         style::note(format!(
             "{missing} selected test(s) have no result from nextest (filtered out by nextest's \
@@ -296,6 +305,13 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     }
     if !recording {
         style::note("no record was written (--no-record, or the state directory is read-only)");
+    }
+    if let Some(signal) = interrupted {
+        style::warn(format!(
+            "interrupted by signal {signal}: {} test(s) that nextest stopped keep their previous \
+             records",
+            tally.interrupted
+        ));
     }
     if args.cargo.verbose > 0 {
         super::print_timings(&session);
@@ -442,7 +458,8 @@ fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
 /// from the terminal (it stops the tests and reports what finished); here it
 /// only must not end cargo-ekstazi before the results are recorded. SIGTERM
 /// and SIGHUP, sent to cargo-ekstazi alone, are passed on to nextest.
-fn wait_for(mut command: Command) -> Result<ExitStatus> {
+/// Returns nextest's status and the signal received, if one was.
+fn wait_for(mut command: Command) -> Result<(ExitStatus, Option<i32>)> {
     let received = Arc::new(AtomicUsize::new(0));
     let mut handlers = Vec::new();
     for sig in [
@@ -460,11 +477,15 @@ fn wait_for(mut command: Command) -> Result<ExitStatus> {
     }
     let result = (|| {
         let mut child = command.spawn().context("cannot run `cargo nextest run`")?;
+        let mut interrupted = None;
         loop {
             if let Some(status) = child.try_wait().context("lost cargo-nextest")? {
-                return Ok(status);
+                return Ok((status, interrupted));
             }
             let sig = received.swap(0, Ordering::SeqCst) as i32;
+            if sig != 0 {
+                interrupted = Some(sig);
+            }
             if sig == signal_hook::consts::SIGTERM || sig == signal_hook::consts::SIGHUP {
                 // SAFETY: kill has no memory-safety preconditions.
                 unsafe { libc::kill(child.id() as i32, sig) };
