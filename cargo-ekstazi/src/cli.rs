@@ -89,6 +89,27 @@ Examples:
   cargo ekstazi merge-state shard-1/.ekstazi shard-2/.ekstazi
   cargo ekstazi merge-state --state-dir merged shard-*/.ekstazi")]
     MergeState(MergeStateArgs),
+    /// Run the affected tests through `cargo nextest run`, and record them
+    ///
+    /// The same build, selection and records as `cargo ekstazi test`, but
+    /// the selected tests run under cargo-nextest (its output, retries,
+    /// timeouts and configuration). Everything after `--` goes to
+    /// `cargo nextest run` as it is; cargo's and cargo-ekstazi's options go
+    /// before it. Needs cargo-nextest 0.9.116 or later.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi nextest                       run what changed since the last run, under nextest
+  cargo ekstazi nextest -p mycrate            only the tests of mycrate (cargo options before --)
+  cargo ekstazi nextest -- --profile ci       a nextest profile from .config/nextest.toml
+  cargo ekstazi nextest -- -j 4 --retries 2   nextest's own options after --
+  cargo ekstazi nextest -- -E 'package(a)'    nextest's filtersets narrow the selection further
+  cargo ekstazi nextest --forceall            run every test and rewrite every record
+  cargo ekstazi nextest --skipme              plain `cargo nextest run`: no selection, no records
+
+A test that passes only on a retry is recorded as failed: it runs again next
+time. Doctests are not run (nextest does not run them): use `cargo ekstazi
+test --doc`. The exit status is nextest's (100 when tests failed).")]
+    Nextest(NextestArgs),
 }
 
 #[derive(Args, Debug)]
@@ -140,6 +161,37 @@ impl TestArgs {
             jobs: self.jobs,
             timeout: self.timeout,
             slow_timeout: self.slow_timeout,
+            ..self.selection.layer()
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct NextestArgs {
+    #[command(flatten)]
+    pub cargo: CargoOpts,
+    #[command(flatten)]
+    pub selection: SelectionOpts,
+    /// Run every test with plain `cargo nextest run`: no selection, no shim, no records [env: EKSTAZI_SKIPME]
+    #[arg(long, help_heading = "Selection")]
+    pub skipme: bool,
+    /// Fail at once if another run holds the state directory, instead of waiting
+    #[arg(long, help_heading = "Selection")]
+    pub no_wait: bool,
+    /// Select and run, but leave every record as it is [env: EKSTAZI_NO_RECORD]
+    #[arg(long, help_heading = "Selection")]
+    pub no_record: bool,
+    /// Arguments for `cargo nextest run`, passed on as they are
+    #[arg(last = true, value_name = "NEXTEST ARGS")]
+    pub nextest: Vec<String>,
+}
+
+impl NextestArgs {
+    /// What the command line sets, as one source of settings.
+    pub fn layer(&self) -> Layer {
+        Layer {
+            skipme: self.skipme.then_some(true),
+            no_record: self.no_record.then_some(true),
             ..self.selection.layer()
         }
     }

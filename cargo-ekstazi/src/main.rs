@@ -34,6 +34,18 @@ use std::process::ExitCode;
 const TESTS_FAILED: u8 = 101;
 
 fn main() -> ExitCode {
+    // nextest's target runner (`cargo ekstazi nextest`): first, because
+    // nextest runs it in the environment of the instrumented build, which
+    // would make this process the rustc wrapper.
+    let runner = commands::nextest::runner::SUBCOMMAND;
+    let mut raw = std::env::args_os().skip(1);
+    match (raw.next(), raw.next()) {
+        (Some(first), _) if first == runner => commands::nextest::runner::exec(raw.collect()),
+        (Some(first), Some(second)) if first == "ekstazi" && second == runner => {
+            commands::nextest::runner::exec(raw.collect())
+        }
+        _ => {}
+    }
     if std::env::var_os(instrument::WRAPPER_ENV).is_some() {
         instrument::wrap_rustc();
     }
@@ -50,6 +62,7 @@ fn main() -> ExitCode {
         Command::List(args) => commands::list::run(args),
         Command::Why(args) => commands::why::run(args),
         Command::MergeState(args) => commands::merge_state::run(args),
+        Command::Nextest(args) => commands::nextest::run(args),
     };
     match result {
         Ok(code) => code,

@@ -6,6 +6,7 @@ use crate::session::Session;
 use ekstazi_core::code::{self, CodeDep, CodeUnit};
 use ekstazi_core::collect::{Context, collect};
 use ekstazi_core::dep::{Dep, Sum, Target};
+use ekstazi_core::env::Environment;
 use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::record::{Outcome, Record};
 use ekstazi_core::trace;
@@ -17,6 +18,18 @@ use std::time::SystemTime;
 /// The record of a finished test. Only a pass carries dependencies: any
 /// other outcome runs again next time whatever changed.
 pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Record {
+    record_in(session, case, finished, &session.environments[case.binary])
+}
+
+/// [`record_of`] a test that was given the environment `env` (another
+/// runner's, such as cargo-nextest's) rather than the one cargo-ekstazi
+/// gives its tests.
+pub fn record_in(
+    session: &Session,
+    case: &TestCase,
+    finished: &Finished,
+    env: &Environment,
+) -> Record {
     let binary = &session.built.binaries[case.binary];
     let mut record = Record {
         binary: binary.key.clone(),
@@ -57,7 +70,7 @@ pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Rec
         &Context {
             anchors: session.checksums.anchors(),
             ignore: &session.ignore,
-            env: &session.environments[case.binary],
+            env,
         },
     );
     record.always = collected.always;

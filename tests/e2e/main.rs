@@ -7,5 +7,6 @@ mod capture;
 mod doctests;
 mod faults;
 mod functions;
+mod nextest;
 mod selection;
 mod ux;

@@ -3,6 +3,7 @@
 
 pub mod list;
 pub mod merge_state;
+pub mod nextest;
 pub mod test;
 pub mod why;
 
