@@ -192,6 +192,8 @@ impl NextestArgs {
         Layer {
             skipme: self.skipme.then_some(true),
             no_record: self.no_record.then_some(true),
+            // Nextest does not run doctests; `--doc` is refused earlier.
+            doctests: Some(Doctests::Exclude),
             ..self.selection.layer()
         }
     }
