@@ -828,7 +828,6 @@ impl<'ast> Visit<'ast> for Sites<'_> {
             syn::Lit::Int(i) => {
                 if let Ok(value) = i.base10_parse::<u128>() {
                     let new = if value < 255 { value + 1 } else { value - 1 };
-                    let digits = i.base10_digits();
                     let original = i.token().to_string();
                     let new_text = if original.starts_with("0x") {
                         format!("0x{new:x}{}", i.suffix())
@@ -839,7 +838,6 @@ impl<'ast> Visit<'ast> for Sites<'_> {
                     } else {
                         format!("{new}{}", i.suffix())
                     };
-                    let _ = digits;
                     self.push(
                         Operator::Constant,
                         i.span(),

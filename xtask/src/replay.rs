@@ -13,7 +13,7 @@
 //! reports of every run under `reports/`, logs under `logs/`, and a file
 //! per miss under `misses/`.
 
-use crate::evidence::{self, EkstaziOpts, RetestAll, output, run_ok};
+use crate::evidence::{self, EkstaziOpts, TestId, output, run_ok};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -104,7 +104,9 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     );
 
     let mut rows: HashMap<String, Vec<Row>> = HashMap::new();
-    let mut previous: Option<RetestAll> = None;
+    // Per granularity, the retest-all outcomes at the commit its state was
+    // last recorded at (a commit whose run failed recorded nothing).
+    let mut previous: HashMap<String, HashMap<TestId, String>> = HashMap::new();
     let mut not_built: Vec<String> = Vec::new();
     let mut ekstazi_failed: Vec<String> = Vec::new();
     let logs = args.out.join("logs");
@@ -168,12 +170,12 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             // selected.
             let mut misses = 0;
             let mut changed = 0;
-            if let Some(previous) = &previous {
+            if let Some(previous) = previous.get(granularity) {
                 for (id, outcome) in &retest.outcomes {
                     if outcome == "ignored" {
                         continue;
                     }
-                    let before = previous.outcomes.get(id);
+                    let before = previous.get(id);
                     if before.is_some_and(|b| b == outcome) {
                         continue;
                     }
@@ -234,8 +236,8 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             if i > 0 {
                 rows.entry(granularity.clone()).or_default().push(row);
             }
+            previous.insert(granularity.clone(), retest.outcomes.clone());
         }
-        previous = Some(retest);
         // Write the results so far: a long replay can be read (and
         // plotted) while it runs.
         write_results(args, &rows, &not_built, &ekstazi_failed, i)?;
@@ -287,7 +289,7 @@ fn write_results(
             write!(summary, "---:|")?;
         }
         writeln!(summary, "---:|---:|---|")?;
-        for (k, row) in first.iter().enumerate() {
+        for row in first {
             write!(
                 summary,
                 "| `{}` | {} | {} |",
@@ -310,7 +312,6 @@ fn write_results(
                     None => write!(summary, " — |")?,
                 }
             }
-            let _ = k;
             writeln!(
                 summary,
                 " {:.0}s | {} | {} |",
@@ -352,10 +353,10 @@ pub fn project_name(repo: &Path) -> String {
         .rev()
         .filter_map(|c| c.as_os_str().to_str());
     let last = parts.next().unwrap_or("project");
-    if last == "repo" || last == ".git" {
-        if let Some(parent) = parts.next() {
-            return parent.rsplit('+').next().unwrap_or(parent).to_owned();
-        }
+    if (last == "repo" || last == ".git")
+        && let Some(parent) = parts.next()
+    {
+        return parent.rsplit('+').next().unwrap_or(parent).to_owned();
     }
     last.trim_end_matches(".git").to_owned()
 }
