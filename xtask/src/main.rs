@@ -8,8 +8,13 @@
 //!   tests (`shim_bench`).
 //! - `bench-granularity`: what function granularity costs (`granularity`).
 //! - `eval replay`: history replay with a safety check (`replay`).
+//! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
+//! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
 
+mod evidence;
 mod granularity;
+mod mutate;
+mod plot;
 mod replay;
 mod shim_bench;
 
@@ -106,9 +111,67 @@ enum Eval {
         /// Where the scratch worktree, state and results go
         #[arg(long)]
         out: PathBuf,
+        /// A cargo-ekstazi binary to measure [default: built from this
+        /// workspace in release mode]
+        #[arg(long)]
+        ekstazi: Option<PathBuf>,
         /// Cargo options for every command (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
+    },
+    /// Apply small source mutations to a project one at a time; for each,
+    /// `cargo ekstazi test` from a clean recorded state against retest-all:
+    /// every test that fails under the mutant must have been selected
+    Mutate {
+        /// A git repository (a clone or a bare mirror) of the project
+        #[arg(long)]
+        repo: PathBuf,
+        /// The commit to mutate
+        #[arg(long, default_value = "HEAD")]
+        rev: String,
+        /// Mutants to build and test (those that do not compile are
+        /// counted apart and replaced)
+        #[arg(long, default_value_t = 30)]
+        mutants: usize,
+        /// Seed of the choice of mutants
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Granularities to check, comma-separated
+        #[arg(long, default_value = "function", value_delimiter = ',')]
+        granularity: Vec<String>,
+        /// Only mutate Rust sources under these paths (relative to the
+        /// repository root; default: every package's `src/`)
+        #[arg(long = "src", value_delimiter = ',')]
+        sources: Vec<String>,
+        /// Data files (relative paths, git pathspecs) the tests read, to
+        /// mutate as well; default: none
+        #[arg(long = "data", value_delimiter = ',')]
+        data: Vec<String>,
+        /// Only print the mutants in the order they would be tried
+        #[arg(long)]
+        dry_run: bool,
+        /// Where the scratch worktree, state and results go
+        #[arg(long)]
+        out: PathBuf,
+        /// A cargo-ekstazi binary to measure [default: built from this
+        /// workspace in release mode]
+        #[arg(long)]
+        ekstazi: Option<PathBuf>,
+        /// Cargo options for every command (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+    /// Redraw a replay's figure from its CSV files
+    Plot {
+        /// The replay's output directory
+        #[arg(long)]
+        out: PathBuf,
+        /// The project's name in the caption
+        #[arg(long)]
+        name: String,
+        /// Where to write the SVG [default: <out>/replay.svg]
+        #[arg(long)]
+        svg: Option<PathBuf>,
     },
 }
 
@@ -152,6 +215,7 @@ fn main() -> Result<()> {
                     from,
                     granularity,
                     out,
+                    ekstazi,
                     cargo_args,
                 },
         } => replay::replay(&replay::ReplayArgs {
@@ -161,8 +225,64 @@ fn main() -> Result<()> {
             granularities: granularity,
             out: std::path::absolute(out)?,
             cargo_args,
-            ekstazi: build_ekstazi()?,
+            ekstazi: ekstazi_binary(ekstazi)?,
         }),
+        Task::Eval {
+            what:
+                Eval::Mutate {
+                    repo,
+                    rev,
+                    mutants,
+                    seed,
+                    granularity,
+                    sources,
+                    data,
+                    dry_run,
+                    out,
+                    ekstazi,
+                    cargo_args,
+                },
+        } => mutate::mutate(&mutate::MutateArgs {
+            repo: std::path::absolute(repo)?,
+            rev,
+            mutants,
+            seed,
+            granularities: granularity,
+            sources,
+            data,
+            dry_run,
+            out: std::path::absolute(out)?,
+            cargo_args,
+            ekstazi: if dry_run {
+                PathBuf::new()
+            } else {
+                ekstazi_binary(ekstazi)?
+            },
+        }),
+        Task::Eval {
+            what: Eval::Plot { out, name, svg },
+        } => {
+            let mut series = Vec::new();
+            for granularity in ["function", "binary"] {
+                let csv = out.join(format!("replay-{granularity}.csv"));
+                if csv.exists() {
+                    series.push((granularity.to_owned(), replay::read_csv(&csv)?));
+                }
+            }
+            plot::replay_svg(
+                &svg.unwrap_or_else(|| out.join("replay.svg")),
+                &name,
+                &series,
+            )
+        }
+    }
+}
+
+/// The given cargo-ekstazi binary, or one built from this workspace.
+fn ekstazi_binary(given: Option<PathBuf>) -> Result<PathBuf> {
+    match given {
+        Some(path) => Ok(std::path::absolute(path)?),
+        None => build_ekstazi(),
     }
 }
 

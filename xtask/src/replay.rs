@@ -1,20 +1,24 @@
 //! `cargo xtask eval replay`: replays a real project's first-parent history
 //! and measures, at every commit, what cargo-ekstazi selects against running
 //! everything with `cargo test` — and checks safety: every test whose
-//! outcome under `cargo test` changed since the previous commit must have
-//! been selected.
+//! outcome under `cargo test` changed since the previous commit that built
+//! must have been selected.
 //!
 //! Per commit and granularity it records tests available, tests selected
-//! (and why), build, test and end-to-end times of both, and misses. Output:
-//! `<out>/replay-<granularity>.csv` and `<out>/summary.md`.
+//! and why, build, test and end-to-end times of both, and misses. Each
+//! granularity has its own state directory and target directory (binary
+//! granularity would otherwise reuse the build `cargo test` just made and
+//! look free), so every side pays for its own incremental build. Output in
+//! `<out>`: `replay-<granularity>.csv`, `summary.md`, `replay.svg`, the
+//! reports of every run under `reports/`, logs under `logs/`, and a file
+//! per miss under `misses/`.
 
-use anyhow::{Context, Result, bail};
-use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use crate::evidence::{self, EkstaziOpts, TestId, output, run_ok};
+use anyhow::{Context, Result};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 pub struct ReplayArgs {
     pub repo: PathBuf,
@@ -26,47 +30,54 @@ pub struct ReplayArgs {
     pub ekstazi: PathBuf,
 }
 
-/// A test's identity: binary key and name.
-type TestId = (String, String);
-
-/// What `cargo ekstazi test --report-json` wrote.
-#[derive(Deserialize)]
-struct Report {
-    timings: BTreeMap<String, f64>,
-    tests: Vec<ReportTest>,
-}
-
-#[derive(Deserialize)]
-struct ReportTest {
-    binary: String,
-    name: String,
-    ignored: bool,
-    selected: bool,
-    reasons: Vec<String>,
-}
-
 /// One commit's measurements for one granularity.
-struct Row {
-    commit: String,
-    tests: usize,
-    selected: usize,
-    retest_build: f64,
-    retest_test: f64,
-    ekstazi_total: f64,
-    ekstazi_build: f64,
-    ekstazi_analysis: f64,
-    ekstazi_run: f64,
-    misses: usize,
-    changed_outcomes: usize,
-    top_reason: String,
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub commit: String,
+    pub subject: String,
+    pub tests: usize,
+    pub selected: usize,
+    /// Seconds of `cargo test --no-run`.
+    pub retest_build: f64,
+    /// Seconds of `cargo test` without its doctests.
+    pub retest_test: f64,
+    pub retest_doctests: f64,
+    /// Wall-clock seconds of `cargo ekstazi test`.
+    pub ekstazi_total: f64,
+    pub ekstazi_build: f64,
+    pub ekstazi_selection: f64,
+    pub ekstazi_run: f64,
+    /// Tests whose retest-all outcome differs from the previous commit's.
+    pub changed_outcomes: usize,
+    pub misses: usize,
+    /// Selected tests that failed under cargo-ekstazi but passed under
+    /// `cargo test` (flaky when run one per process).
+    pub ekstazi_only_failures: usize,
+    pub reasons: String,
 }
+
+impl Row {
+    pub fn share(&self) -> f64 {
+        evidence::share(self.selected, self.tests)
+    }
+
+    /// `cargo test` end to end, doctests left out (cargo-ekstazi does not
+    /// run them).
+    pub fn retest_total(&self) -> f64 {
+        self.retest_build + self.retest_test
+    }
+}
+
+pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons";
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)?;
     // A copy of the binary: rebuilding cargo-ekstazi while a replay runs
     // must not change the tool half-way through it.
     let ekstazi = args.out.join("cargo-ekstazi");
-    std::fs::copy(&args.ekstazi, &ekstazi).context("cannot copy cargo-ekstazi")?;
+    if args.ekstazi != ekstazi {
+        std::fs::copy(&args.ekstazi, &ekstazi).context("cannot copy cargo-ekstazi")?;
+    }
     let scratch = args.out.join("worktree");
     if !scratch.exists() {
         run_ok(
@@ -93,79 +104,74 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     );
 
     let mut rows: HashMap<String, Vec<Row>> = HashMap::new();
-    let mut previous: Option<HashMap<TestId, String>> = None;
-    let mut skipped_commits = 0;
+    // Per granularity, the retest-all outcomes at the commit its state was
+    // last recorded at (a commit whose run failed recorded nothing).
+    let mut previous: HashMap<String, HashMap<TestId, String>> = HashMap::new();
+    let mut not_built: Vec<String> = Vec::new();
+    let mut ekstazi_failed: Vec<String> = Vec::new();
+    let logs = args.out.join("logs");
+    let reports = args.out.join("reports");
+    std::fs::create_dir_all(&reports)?;
     for (i, commit) in commits.iter().enumerate() {
-        run_ok(
-            Command::new("git")
-                .arg("-C")
-                .arg(&scratch)
-                .args(["checkout", "-q", "-f", commit]),
-        )?;
-        let subject = output(Command::new("git").arg("-C").arg(&scratch).args([
-            "log",
-            "-1",
-            "--format=%h %s",
-        ]))?;
-        eprintln!("[{i}/{}] {}", commits.len() - 1, subject.trim());
+        let git = |args: &[&str]| {
+            let mut c = Command::new("git");
+            c.arg("-C").arg(&scratch).args(args);
+            c
+        };
+        run_ok(&mut git(&["checkout", "-q", "-f", commit]))?;
+        // Leftovers of the previous commit's tests (snapshots written on
+        // failure, say) must not reach this one's; ignored files (target/)
+        // stay.
+        run_ok(&mut git(&["clean", "-fdq"]))?;
+        let line = output(&mut git(&["log", "-1", "--format=%h %s"]))?;
+        let (short, subject) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+        eprintln!("[{i}/{}] {short} {subject}", commits.len() - 1);
 
-        // Retest-all: cargo test, build and tests timed apart.
-        let (built, retest_build) = timed(|| {
-            cargo(&scratch, &["test", "--no-run", "-q"], &args.cargo_args)
-                .status()
-                .map(|s| s.success())
-        })?;
-        if !built {
+        let retest = evidence::retest_all(
+            &scratch,
+            &args.cargo_args,
+            &logs.join(format!("{i:03}-{short}-cargo-test.log")),
+        )?;
+        if !retest.built {
             eprintln!("  does not build: skipped");
-            skipped_commits += 1;
-            previous = None;
+            if i > 0 {
+                not_built.push(short.to_owned());
+            }
             continue;
         }
-        let (retest, retest_test) = timed(|| {
-            merged_output(cargo(
-                &scratch,
-                &["test", "--no-fail-fast"],
-                &args.cargo_args,
-            ))
-        })?;
-        let keys = executable_keys(&scratch, &args.cargo_args)?;
-        let outcomes = parse_cargo_test(&retest, &keys);
 
         for granularity in &args.granularities {
             let state = args.out.join(format!("state-{granularity}"));
-            let report_path = args.out.join(format!("report-{granularity}.json"));
-            let (status, total) = timed(|| {
-                Command::new(&ekstazi)
-                    .args(["ekstazi", "test", "-q", "--granularity", granularity])
-                    .arg("--state-dir")
-                    .arg(&state)
-                    .arg("--report-json")
-                    .arg(&report_path)
-                    .args(&args.cargo_args)
-                    .current_dir(&scratch)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .map_err(anyhow::Error::from)
+            let target = args.out.join(format!("target-{granularity}"));
+            let report_path = reports.join(format!("{i:03}-{short}-{granularity}.json"));
+            let run = evidence::ekstazi_test(&EkstaziOpts {
+                ekstazi: &ekstazi,
+                dir: &scratch,
+                state: &state,
+                granularity,
+                cargo_args: &args.cargo_args,
+                target_dir: Some(&target),
+                log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
+                report: &report_path,
             })?;
-            let report: Report = match std::fs::read(&report_path) {
-                Ok(bytes) => serde_json::from_slice(&bytes)?,
-                Err(_) => bail!("cargo ekstazi wrote no report at {commit} ({status})"),
+            let Some(report) = run.report else {
+                eprintln!(
+                    "  {granularity}: cargo ekstazi test failed and wrote no report (see logs)"
+                );
+                if i > 0 {
+                    ekstazi_failed.push(format!("{short} ({granularity})"));
+                }
+                continue;
             };
-            let _ = std::fs::remove_file(&report_path);
-            let in_scope: Vec<&ReportTest> = report.tests.iter().filter(|t| !t.ignored).collect();
-            let selected: HashMap<TestId, &ReportTest> = in_scope
-                .iter()
-                .filter(|t| t.selected)
-                .map(|t| ((t.binary.clone(), t.name.clone()), *t))
-                .collect();
+            let selected = report.selected();
 
             // Safety: every test whose retest-all outcome changed since the
-            // previous commit (or that is new) must have been selected.
+            // previous commit that built (or that is new) must have been
+            // selected.
             let mut misses = 0;
             let mut changed = 0;
-            if let Some(previous) = &previous {
-                for (id, outcome) in &outcomes {
+            if let Some(previous) = previous.get(granularity) {
+                for (id, outcome) in &retest.outcomes {
                     if outcome == "ignored" {
                         continue;
                     }
@@ -174,62 +180,53 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                         continue;
                     }
                     changed += usize::from(before.is_some());
-                    if !selected.contains_key(id)
-                        && in_scope
-                            .iter()
-                            .any(|t| (&t.binary, &t.name) == (&id.0, &id.1))
-                    {
+                    if !selected.contains_key(id) && report.knows(id) {
                         misses += 1;
-                        eprintln!(
-                            "  MISS ({granularity}): {} {} went {} -> {outcome} at {commit} but was not selected",
-                            id.0,
-                            id.1,
+                        let detail = format!(
+                            "commit {commit} ({subject}), granularity {granularity}: went {} -> {outcome} under cargo test but cargo-ekstazi did not select it",
                             before.map_or("(new)", String::as_str)
                         );
+                        evidence::report_miss(
+                            &args.out.join("misses"),
+                            &format!("{short}-{granularity}"),
+                            &state,
+                            id,
+                            &detail,
+                        )?;
                     }
                 }
             }
-            let mut reasons: HashMap<String, usize> = HashMap::new();
-            for test in selected.values() {
-                for reason in &test.reasons {
-                    let kind = reason.split(':').next().unwrap_or(reason).to_owned();
-                    *reasons.entry(kind).or_default() += 1;
-                }
-            }
-            let top_reason = reasons
-                .into_iter()
-                .max_by_key(|(_, n)| *n)
-                .map(|(r, n)| format!("{r} ({n})"))
-                .unwrap_or_default();
-            let timing = |stage: &str| report.timings.get(stage).copied().unwrap_or(0.0);
+            let ekstazi_only_failures = selected
+                .iter()
+                .filter(|(id, t)| {
+                    t.outcome.as_deref().is_some_and(|o| o != "passed")
+                        && retest.outcomes.get(*id).is_some_and(|o| o == "ok")
+                })
+                .count();
             let row = Row {
-                commit: subject
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or(commit)
-                    .to_owned(),
-                tests: in_scope.len(),
+                commit: short.to_owned(),
+                subject: subject.to_owned(),
+                tests: report.in_scope().count(),
                 selected: selected.len(),
-                retest_build: retest_build.as_secs_f64(),
-                retest_test: retest_test.as_secs_f64(),
-                ekstazi_total: total.as_secs_f64(),
-                ekstazi_build: timing("build"),
-                ekstazi_analysis: timing("analysis")
-                    + timing("binary checksums")
-                    + timing("function fingerprints")
-                    + timing("list"),
-                ekstazi_run: timing("run"),
-                misses,
+                retest_build: retest.build,
+                retest_test: retest.tests,
+                retest_doctests: retest.doctests,
+                ekstazi_total: run.wall,
+                ekstazi_build: report.timing("build"),
+                ekstazi_selection: report.selection_cost(),
+                ekstazi_run: report.timing("run"),
                 changed_outcomes: changed,
-                top_reason,
+                misses,
+                ekstazi_only_failures,
+                reasons: evidence::format_kinds(&report.reason_kinds()),
             };
             eprintln!(
                 "  {granularity}: {}/{} selected ({:.1}%), {:.1}s vs cargo test {:.1}s{}",
                 row.selected,
                 row.tests,
-                share(row.selected, row.tests),
+                row.share(),
                 row.ekstazi_total,
-                row.retest_build + row.retest_test,
+                row.retest_total(),
                 if misses > 0 {
                     format!(", {misses} MISSES")
                 } else {
@@ -239,221 +236,293 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             if i > 0 {
                 rows.entry(granularity.clone()).or_default().push(row);
             }
+            previous.insert(granularity.clone(), retest.outcomes.clone());
         }
-        previous = Some(outcomes);
+        // Write the results so far: a long replay can be read (and
+        // plotted) while it runs.
+        write_results(args, &rows, &not_built, &ekstazi_failed, i)?;
     }
-
-    let mut summary = String::new();
-    writeln!(
-        summary,
-        "## {} — {} commits from {}\n",
-        args.repo.display(),
-        commits.len() - 1,
-        args.from
-    )?;
-    writeln!(
-        summary,
-        "Commits that did not build (skipped): {skipped_commits}\n"
-    )?;
-    writeln!(
-        summary,
-        "| granularity | commits | mean selected | median selected | mean e2e time vs cargo test | mean test time vs cargo test | mean selection cost | misses |"
-    )?;
-    writeln!(summary, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
-    for granularity in &args.granularities {
-        let rows = rows.get(granularity).map(Vec::as_slice).unwrap_or(&[]);
-        write_csv(&args.out.join(format!("replay-{granularity}.csv")), rows)?;
-        if rows.is_empty() {
-            continue;
-        }
-        let shares: Vec<f64> = rows.iter().map(|r| share(r.selected, r.tests)).collect();
-        let e2e: Vec<f64> = rows
-            .iter()
-            .map(|r| r.ekstazi_total / (r.retest_build + r.retest_test))
-            .collect();
-        let test_time: Vec<f64> = rows.iter().map(|r| r.ekstazi_run / r.retest_test).collect();
-        let cost: Vec<f64> = rows.iter().map(|r| r.ekstazi_analysis).collect();
-        writeln!(
-            summary,
-            "| {granularity} | {} | {:.1}% | {:.1}% | {:.0}% | {:.0}% | {:.2}s | {} |",
-            rows.len(),
-            mean(&shares),
-            median(&shares),
-            100.0 * mean(&e2e),
-            100.0 * mean(&test_time),
-            mean(&cost),
-            rows.iter().map(|r| r.misses).sum::<usize>()
-        )?;
-    }
-    std::fs::write(args.out.join("summary.md"), &summary)?;
+    let summary = std::fs::read_to_string(args.out.join("summary.md"))?;
     print!("{summary}");
     Ok(())
 }
 
-fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
-    let mut csv = String::from(
-        "commit,tests,selected,share,retest_build_s,retest_test_s,ekstazi_total_s,ekstazi_build_s,ekstazi_analysis_s,ekstazi_run_s,changed_outcomes,misses,top_reason\n",
+fn write_results(
+    args: &ReplayArgs,
+    rows: &HashMap<String, Vec<Row>>,
+    not_built: &[String],
+    ekstazi_failed: &[String],
+    done: usize,
+) -> Result<()> {
+    let name = project_name(&args.repo);
+    let mut summary = String::new();
+    writeln!(
+        summary,
+        "## {name}: {done} commits replayed, first parent, ending at `{}`\n",
+        args.from
+    )?;
+    writeln!(
+        summary,
+        "Cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}.\n",
+        args.cargo_args.join(" "),
+        not_built.len(),
+        list_in_parens(not_built),
+        ekstazi_failed.len(),
+        list_in_parens(ekstazi_failed),
+    )?;
+    summary.push_str(&summary_table(&args.granularities, rows));
+    summary.push('\n');
+    // Per commit, side by side.
+    let first = args.granularities.first().and_then(|g| rows.get(g));
+    if let Some(first) = first {
+        write!(summary, "| commit | subject | tests |")?;
+        for g in &args.granularities {
+            write!(summary, " {g} |")?;
+        }
+        writeln!(
+            summary,
+            " cargo test | changed outcomes | reasons ({}) |",
+            args.granularities[0]
+        )?;
+        write!(summary, "|---|---|---:|")?;
+        for _ in &args.granularities {
+            write!(summary, "---:|")?;
+        }
+        writeln!(summary, "---:|---:|---|")?;
+        for row in first {
+            write!(
+                summary,
+                "| `{}` | {} | {} |",
+                row.commit,
+                row.subject.replace('|', "\\|"),
+                row.tests
+            )?;
+            for g in &args.granularities {
+                match rows
+                    .get(g)
+                    .and_then(|r| r.iter().find(|r| r.commit == row.commit))
+                {
+                    Some(r) => write!(
+                        summary,
+                        " {} ({:.1}%), {:.0}s |",
+                        r.selected,
+                        r.share(),
+                        r.ekstazi_total
+                    )?,
+                    None => write!(summary, " — |")?,
+                }
+            }
+            writeln!(
+                summary,
+                " {:.0}s | {} | {} |",
+                row.retest_total(),
+                row.changed_outcomes,
+                row.reasons
+            )?;
+        }
+    }
+    std::fs::write(args.out.join("summary.md"), &summary)?;
+    for granularity in &args.granularities {
+        let rows = rows.get(granularity).map(Vec::as_slice).unwrap_or(&[]);
+        write_csv(&args.out.join(format!("replay-{granularity}.csv")), rows)?;
+    }
+    let series: Vec<(String, Vec<Row>)> = args
+        .granularities
+        .iter()
+        .map(|g| (g.clone(), rows.get(g).cloned().unwrap_or_default()))
+        .collect();
+    if series.iter().any(|(_, r)| !r.is_empty()) {
+        crate::plot::replay_svg(&args.out.join("replay.svg"), &name, &series)?;
+    }
+    Ok(())
+}
+
+fn list_in_parens(items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", items.join(", "))
+    }
+}
+
+/// The project's name from its repository path (`.../owner+name/repo`, or
+/// the directory's name).
+pub fn project_name(repo: &Path) -> String {
+    let mut parts = repo
+        .components()
+        .rev()
+        .filter_map(|c| c.as_os_str().to_str());
+    let last = parts.next().unwrap_or("project");
+    if (last == "repo" || last == ".git")
+        && let Some(parent) = parts.next()
+    {
+        return parent.rsplit('+').next().unwrap_or(parent).to_owned();
+    }
+    last.trim_end_matches(".git").to_owned()
+}
+
+/// The figures of a replay, one line per granularity.
+pub fn summary_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| granularity | commits | mean selected | median selected | P90 selected | mean e2e time vs cargo test | mean test time vs cargo test | mean selection cost | outcome changes | misses |\n",
     );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for granularity in granularities {
+        let Some(rows) = rows.get(granularity).filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let shares: Vec<f64> = rows.iter().map(Row::share).collect();
+        let e2e: Vec<f64> = rows
+            .iter()
+            .map(|r| r.ekstazi_total / r.retest_total())
+            .collect();
+        let test_time: Vec<f64> = rows.iter().map(|r| r.ekstazi_run / r.retest_test).collect();
+        let cost: Vec<f64> = rows.iter().map(|r| r.ekstazi_selection).collect();
+        let _ = writeln!(
+            out,
+            "| {granularity} | {} | {:.1}% | {:.1}% | {:.1}% | {:.0}% | {:.0}% | {:.2}s | {} | {} |",
+            rows.len(),
+            evidence::mean(&shares),
+            evidence::median(&shares),
+            evidence::percentile(&shares, 90.0),
+            100.0 * evidence::mean(&e2e),
+            100.0 * evidence::mean(&test_time),
+            evidence::mean(&cost),
+            rows.iter().map(|r| r.changed_outcomes).sum::<usize>(),
+            rows.iter().map(|r| r.misses).sum::<usize>()
+        );
+    }
+    out
+}
+
+fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut csv = format!("{CSV_HEADER}\n");
     for r in rows {
         writeln!(
             csv,
-            "{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.2},{},{},\"{}\"",
+            "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.2},{},{},{},{}",
             r.commit,
+            quote(&r.subject),
             r.tests,
             r.selected,
-            share(r.selected, r.tests),
+            r.share(),
             r.retest_build,
             r.retest_test,
+            r.retest_doctests,
             r.ekstazi_total,
             r.ekstazi_build,
-            r.ekstazi_analysis,
+            r.ekstazi_selection,
             r.ekstazi_run,
             r.changed_outcomes,
             r.misses,
-            r.top_reason.replace('"', "'")
+            r.ekstazi_only_failures,
+            quote(&r.reasons)
         )?;
     }
     std::fs::write(path, csv)?;
     Ok(())
 }
 
-fn share(part: usize, whole: usize) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Reads a CSV written by [`write_csv`] back (for `eval plot`).
+pub fn read_csv(path: &Path) -> Result<Vec<Row>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut rows = Vec::new();
+    for line in text.lines().skip(1) {
+        let f = split_csv(line);
+        if f.len() < 16 {
+            continue;
+        }
+        let num = |i: usize| f[i].parse::<f64>().unwrap_or(0.0);
+        let int = |i: usize| f[i].parse::<usize>().unwrap_or(0);
+        rows.push(Row {
+            commit: f[0].clone(),
+            subject: f[1].clone(),
+            tests: int(2),
+            selected: int(3),
+            retest_build: num(5),
+            retest_test: num(6),
+            retest_doctests: num(7),
+            ekstazi_total: num(8),
+            ekstazi_build: num(9),
+            ekstazi_selection: num(10),
+            ekstazi_run: num(11),
+            changed_outcomes: int(12),
+            misses: int(13),
+            ekstazi_only_failures: int(14),
+            reasons: f[15].clone(),
+        });
     }
+    Ok(rows)
 }
 
-fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
-}
-
-fn cargo(dir: &Path, args: &[&str], extra: &[String]) -> Command {
-    let mut command = Command::new("cargo");
-    command.args(args).args(extra).current_dir(dir);
-    command
-}
-
-fn timed<T, E: Into<anyhow::Error>>(f: impl FnOnce() -> Result<T, E>) -> Result<(T, Duration)> {
-    let start = Instant::now();
-    let value = f().map_err(Into::into)?;
-    Ok((value, start.elapsed()))
-}
-
-fn run_ok(command: &mut Command) -> Result<()> {
-    let status = command
-        .status()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    if !status.success() {
-        bail!("{command:?} failed: {status}");
+fn split_csv(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            (c, _) => field.push(c),
+        }
     }
-    Ok(())
+    fields.push(field);
+    fields
 }
 
-fn output(command: &mut Command) -> Result<String> {
-    let out = command
-        .output()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_round_trips() {
+        let row = Row {
+            commit: "abc".into(),
+            subject: "say \"hi\", then go".into(),
+            tests: 10,
+            selected: 3,
+            retest_build: 1.0,
+            retest_test: 2.0,
+            retest_doctests: 0.5,
+            ekstazi_total: 1.5,
+            ekstazi_build: 1.0,
+            ekstazi_selection: 0.25,
+            ekstazi_run: 0.2,
+            changed_outcomes: 1,
+            misses: 0,
+            ekstazi_only_failures: 0,
+            reasons: "function changed (3); new (1)".into(),
+        };
+        let dir = std::env::temp_dir().join(format!("xtask-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.csv");
+        write_csv(&path, std::slice::from_ref(&row)).unwrap();
+        let back = read_csv(&path).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].subject, row.subject);
+        assert_eq!(back[0].reasons, row.reasons);
+        assert_eq!(back[0].selected, 3);
+        assert_eq!(back[0].ekstazi_selection, 0.25);
+    }
+
+    #[test]
+    fn project_names() {
+        assert_eq!(
+            project_name(Path::new("/m/BurntSushi+ripgrep/repo")),
+            "ripgrep"
         );
+        assert_eq!(project_name(Path::new("/x/fd")), "fd");
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The binary key of every test executable `cargo test` builds, by path.
-fn executable_keys(dir: &Path, extra: &[String]) -> Result<HashMap<PathBuf, String>> {
-    use cargo_metadata::Message;
-    let out = cargo(dir, &["test", "--no-run", "--message-format=json"], extra)
-        .stderr(Stdio::null())
-        .output()?;
-    let mut keys = HashMap::new();
-    for message in Message::parse_stream(&out.stdout[..]) {
-        if let Message::CompilerArtifact(artifact) = message?
-            && artifact.profile.test
-            && let Some(executable) = artifact.executable
-        {
-            let kind = match artifact.target.kind.first() {
-                Some(cargo_metadata::TargetKind::Bin) => "bin",
-                Some(cargo_metadata::TargetKind::Test) => "test",
-                Some(cargo_metadata::TargetKind::Bench) => "bench",
-                Some(cargo_metadata::TargetKind::Example) => "example",
-                _ => "lib",
-            };
-            let package = artifact.package_id.repr.clone();
-            let name = package_name(&package);
-            let key = ekstazi_core::key::binary_key(&name, kind, &artifact.target.name);
-            keys.insert(executable.into_std_path_buf(), key);
-        }
-    }
-    Ok(keys)
-}
-
-/// The package name in a package id (`path+file:///x/grep#0.3.1`,
-/// `registry+...#name@1.0`, or the old `name 1.0 (source)`).
-fn package_name(id: &str) -> String {
-    if let Some((_, tail)) = id.rsplit_once('#') {
-        if let Some((name, _)) = tail.split_once('@') {
-            return name.to_owned();
-        }
-        // `path+file:///x/ripgrep#15.2.0`: the name is the directory's.
-        return id[..id.len() - tail.len() - 1]
-            .rsplit('/')
-            .next()
-            .unwrap_or(tail)
-            .to_owned();
-    }
-    id.split_whitespace().next().unwrap_or(id).to_owned()
-}
-
-/// Runs a command with stdout and stderr in one pipe, so that cargo's
-/// `Running ...` lines (stderr) stay in order with the tests' results (stdout).
-fn merged_output(mut command: Command) -> Result<String> {
-    use std::io::Read;
-    let (mut reader, writer) = std::io::pipe()?;
-    command.stdout(writer.try_clone()?).stderr(writer);
-    let mut child = command.spawn()?;
-    drop(command);
-    let mut text = String::new();
-    reader.read_to_string(&mut text)?;
-    child.wait()?;
-    Ok(text)
-}
-
-/// Per test, `ok`, `FAILED` or `ignored`, from `cargo test`'s output: a
-/// binary's results follow its `Running ... (path)` line.
-fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<TestId, String> {
-    let mut outcomes = HashMap::new();
-    let mut current: Option<&String> = None;
-    for line in output.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with("Doc-tests ") {
-            current = None;
-        } else if let Some(rest) = trimmed.strip_prefix("Running ") {
-            current = rest
-                .rsplit_once('(')
-                .and_then(|(_, p)| p.strip_suffix(')'))
-                .and_then(|path| keys.iter().find(|(p, _)| p.ends_with(path)).map(|(_, k)| k));
-        } else if let (Some(key), Some(rest)) = (current, line.strip_prefix("test "))
-            && let Some((name, outcome)) = rest.rsplit_once(" ... ")
-        {
-            let outcome = outcome
-                .split(',')
-                .next()
-                .unwrap_or(outcome)
-                .trim()
-                .to_owned();
-            outcomes.insert((key.clone(), name.to_owned()), outcome);
-        }
-    }
-    outcomes
 }

@@ -1,0 +1,562 @@
+//! What the evaluation runs and reads, shared by `eval replay` and
+//! `eval mutate`: retest-all with `cargo test` (outcome per test, build,
+//! test and doctest time), `cargo ekstazi test --report-json`, and, when a
+//! test that had to run was skipped, the test's record from the state
+//! directory, printed so that the miss can be investigated.
+
+use anyhow::{Context, Result, bail};
+use ekstazi_core::code::CodeUnit;
+use ekstazi_core::dep::Sum;
+use ekstazi_core::store::{Loaded, Store};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A test's identity: binary key and name.
+pub type TestId = (String, String);
+
+/// What `cargo test` (retest-all) did.
+pub struct RetestAll {
+    /// `cargo test --no-run` succeeded.
+    pub built: bool,
+    /// Seconds of `cargo test --no-run`.
+    pub build: f64,
+    /// Seconds of `cargo test` until its first doctest (the tests cargo
+    /// ekstazi also runs).
+    pub tests: f64,
+    /// Seconds of `cargo test`'s doctests (compared apart: the evaluation
+    /// runs `cargo ekstazi test --no-doc`).
+    pub doctests: f64,
+    /// Per test: `ok`, `FAILED` or `ignored`.
+    pub outcomes: HashMap<TestId, String>,
+}
+
+/// Runs `cargo test --no-run`, then `cargo test --no-fail-fast`, in `dir`.
+/// The tests' output is appended to `log`.
+pub fn retest_all(dir: &Path, cargo_args: &[String], log: &Path) -> Result<RetestAll> {
+    let clock = Instant::now();
+    let built = cargo(dir, &["test", "--no-run", "-q"], cargo_args)
+        .stdout(Stdio::null())
+        .stderr(log_file(log)?)
+        .status()?
+        .success();
+    let build = clock.elapsed().as_secs_f64();
+    if !built {
+        return Ok(RetestAll {
+            built,
+            build,
+            tests: 0.0,
+            doctests: 0.0,
+            outcomes: HashMap::new(),
+        });
+    }
+    let keys = executable_keys(dir, cargo_args)?;
+    let clock = Instant::now();
+    let (text, until_doctests) = merged_output(
+        cargo(dir, &["test", "--no-fail-fast"], cargo_args),
+        "Doc-tests ",
+    )?;
+    let total = clock.elapsed();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))?;
+    let tests = until_doctests.unwrap_or(total);
+    Ok(RetestAll {
+        built,
+        build,
+        tests: tests.as_secs_f64(),
+        doctests: (total - tests).as_secs_f64(),
+        outcomes: parse_cargo_test(&text, &keys),
+    })
+}
+
+/// What `cargo ekstazi test --report-json` wrote.
+#[derive(Deserialize)]
+pub struct Report {
+    pub timings: BTreeMap<String, f64>,
+    pub tests: Vec<ReportTest>,
+}
+
+#[derive(Deserialize)]
+pub struct ReportTest {
+    pub binary: String,
+    pub name: String,
+    pub ignored: bool,
+    pub selected: bool,
+    pub reasons: Vec<String>,
+    pub outcome: Option<String>,
+}
+
+impl Report {
+    pub fn timing(&self, stage: &str) -> f64 {
+        self.timings.get(stage).copied().unwrap_or(0.0)
+    }
+
+    /// What it costs to decide what to run: everything but building and
+    /// running the tests (cargo metadata, listing, checksums, fingerprints,
+    /// loading and checking records).
+    pub fn selection_cost(&self) -> f64 {
+        [
+            "workspace",
+            "list",
+            "binary checksums",
+            "function fingerprints",
+            "analysis",
+        ]
+        .iter()
+        .map(|s| self.timing(s))
+        .sum()
+    }
+
+    /// Tests in scope (not `#[ignore]`d).
+    pub fn in_scope(&self) -> impl Iterator<Item = &ReportTest> {
+        self.tests.iter().filter(|t| !t.ignored)
+    }
+
+    pub fn selected(&self) -> HashMap<TestId, &ReportTest> {
+        self.in_scope()
+            .filter(|t| t.selected)
+            .map(|t| ((t.binary.clone(), t.name.clone()), t))
+            .collect()
+    }
+
+    pub fn knows(&self, id: &TestId) -> bool {
+        self.in_scope().any(|t| t.binary == id.0 && t.name == id.1)
+    }
+
+    /// Selected tests per kind of reason (`function changed`, `file
+    /// changed`, `global: rustc changed`, ...), most frequent first.
+    pub fn reason_kinds(&self) -> Vec<(String, usize)> {
+        let mut kinds: HashMap<String, usize> = HashMap::new();
+        for test in self.in_scope().filter(|t| t.selected) {
+            let mut seen: Vec<String> = test.reasons.iter().map(|r| reason_kind(r)).collect();
+            seen.sort();
+            seen.dedup();
+            for kind in seen {
+                *kinds.entry(kind).or_default() += 1;
+            }
+        }
+        let mut kinds: Vec<_> = kinds.into_iter().collect();
+        kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        kinds
+    }
+}
+
+/// The kind of a selection reason: `function changed: f` → `function
+/// changed`; `global: rustc changed` stays whole.
+pub fn reason_kind(reason: &str) -> String {
+    // `12 more functions changed (in ...)` continues a `function changed`.
+    let digits = reason.trim_start_matches(|c: char| c.is_ascii_digit());
+    if digits.len() < reason.len() && digits.starts_with(" more ") {
+        return digits
+            .trim_start_matches(" more ")
+            .split(" (")
+            .next()
+            .unwrap_or(digits)
+            .replace("functions", "function")
+            .to_owned();
+    }
+    if reason.starts_with("global:") {
+        reason.to_owned()
+    } else {
+        reason.split(':').next().unwrap_or(reason).to_owned()
+    }
+}
+
+/// `kind (n); kind (n)`.
+pub fn format_kinds(kinds: &[(String, usize)]) -> String {
+    kinds
+        .iter()
+        .map(|(k, n)| format!("{k} ({n})"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One `cargo ekstazi test` run.
+pub struct EkstaziRun {
+    /// `None` when it wrote no report (it failed before running tests).
+    pub report: Option<Report>,
+    /// Wall-clock seconds.
+    pub wall: f64,
+}
+
+pub struct EkstaziOpts<'a> {
+    pub ekstazi: &'a Path,
+    pub dir: &'a Path,
+    pub state: &'a Path,
+    pub granularity: &'a str,
+    pub cargo_args: &'a [String],
+    /// A target directory of its own (`CARGO_TARGET_DIR`), if any.
+    pub target_dir: Option<&'a Path>,
+    /// Where its output goes.
+    pub log: &'a Path,
+    /// Where the report is kept.
+    pub report: &'a Path,
+}
+
+pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
+    let _ = std::fs::remove_file(opts.report);
+    let mut command = Command::new(opts.ekstazi);
+    command
+        // Doctests are compared apart: `cargo test`'s doctest time is
+        // measured on its own, and a library's doctests are one unit here.
+        .args([
+            "ekstazi",
+            "test",
+            "--no-doc",
+            "--granularity",
+            opts.granularity,
+        ])
+        .arg("--state-dir")
+        .arg(opts.state)
+        .arg("--report-json")
+        .arg(opts.report)
+        .args(opts.cargo_args)
+        .current_dir(opts.dir)
+        .stdout(log_file(opts.log)?)
+        .stderr(log_file(opts.log)?);
+    if let Some(target) = opts.target_dir {
+        command.env("CARGO_TARGET_DIR", target);
+    }
+    let clock = Instant::now();
+    command
+        .status()
+        .with_context(|| format!("cannot run {}", opts.ekstazi.display()))?;
+    let wall = clock.elapsed().as_secs_f64();
+    let report = match std::fs::read(opts.report) {
+        Ok(bytes) => Some(serde_json::from_slice(&bytes)?),
+        Err(_) => None,
+    };
+    Ok(EkstaziRun { report, wall })
+}
+
+/// The record of a test, as text a person can check a miss against: its
+/// outcome, what it must always run for, every dependency with its
+/// checksum, and the functions it executed per program.
+pub fn describe_record(state: &Path, binary: &str, test: &str) -> String {
+    let store = Store::new(state);
+    let mut out = String::new();
+    let record = match store.load(binary, test) {
+        Loaded::Missing => return "no record".to_owned(),
+        Loaded::Invalid(e) => return format!("record not accepted: {e}"),
+        Loaded::Found(record) => record,
+    };
+    let _ = writeln!(
+        out,
+        "record of {binary} {test}: {} in {:.3}s, granularity {}",
+        record.outcome.as_str(),
+        record.duration().as_secs_f64(),
+        record.global.granularity
+    );
+    for always in &record.always {
+        let _ = writeln!(out, "  always runs: {always}");
+    }
+    let _ = writeln!(out, "  {} dependencies:", record.deps.len());
+    for dep in &record.deps {
+        let sum = match &dep.sum {
+            Sum::Hash(h) => hex(&h[..6]),
+            Sum::Kind(k) => format!("{k:?}"),
+            Sum::Absent => "absent".to_owned(),
+            Sum::Unknown => "unknown".to_owned(),
+        };
+        let _ = writeln!(out, "    {:?} {} = {sum}", kind_of(&dep.target), dep.target);
+    }
+    for peer in &record.network {
+        let _ = writeln!(out, "  network: {peer:?}");
+    }
+    for code in &record.code {
+        let unit = match &code.unit {
+            CodeUnit::TestBinary => "test binary".to_owned(),
+            CodeUnit::Program(p) => p.to_string(),
+        };
+        let snapshot = store.load_snapshot(&code.snapshot);
+        let _ = writeln!(
+            out,
+            "  code of {unit} (snapshot {}{}): {} functions executed",
+            hex(&code.snapshot[..6]),
+            if snapshot.is_some() {
+                ""
+            } else {
+                ", no longer stored"
+            },
+            code.functions.len()
+        );
+        if let Some(snapshot) = snapshot {
+            for &i in &code.functions {
+                if let Some(name) = snapshot.names.get(i as usize) {
+                    let _ = writeln!(out, "    {}", ekstazi_core::fingerprint::demangle(name));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn kind_of(target: &ekstazi_core::dep::Target) -> &'static str {
+    use ekstazi_core::dep::Target;
+    match target {
+        Target::Content(_) => "content",
+        Target::Kind { .. } => "kind",
+        Target::TestBinary => "binary",
+        Target::Program(_) => "program",
+        Target::Listing(_) => "listing",
+        Target::Env(_) => "env",
+        Target::Link(_) => "link",
+        Target::Resolved(_) => "resolved",
+        Target::Library(_) => "library",
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Prints a miss loudly on stderr and writes the full record beside the
+/// results; returns the file written.
+pub fn report_miss(
+    dir: &Path,
+    what: &str,
+    state: &Path,
+    id: &TestId,
+    detail: &str,
+) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let record = describe_record(state, &id.0, &id.1);
+    let file = dir.join(format!(
+        "{}.txt",
+        ekstazi_core::store::escape(&format!("{what}-{}-{}", id.0, id.1))
+    ));
+    std::fs::write(&file, format!("{detail}\n\n{record}"))?;
+    let bar = "!".repeat(78);
+    eprintln!("{bar}");
+    eprintln!("MISS {what}: {} {}", id.0, id.1);
+    eprintln!("{detail}");
+    for line in record.lines().take(40) {
+        eprintln!("  {line}");
+    }
+    eprintln!("  (whole record: {})", file.display());
+    eprintln!("{bar}");
+    Ok(file)
+}
+
+pub fn cargo(dir: &Path, args: &[&str], extra: &[String]) -> Command {
+    let mut command = Command::new("cargo");
+    command.args(args).args(extra).current_dir(dir);
+    command
+}
+
+fn log_file(path: &Path) -> Result<std::fs::File> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
+pub fn run_ok(command: &mut Command) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+pub fn output(command: &mut Command) -> Result<String> {
+    let out = command
+        .output()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The binary key of every test executable `cargo test` builds, by path.
+fn executable_keys(dir: &Path, extra: &[String]) -> Result<HashMap<PathBuf, String>> {
+    use cargo_metadata::Message;
+    let out = cargo(dir, &["test", "--no-run", "--message-format=json"], extra)
+        .stderr(Stdio::null())
+        .output()?;
+    let mut keys = HashMap::new();
+    for message in Message::parse_stream(&out.stdout[..]) {
+        if let Message::CompilerArtifact(artifact) = message?
+            && artifact.profile.test
+            && let Some(executable) = artifact.executable
+        {
+            let kind = match artifact.target.kind.first() {
+                Some(cargo_metadata::TargetKind::Bin) => "bin",
+                Some(cargo_metadata::TargetKind::Test) => "test",
+                Some(cargo_metadata::TargetKind::Bench) => "bench",
+                Some(cargo_metadata::TargetKind::Example) => "example",
+                _ => "lib",
+            };
+            let package = artifact.package_id.repr.clone();
+            let name = package_name(&package);
+            let key = ekstazi_core::key::binary_key(&name, kind, &artifact.target.name);
+            keys.insert(executable.into_std_path_buf(), key);
+        }
+    }
+    Ok(keys)
+}
+
+/// The package name in a package id (`path+file:///x/grep#0.3.1`,
+/// `registry+...#name@1.0`, or the old `name 1.0 (source)`).
+fn package_name(id: &str) -> String {
+    if let Some((_, tail)) = id.rsplit_once('#') {
+        if let Some((name, _)) = tail.split_once('@') {
+            return name.to_owned();
+        }
+        // `path+file:///x/ripgrep#15.2.0`: the name is the directory's.
+        return id[..id.len() - tail.len() - 1]
+            .rsplit('/')
+            .next()
+            .unwrap_or(tail)
+            .to_owned();
+    }
+    id.split_whitespace().next().unwrap_or(id).to_owned()
+}
+
+/// Runs a command with stdout and stderr in one pipe, so that cargo's
+/// `Running ...` lines (stderr) stay in order with the tests' results
+/// (stdout); returns the text and when the first line starting with
+/// `marker` arrived.
+fn merged_output(mut command: Command, marker: &str) -> Result<(String, Option<Duration>)> {
+    let (reader, writer) = std::io::pipe()?;
+    command.stdout(writer.try_clone()?).stderr(writer);
+    let clock = Instant::now();
+    let mut child = command.spawn()?;
+    drop(command);
+    let mut text = String::new();
+    let mut seen = None;
+    let mut reader = std::io::BufReader::new(reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        let s = String::from_utf8_lossy(&line);
+        if seen.is_none() && s.trim_start().starts_with(marker) {
+            seen = Some(clock.elapsed());
+        }
+        text.push_str(&s);
+    }
+    child.wait()?;
+    Ok((text, seen))
+}
+
+/// Per test, `ok`, `FAILED` or `ignored`, from `cargo test`'s output: a
+/// binary's results follow its `Running ... (path)` line.
+fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<TestId, String> {
+    let mut outcomes = HashMap::new();
+    let mut current: Option<&String> = None;
+    for line in output.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("Doc-tests ") {
+            current = None;
+        } else if let Some(rest) = trimmed.strip_prefix("Running ") {
+            current = rest
+                .rsplit_once('(')
+                .and_then(|(_, p)| p.strip_suffix(')'))
+                .and_then(|path| keys.iter().find(|(p, _)| p.ends_with(path)).map(|(_, k)| k));
+        } else if let (Some(key), Some(rest)) = (current, line.strip_prefix("test "))
+            && let Some((name, outcome)) = rest.rsplit_once(" ... ")
+        {
+            let outcome = outcome
+                .split(',')
+                .next()
+                .unwrap_or(outcome)
+                .trim()
+                .to_owned();
+            outcomes.insert((key.clone(), name.to_owned()), outcome);
+        }
+    }
+    outcomes
+}
+
+pub fn share(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+pub fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
+}
+
+/// The median (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The value below which `p` percent of the values lie (nearest rank).
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_follow_their_binary_and_skip_doctests() {
+        let keys = HashMap::from([(
+            PathBuf::from("/w/target/debug/deps/grep-0123"),
+            "grep".to_owned(),
+        )]);
+        let text = "\
+     Running unittests src/lib.rs (target/debug/deps/grep-0123)
+running 2 tests
+test a::b ... ok
+test a::c ... FAILED
+   Doc-tests grep
+test src/lib.rs - x (line 3) ... ok
+";
+        let outcomes = parse_cargo_test(text, &keys);
+        assert_eq!(outcomes.len(), 2);
+        assert_eq!(outcomes[&("grep".into(), "a::c".into())], "FAILED");
+    }
+
+    #[test]
+    fn statistics() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(
+            percentile(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90.0),
+            9.0
+        );
+        assert_eq!(reason_kind("function changed: a::b"), "function changed");
+        assert_eq!(
+            reason_kind("global: rustc changed"),
+            "global: rustc changed"
+        );
+    }
+}
