@@ -61,8 +61,8 @@ impl Row {
         evidence::share(self.selected, self.tests)
     }
 
-    /// `cargo test` end to end, doctests left out (cargo-ekstazi does not
-    /// run them).
+    /// `cargo test` end to end, doctests left out (the evaluation runs
+    /// `cargo ekstazi test --no-doc`).
     pub fn retest_total(&self) -> f64 {
         self.retest_build + self.retest_test
     }
