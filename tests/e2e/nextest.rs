@@ -2,25 +2,11 @@
 //! that `cargo ekstazi test` and `cargo ekstazi nextest` are interchangeable
 //! on one state directory.
 
-use crate::support::{Fixture, TestRun, labels};
+use crate::support::{BASIC_ALL, Fixture, TestRun, labels};
 use std::collections::BTreeSet;
 use std::process::Command;
 
-/// Every test of the `basic` fixture (as in `selection.rs`).
-const ALL: &[&str] = &[
-    "alpha tests::doubles",
-    "alpha tests::triples",
-    "beta tests::quadruples",
-    "beta::files asserts_absent",
-    "beta::files fails_on_request",
-    "beta::files has_cargo_env",
-    "beta::files reads_data",
-    "beta::files reads_nothing",
-    "beta::files runs_helper",
-    "beta::files writes_then_reads_its_own_file",
-    "gamma tests::says_hello",
-    "gamma::custom (whole binary)",
-];
+const ALL: &[&str] = BASIC_ALL;
 
 /// Whether cargo-nextest can run here; says loudly when it cannot.
 fn nextest_installed() -> bool {

@@ -1,22 +1,9 @@
 //! The core promise: from the second run on, only affected tests run, and
 //! every selection names its reason.
 
-use crate::support::{Fixture, labels};
+use crate::support::{BASIC_ALL, Fixture, labels};
 
-const ALL: &[&str] = &[
-    "alpha tests::doubles",
-    "alpha tests::triples",
-    "beta tests::quadruples",
-    "beta::files asserts_absent",
-    "beta::files fails_on_request",
-    "beta::files has_cargo_env",
-    "beta::files reads_data",
-    "beta::files reads_nothing",
-    "beta::files runs_helper",
-    "beta::files writes_then_reads_its_own_file",
-    "gamma tests::says_hello",
-    "gamma::custom (whole binary)",
-];
+const ALL: &[&str] = BASIC_ALL;
 
 #[test]
 fn first_run_runs_everything_and_second_run_nothing() {

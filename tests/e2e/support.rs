@@ -268,6 +268,22 @@ pub fn copy_tree(from: &Path, to: &Path, with_state: bool) {
     }
 }
 
+/// Every test of the `basic` fixture, as `<binary id> <name>`.
+pub const BASIC_ALL: &[&str] = &[
+    "alpha tests::doubles",
+    "alpha tests::triples",
+    "beta tests::quadruples",
+    "beta::files asserts_absent",
+    "beta::files fails_on_request",
+    "beta::files has_cargo_env",
+    "beta::files reads_data",
+    "beta::files reads_nothing",
+    "beta::files runs_helper",
+    "beta::files writes_then_reads_its_own_file",
+    "gamma tests::says_hello",
+    "gamma::custom (whole binary)",
+];
+
 /// A set of test labels, for comparisons.
 pub fn labels(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| (*s).to_owned()).collect()

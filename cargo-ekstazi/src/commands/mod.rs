@@ -7,10 +7,43 @@ pub mod nextest;
 pub mod test;
 pub mod why;
 
-use crate::session::{self, Session};
+use crate::report::{self, Tally};
+use crate::session::{self, Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
+use ekstazi_core::filter::Filter;
 use ekstazi_core::settings::Granularity;
+use std::io::Write;
+
+/// The plan of a run that runs tests (`test`, `nextest`): the analysis, the
+/// housekeeping a recording run does before running (records of removed
+/// tests forgotten, unaffected ones re-pointed at this build), and the
+/// selection line printed. Also returns the tally so far and, when nothing
+/// is selected, the sentence that says why.
+pub fn plan_run(
+    session: &mut Session,
+    filter: &Filter,
+    recording: bool,
+    verbose: bool,
+) -> Result<(Vec<Planned>, Tally, Option<String>)> {
+    let plan = session.analyse(filter);
+    if recording {
+        forget_removed_tests(session)?;
+        repoint_unaffected(session, &plan);
+    }
+    if verbose {
+        print_timings(session);
+    }
+    let selected = plan.iter().filter(|p| p.selected()).count();
+    let tally = Tally::of_plan(&plan);
+    writeln!(
+        anstream::stdout(),
+        "{}",
+        report::selection_line(&tally, selected, session.settings.partition)
+    )?;
+    let nothing = report::nothing_to_run(&tally, selected, plan.len());
+    Ok((plan, tally, nothing))
+}
 
 /// Takes the state directory's run lock, saying so when another run holds
 /// it (and failing at once without `wait`). A state directory that cannot be

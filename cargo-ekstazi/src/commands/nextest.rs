@@ -26,7 +26,7 @@ pub mod runner;
 
 use crate::cli::NextestArgs;
 use crate::list::TestCase;
-use crate::report::{self, Tally};
+use crate::report;
 use crate::run::Finished;
 use crate::session::{Planned, Session};
 use crate::{instrument, recording, style};
@@ -79,24 +79,11 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         run_ignored: user.run_ignored,
         ..Filter::default()
     };
-    let plan = session.analyse(&filter);
-    if recording {
-        super::forget_removed_tests(&session)?;
-        super::repoint_unaffected(&session, &plan);
-    }
-    if args.cargo.verbose > 0 {
-        super::print_timings(&session);
-    }
-
+    let (plan, mut tally, nothing) =
+        super::plan_run(&mut session, &filter, recording, args.cargo.verbose > 0)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
-    let mut tally = Tally::of_plan(&plan);
     let mut stdout = anstream::stdout().lock();
-    writeln!(
-        stdout,
-        "{}",
-        report::selection_line(&tally, selected.len(), settings.partition)
-    )?;
-    if let Some(why) = report::nothing_to_run(&tally, selected.len(), plan.len()) {
+    if let Some(why) = nothing {
         // Nextest is not started: it would only say that no test matched.
         writeln!(stdout, "{why}")?;
         if recording {

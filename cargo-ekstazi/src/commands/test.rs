@@ -2,7 +2,7 @@
 
 use crate::cli::{TestArgs, parse_harness_args};
 use crate::progress::Progress;
-use crate::report::{self, Tally};
+use crate::report;
 use crate::run::{self, Event};
 use crate::session::{Planned, Session};
 use crate::{junit, recording, style};
@@ -37,24 +37,15 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     if !settings.skipme {
         super::note_fallbacks(&session);
     }
-    let plan = session.analyse(&harness.filter);
-    if recording {
-        super::forget_removed_tests(&session)?;
-        super::repoint_unaffected(&session, &plan);
-    }
-    if args.cargo.verbose > 0 {
-        super::print_timings(&session);
-    }
-
-    let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
-    let mut tally = Tally::of_plan(&plan);
-    let mut stdout = anstream::stdout().lock();
-    writeln!(
-        stdout,
-        "{}",
-        report::selection_line(&tally, selected.len(), settings.partition)
+    let (plan, mut tally, nothing) = super::plan_run(
+        &mut session,
+        &harness.filter,
+        recording,
+        args.cargo.verbose > 0,
     )?;
-    if let Some(why) = report::nothing_to_run(&tally, selected.len(), plan.len()) {
+    let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
+    let mut stdout = anstream::stdout().lock();
+    if let Some(why) = nothing {
         writeln!(stdout, "{why}")?;
     }
 
