@@ -351,6 +351,7 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
     }
     if has_nextest {
         run(&project, &cargo(&["nextest", "run", "--no-run"]))?;
+        run(&project, &ekstazi_cmd(&["nextest"]))?;
     }
 
     let mut commands: Vec<(&str, Vec<String>)> = vec![
@@ -373,6 +374,13 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
             "cargo nextest run",
             cargo(&["nextest", "run", "--no-fail-fast"]),
         ));
+        commands.push((
+            "cargo ekstazi nextest (nothing changed)",
+            ekstazi_cmd(&["nextest"]),
+        ));
+        let mut forceall = ekstazi_cmd(&["nextest", "--forceall"]);
+        forceall.extend(["--".to_owned(), "--no-fail-fast".to_owned()]);
+        commands.push(("cargo ekstazi nextest --forceall", forceall));
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
     for round in 0..runs {
@@ -402,6 +410,14 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
         println!(
             "- `--forceall` vs `cargo nextest run`: **{:.2}×**",
             medians[3] / medians[4]
+        );
+        println!(
+            "- `cargo ekstazi nextest`, nothing changed vs `cargo nextest run`: **{:.2}×**",
+            medians[5] / medians[4]
+        );
+        println!(
+            "- `cargo ekstazi nextest --forceall` vs `cargo nextest run`: **{:.2}×**",
+            medians[6] / medians[4]
         );
     }
     println!(
