@@ -31,6 +31,8 @@ fn clean_run(
             "test",
             "-q",
             "--forceall",
+            // Doctests are built and run alike in both granularities.
+            "--no-doc",
             "--granularity",
             granularity,
         ])
