@@ -496,7 +496,10 @@ impl Session {
             }
             let old = self.snapshots.stored(&dep.snapshot)?;
             let new = self.snapshots.of_binary(&path, &id).ok()?;
-            *dep = ekstazi_core::code::translate(dep, &old, &new, id)?;
+            let between = self
+                .snapshots
+                .correspondence((&dep.snapshot, &old), (&id, &new));
+            *dep = ekstazi_core::code::translate(dep, &between, id)?;
             changed = true;
         }
         changed.then_some(moved)

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Whose code.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -108,41 +108,95 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
     }
 }
 
+/// How the functions of one snapshot of a program correspond to another's.
+/// Every test of a binary compares the same two builds, so each function's
+/// counterpart (a name lookup, and after a version bump a demangling) and
+/// the uninstrumented changes are worked out once per pair, not per test.
+pub struct Correspondence {
+    old: Arc<Snapshot>,
+    new: Arc<Snapshot>,
+    counterparts: Vec<OnceLock<Option<u32>>>,
+    uninstrumented: OnceLock<Vec<String>>,
+}
+
+/// What became of a function of the old snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Same(u32),
+    Changed,
+    Removed,
+}
+
+impl Correspondence {
+    pub fn new(old: Arc<Snapshot>, new: Arc<Snapshot>) -> Correspondence {
+        Correspondence {
+            counterparts: (0..old.names.len()).map(|_| OnceLock::new()).collect(),
+            uninstrumented: OnceLock::new(),
+            old,
+            new,
+        }
+    }
+
+    /// `None` when `index` is not a function of the old snapshot.
+    fn fate(&self, index: u32) -> Option<Fate> {
+        let i = index as usize;
+        let fp = self.old.fps.get(i)?;
+        let counterpart = *self.counterparts.get(i)?.get_or_init(|| {
+            self.new
+                .counterpart(&self.old.names[i], fp)
+                .map(|j| j as u32)
+        });
+        Some(match counterpart {
+            None => Fate::Removed,
+            Some(j) if self.new.fps[j as usize] != *fp => Fate::Changed,
+            Some(j) => Fate::Same(j),
+        })
+    }
+
+    /// The uninstrumented functions whose fingerprints differ, demangled
+    /// (at most [`NAMED_CHANGES`] of them).
+    fn uninstrumented_changes(&self) -> &[String] {
+        self.uninstrumented.get_or_init(|| {
+            self.old
+                .uninstrumented_changes(&self.new)
+                .into_iter()
+                .take(NAMED_CHANGES)
+                .map(fingerprint::demangle)
+                .collect()
+        })
+    }
+}
+
 /// At most this many changed functions are named per program.
 const NAMED_CHANGES: usize = 10;
 
-/// Why a code dependency no longer holds, given the snapshot it was recorded
-/// against and the present one; empty when every executed function is the
-/// same.
-pub fn changes(dep: &CodeDep, old: &Snapshot, new: &Snapshot) -> Vec<String> {
+/// Why a code dependency no longer holds, given how the snapshot it was
+/// recorded against corresponds to the present one; empty when every
+/// executed function is the same.
+pub fn changes(dep: &CodeDep, between: &Correspondence) -> Vec<String> {
     let place = match &dep.unit {
         CodeUnit::TestBinary => String::new(),
         unit => format!(" (in {unit})"),
     };
-    let mut reasons: Vec<String> = old
-        .uninstrumented_changes(new)
-        .into_iter()
-        .take(NAMED_CHANGES)
-        .map(|name| {
-            format!(
-                "uninstrumented function changed: {}{place}",
-                fingerprint::demangle(name)
-            )
-        })
+    let mut reasons: Vec<String> = between
+        .uninstrumented_changes()
+        .iter()
+        .map(|name| format!("uninstrumented function changed: {name}{place}"))
         .collect();
     let mut changed = 0;
     for &index in &dep.functions {
-        let Some(name) = old.names.get(index as usize) else {
-            reasons.push(format!("code record does not match its snapshot{place}"));
-            return reasons;
-        };
-        let verdict = match new.counterpart(name, &old.fps[index as usize]) {
-            None => "function removed",
-            Some(i) if new.fps[i] != old.fps[index as usize] => "function changed",
-            Some(_) => continue,
+        let verdict = match between.fate(index) {
+            None => {
+                reasons.push(format!("code record does not match its snapshot{place}"));
+                return reasons;
+            }
+            Some(Fate::Same(_)) => continue,
+            Some(Fate::Changed) => "function changed",
+            Some(Fate::Removed) => "function removed",
         };
         changed += 1;
         if changed <= NAMED_CHANGES {
+            let name = &between.old.names[index as usize];
             reasons.push(format!("{verdict}: {}{place}", fingerprint::demangle(name)));
         }
     }
@@ -155,16 +209,16 @@ pub fn changes(dep: &CodeDep, old: &Snapshot, new: &Snapshot) -> Vec<String> {
     reasons
 }
 
-/// The same dependency expressed against another snapshot of the program
+/// The same dependency expressed against the other snapshot of the program
 /// (for a test that stayed unaffected by a rebuild), or `None` if one of its
-/// functions is gone.
-pub fn translate(dep: &CodeDep, old: &Snapshot, new: &Snapshot, new_id: Hash) -> Option<CodeDep> {
+/// functions is gone or changed.
+pub fn translate(dep: &CodeDep, between: &Correspondence, new_id: Hash) -> Option<CodeDep> {
     let mut functions = dep
         .functions
         .iter()
-        .map(|&i| {
-            let j = new.counterpart(old.names.get(i as usize)?, old.fps.get(i as usize)?)?;
-            (new.fps[j] == old.fps[i as usize]).then_some(j as u32)
+        .map(|&i| match between.fate(i)? {
+            Fate::Same(j) => Some(j),
+            Fate::Changed | Fate::Removed => None,
         })
         .collect::<Option<Vec<u32>>>()?;
     functions.sort_unstable();
@@ -225,6 +279,7 @@ fn append(path: &Path, suffix: &str) -> PathBuf {
 pub struct Snapshots {
     store: crate::store::Store,
     known: Mutex<HashMap<Hash, Arc<Snapshot>>>,
+    pairs: Mutex<HashMap<(Hash, Hash), Arc<Correspondence>>>,
 }
 
 impl Snapshots {
@@ -232,7 +287,23 @@ impl Snapshots {
         Snapshots {
             store,
             known: Mutex::new(HashMap::new()),
+            pairs: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How snapshot `old_id` corresponds to `new_id`, shared by every test
+    /// that compares those two.
+    pub fn correspondence(
+        &self,
+        (old_id, old): (&Hash, &Arc<Snapshot>),
+        (new_id, new): (&Hash, &Arc<Snapshot>),
+    ) -> Arc<Correspondence> {
+        self.pairs
+            .lock()
+            .expect("snapshot pair cache lock")
+            .entry((*old_id, *new_id))
+            .or_insert_with(|| Arc::new(Correspondence::new(old.clone(), new.clone())))
+            .clone()
     }
 
     /// A snapshot recorded earlier, if the store still has it.
@@ -293,6 +364,10 @@ mod tests {
         }
     }
 
+    fn between(old: &Snapshot, new: &Snapshot) -> Correspondence {
+        Correspondence::new(Arc::new(old.clone()), Arc::new(new.clone()))
+    }
+
     #[test]
     fn only_executed_functions_decide() {
         let old = snapshot(
@@ -316,7 +391,7 @@ mod tests {
             ],
             0,
         );
-        assert!(changes(&dep, &old, &uncovered_edit).is_empty());
+        assert!(changes(&dep, &between(&old, &uncovered_edit)).is_empty());
         let read_edit = snapshot(
             &[
                 ("_ZN2fx4read17h0123456789abcdefE", 7),
@@ -325,17 +400,17 @@ mod tests {
             0,
         );
         assert_eq!(
-            changes(&dep, &old, &read_edit),
+            changes(&dep, &between(&old, &read_edit)),
             ["function changed: fx::read"]
         );
         let renamed = snapshot(&[("_ZN2fx5read217h0123456789abcdefE", 1)], 0);
         assert_eq!(
-            changes(&dep, &old, &renamed),
+            changes(&dep, &between(&old, &renamed)),
             ["function removed: fx::read"]
         );
         let std_changed = snapshot(&[("_ZN2fx4read17h0123456789abcdefE", 1)], 5);
         assert_eq!(
-            changes(&dep, &old, &std_changed),
+            changes(&dep, &between(&old, &std_changed)),
             ["uninstrumented function changed: memcpy"],
             "a changed function counts; one only linked now, or no more, does not"
         );
@@ -348,10 +423,10 @@ mod tests {
             ],
             0,
         );
-        assert!(changes(&dep, &old, &rehashed).is_empty());
+        assert!(changes(&dep, &between(&old, &rehashed)).is_empty());
         let rehashed_and_changed = snapshot(&[("_ZN2fx4read17hfedcba9876543210E", 4)], 0);
         assert_eq!(
-            changes(&dep, &old, &rehashed_and_changed),
+            changes(&dep, &between(&old, &rehashed_and_changed)),
             ["function changed: fx::read"]
         );
         // Two functions sharing the stable name (copies of a generic
@@ -363,7 +438,7 @@ mod tests {
             ],
             0,
         );
-        assert!(changes(&dep, &old, &copies).is_empty());
+        assert!(changes(&dep, &between(&old, &copies)).is_empty());
         let changed_copies = snapshot(
             &[
                 ("_ZN2fx4read17hfedcba9876543210E", 9),
@@ -372,17 +447,17 @@ mod tests {
             0,
         );
         assert_eq!(
-            changes(&dep, &old, &changed_copies),
+            changes(&dep, &between(&old, &changed_copies)),
             ["function changed: fx::read"]
         );
 
-        let moved = translate(&dep, &old, &uncovered_edit, [1; 32]).unwrap();
+        let moved = translate(&dep, &between(&old, &uncovered_edit), [1; 32]).unwrap();
         assert_eq!(moved.snapshot, [1; 32]);
         assert_eq!(
             uncovered_edit.names[moved.functions[0] as usize],
             "_ZN2fx4read17h0123456789abcdefE"
         );
-        assert!(translate(&dep, &old, &renamed, [1; 32]).is_none());
+        assert!(translate(&dep, &between(&old, &renamed), [1; 32]).is_none());
     }
 
     #[test]

@@ -185,7 +185,12 @@ fn code_reasons(dep: &CodeDep, present: &Present<'_>) -> Vec<String> {
         .ok_or_else(|| FingerprintError::Parse("no such path".into()))
         .and_then(|path| present.snapshots.of_binary(&path, &id));
     match new {
-        Ok(new) => crate::code::changes(dep, &old, &new),
+        Ok(new) => {
+            let between = present
+                .snapshots
+                .correspondence((&dep.snapshot, &old), (&id, &new));
+            crate::code::changes(dep, &between)
+        }
         Err(e) => vec![format!("cannot fingerprint {}: {e}", dep.unit)],
     }
 }
