@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 fn recorded() -> Fixture {
     let f = Fixture::new("functions");
     let first = f.test_ok(&[]);
-    assert_eq!(first.ran().len(), 11, "{first:?}");
+    assert_eq!(first.ran().len(), 12, "{first:?}");
     assert!(
         f.selected(&[]).is_empty(),
         "nothing selected after a full run"
@@ -94,7 +94,21 @@ fn only_tests_that_executed_the_changed_function_run() {
         "// A comment that moves everything below it.\n\n/// Executed by every test",
         &[],
     );
-    // A new version rehashes every symbol of the crate, and changes no code.
+    // Which type is compared is code: a type id is named by its type.
+    let selected = expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "value.downcast_ref::<Marker>().is_some()",
+        "value.downcast_ref::<Marker>().is_some() || value.downcast_ref::<u16>().is_some()",
+        &["tests::t_downcast"],
+    );
+    assert!(
+        reasons_of(&selected, "t_downcast")
+            .contains(&"function changed: funcs::is_marker".to_owned()),
+        "{selected:?}"
+    );
+    // A new version rehashes every symbol of the crate, and every `TypeId`
+    // of its types (`t_downcast` compares one), and changes no code.
     expect_after_edit(
         &f,
         "Cargo.toml",
@@ -163,6 +177,7 @@ fn macros_generics_and_c_code_are_followed() {
     // C code carries no coverage: every test of the binary depends on it.
     let all = [
         "tests::t_c",
+        "tests::t_downcast",
         "tests::t_fruit",
         "tests::t_generic_a",
         "tests::t_limit_a",

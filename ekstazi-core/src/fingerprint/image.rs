@@ -38,6 +38,11 @@ pub(crate) struct Symbol {
     /// keeps its own copy of some generic instances): references to it are
     /// then also told apart by its content (see `normalise`).
     pub ambiguous: bool,
+    /// How a reference to it as writable data names it: its token, or for
+    /// an ambiguous symbol its mangled name without the crate hashes
+    /// ([`super::without_crate_hashes`]), which still tells apart items of
+    /// one name in one scope (`static`s in sibling blocks).
+    pub identity: String,
 }
 
 /// A static relocation in data (kept in the executable by `--emit-relocs`):
@@ -157,6 +162,7 @@ impl<'a> Image<'a> {
                 size: symbol.size(),
                 token: String::new(),
                 ambiguous: false,
+                identity: String::new(),
             };
             match symbol.kind() {
                 SymbolKind::Text => functions.push(entry),
@@ -370,6 +376,11 @@ fn assign_tokens(lists: [&mut Vec<Symbol>; 3]) {
     for (list, names) in lists.into_iter().zip(stable) {
         for (symbol, name) in list.iter_mut().zip(names) {
             symbol.ambiguous = counts[&name] > 1;
+            symbol.identity = if symbol.ambiguous {
+                super::without_crate_hashes(&symbol.name)
+            } else {
+                name.clone()
+            };
             symbol.token = name;
         }
     }

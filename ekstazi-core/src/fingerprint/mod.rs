@@ -286,8 +286,84 @@ pub fn stable_name(name: &str) -> String {
     demangle(name)
 }
 
+/// A v0-mangled name with every crate root's disambiguator (the hash of
+/// the crate's build metadata) taken out: `Cs<hash>_` becomes `C`. The rest
+/// stays, among it the disambiguators of items of one name in one scope,
+/// which [`stable_name`] drops. Other names are returned as they are.
+///
+/// By hand: `rustc_demangle` prints the crate hashes (as `crate[<hex>]`,
+/// the base-62 number plus 2) but exposes no parse tree; each printed hash
+/// is turned back into its base-62 spelling and removed from the name.
+pub fn without_crate_hashes(name: &str) -> String {
+    if !name.starts_with("_R") {
+        return name.to_owned();
+    }
+    let printed = rustc_demangle::demangle(name).to_string();
+    let mut out = name.to_owned();
+    for hash in printed
+        .split('[')
+        .skip(1)
+        .filter_map(|rest| rest.split_once(']'))
+    {
+        let Ok(value) = u64::from_str_radix(hash.0, 16) else {
+            continue;
+        };
+        let spelled = match value {
+            0 => continue,
+            1 => String::new(),
+            n => base62(n - 2),
+        };
+        out = out.replace(&format!("Cs{spelled}_"), "C");
+    }
+    out
+}
+
+fn base62(mut n: u64) -> String {
+    const DIGITS: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 62) as usize]);
+        n /= 62;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ASCII digits")
+}
+
 /// A 64-bit hash of a symbol's [`stable_name`].
 pub fn stable_hash(name: &str) -> u64 {
     let digest = blake3::hash(stable_name(name).as_bytes());
     u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crate_hashes_leave_and_scope_disambiguators_stay() {
+        // fd's `augment_args` has three `static DEFAULT_VALUE`s; a dependency
+        // bump changed fd's crate hash from `bC6OWozCNE2` to `d8kyZLkA4bc`.
+        let first_old = "_RNvNvXs4_NtCsbC6OWozCNE2_2fd3cliNtB7_4OptsNtNtCsau51AWZonUi_12clap_builder6derive4Args12augment_args13DEFAULT_VALUE";
+        let first_new = "_RNvNvXs4_NtCsd8kyZLkA4bc_2fd3cliNtB7_4OptsNtNtCsau51AWZonUi_12clap_builder6derive4Args12augment_args13DEFAULT_VALUE";
+        let second_old = "_RNvNvXs4_NtCsbC6OWozCNE2_2fd3cliNtB7_4OptsNtNtCsau51AWZonUi_12clap_builder6derive4Args12augment_argss_13DEFAULT_VALUE";
+        assert_eq!(stable_name(first_old), stable_name(second_old));
+        assert_eq!(
+            without_crate_hashes(first_old),
+            "_RNvNvXs4_NtC2fd3cliNtB7_4OptsNtNtC12clap_builder6derive4Args12augment_args13DEFAULT_VALUE"
+        );
+        assert_eq!(
+            without_crate_hashes(first_old),
+            without_crate_hashes(first_new)
+        );
+        assert_ne!(
+            without_crate_hashes(first_old),
+            without_crate_hashes(second_old)
+        );
+        // Legacy names carry their hash in the symbol itself: kept whole.
+        let legacy = "_ZN2fx4read17h0123456789abcdefE";
+        assert_eq!(without_crate_hashes(legacy), legacy);
+    }
 }

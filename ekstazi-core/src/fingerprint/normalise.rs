@@ -81,6 +81,9 @@ pub(crate) struct Memo {
 pub(crate) struct Normaliser<'i, 'a> {
     image: &'i Image<'a>,
     unresolved: AtomicU64,
+    /// The values of the types' `TypeId`s, found where the type-id
+    /// functions load them (see [`type_id_values`]), and the type of each.
+    type_ids: HashMap<[u8; 16], Option<&'i str>>,
 }
 
 /// A masked copy of some bytes, and the referents of the masked fields in
@@ -140,6 +143,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         Normaliser {
             image,
             unresolved: AtomicU64::new(0),
+            type_ids: type_id_values(image),
         }
     }
 
@@ -332,6 +336,16 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
     }
 
+    /// The type whose `TypeId` the read-only constant `[start, end)` holds,
+    /// if it is one.
+    fn type_id_at(&self, start: u64, end: u64) -> Option<&'i str> {
+        if end - start != 16 || self.image.section_at(start).is_none_or(|s| s.write) {
+            return None;
+        }
+        let value: [u8; 16] = self.image.bytes(start, 16)?.try_into().ok()?;
+        *self.type_ids.get(&value)?
+    }
+
     /// A thread-local variable given by its offset from the thread pointer.
     fn tls_offset(&self, offset: i64) -> Referent<'i> {
         match self.image.tls {
@@ -348,39 +362,22 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         if let Some(StaticReloc::Relative32) = image.data_relocs.get(&addr) {
             return self.jump_table(addr, from, memo);
         }
-        let (start, end) = match image.extent_at(addr) {
-            Some(extent) => match extent.merge {
-                Merge::Strings => {
-                    let limit = extent.start + extent.size;
-                    let bytes = image.bytes(addr, limit - addr).unwrap_or(&[]);
-                    let len = bytes
-                        .iter()
-                        .position(|b| *b == 0)
-                        .map_or(bytes.len(), |n| n + 1);
-                    (addr, addr + len as u64)
-                }
-                Merge::Constants(n) => {
-                    let n = u64::from(n.max(1));
-                    let start = extent.start + (addr - extent.start) / n * n;
-                    (start, start + n)
-                }
-                Merge::None => (extent.start, extent.start + extent.size),
-            },
-            None => match image.object_at(addr) {
-                Some(object) => (object.addr, object.addr + object.size),
-                None => return self.unresolved_at(&section.name, addr - section.addr),
-            },
+        let Some((start, end)) = data_bounds(image, addr) else {
+            return self.unresolved_at(&section.name, addr - section.addr);
         };
+        if let Some(ty) = self.type_id_at(start, end) {
+            // A `TypeId`: its value hashes the crate's metadata, which a
+            // version bump changes without changing behaviour. The type
+            // names it.
+            let mut h = blake3::Hasher::new();
+            h.update(b"type id of ");
+            h.update(ty.as_bytes());
+            return Referent::Data(*h.finalize().as_bytes(), addr - start);
+        }
         // Writable data is a place, not just a value: which static a
         // function uses matters even when two hold equal bytes.
         let identity = if section.write {
-            image.object_starting_at(start).map(|o| {
-                if o.ambiguous {
-                    o.name.as_str()
-                } else {
-                    o.token.as_str()
-                }
-            })
+            image.object_starting_at(start).map(|o| o.identity.as_str())
         } else {
             None
         };
@@ -536,6 +533,91 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     }
 }
 
+/// The extent of the data object that `addr` is in: a string of a merged
+/// string section, a slot of a merged constant section, an input section,
+/// or a sized symbol.
+fn data_bounds(image: &Image<'_>, addr: u64) -> Option<(u64, u64)> {
+    Some(match image.extent_at(addr) {
+        Some(extent) => match extent.merge {
+            Merge::Strings => {
+                let limit = extent.start + extent.size;
+                let bytes = image.bytes(addr, limit - addr).unwrap_or(&[]);
+                let len = bytes
+                    .iter()
+                    .position(|b| *b == 0)
+                    .map_or(bytes.len(), |n| n + 1);
+                (addr, addr + len as u64)
+            }
+            Merge::Constants(n) => {
+                let n = u64::from(n.max(1));
+                let start = extent.start + (addr - extent.start) / n * n;
+                (start, start + n)
+            }
+            Merge::None => (extent.start, extent.start + extent.size),
+        },
+        None => {
+            let object = image.object_at(addr)?;
+            (object.addr, object.addr + object.size)
+        }
+    })
+}
+
+/// The values of `TypeId`s: the read-only 16-byte constants that the
+/// type-id functions ([`is_type_id`]) load, each with the type it is the id
+/// of. Code that compares a `TypeId` (`downcast`, clap's value parsers)
+/// loads the same value, often from its own copy of the constant, and
+/// through it would depend on the crate's metadata hash. A value two types
+/// claim (it cannot happen: it is a 128-bit hash of the type) maps to
+/// `None` and is hashed as the bytes it is.
+fn type_id_values<'i>(image: &'i Image<'_>) -> HashMap<[u8; 16], Option<&'i str>> {
+    let mut found: HashMap<[u8; 16], Option<&'i str>> = HashMap::new();
+    for f in image.functions.iter() {
+        let Some(ty) = type_of_type_id(&f.token) else {
+            continue;
+        };
+        let Some(code) = image.bytes(f.addr, f.size) else {
+            continue;
+        };
+        let mut decoder = Decoder::with_ip(64, code, f.addr, DecoderOptions::NONE);
+        let mut instruction = Instruction::default();
+        while decoder.can_decode() {
+            decoder.decode_out(&mut instruction);
+            if instruction.is_invalid() || !instruction.is_ip_rel_memory_operand() {
+                continue;
+            }
+            let target = instruction.ip_rel_memory_address();
+            if image.section_at(target).is_none_or(|s| s.write) {
+                continue;
+            }
+            let Some((start, end)) = data_bounds(image, target) else {
+                continue;
+            };
+            let value = (end - start == 16)
+                .then(|| image.bytes(start, 16))
+                .flatten()
+                .and_then(|bytes| <[u8; 16]>::try_from(bytes).ok());
+            if let Some(value) = value {
+                let claim = found.entry(value).or_insert(Some(ty));
+                if *claim != Some(ty) {
+                    *claim = None;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The type whose `TypeId` a type-id function returns, from its name.
+fn type_of_type_id(token: &str) -> Option<&str> {
+    if let Some(ty) = token.strip_prefix("<core::any::TypeId>::of::<") {
+        return ty.strip_suffix('>');
+    }
+    let inner = token.strip_prefix('<')?;
+    inner
+        .strip_suffix(" as core::any::Any>::type_id")
+        .or_else(|| inner.strip_suffix(" as core::error::Error>::type_id"))
+}
+
 /// `TypeId::of::<T>` and the `type_id` methods of `Any` and `Error`
 /// (a blanket and a sealed default: no user code can differ from them).
 fn is_type_id(token: &str) -> bool {
@@ -546,4 +628,34 @@ fn is_type_id(token: &str) -> bool {
 
 fn truncate_digest(digest: [u8; 32]) -> Fp {
     truncate(blake3::Hash::from_bytes(digest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_id_functions_name_their_type() {
+        for (token, ty) in [
+            (
+                "<core::any::TypeId>::of::<fd::cli::ColorWhen>",
+                "fd::cli::ColorWhen",
+            ),
+            (
+                "<fd::cli::ColorWhen as core::any::Any>::type_id",
+                "fd::cli::ColorWhen",
+            ),
+            (
+                "<alloc::vec::Vec<u8> as core::error::Error>::type_id",
+                "alloc::vec::Vec<u8>",
+            ),
+        ] {
+            assert!(is_type_id(token));
+            assert_eq!(type_of_type_id(token), Some(ty), "{token}");
+        }
+        assert_eq!(
+            type_of_type_id("<fd::Opts as clap::Args>::augment_args"),
+            None
+        );
+    }
 }
