@@ -151,6 +151,22 @@ pub fn print_failures(out: &mut impl Write, failures: &[(String, Vec<u8>)]) -> s
     Ok(())
 }
 
+/// The records that could not be written (each test runs again next time),
+/// then the summary line.
+pub fn print_summary(
+    out: &mut impl std::io::Write,
+    record_errors: &[String],
+    tally: &Tally,
+    elapsed: Duration,
+) -> std::io::Result<()> {
+    for error in record_errors {
+        crate::style::warn(format!(
+            "could not record {error}; the test will run again next time"
+        ));
+    }
+    writeln!(out, "\n{}", summary_line(tally, elapsed))
+}
+
 pub fn summary_line(tally: &Tally, elapsed: Duration) -> String {
     let verdict = if tally.failed == 0 {
         format!("{PASS}ok{PASS:#}")

@@ -107,20 +107,10 @@ fn a_library_change_selects_the_binaries_that_link_it() {
     f.edit("alpha/src/lib.rs", "x * 2", "x + x");
     let selected = f.selected(&[]);
     let names: Vec<&str> = selected.iter().map(|(label, _)| label.as_str()).collect();
+    // Every test but gamma's two, the last of the list.
     assert_eq!(
         names,
-        [
-            "alpha tests::doubles",
-            "alpha tests::triples",
-            "beta tests::quadruples",
-            "beta::files asserts_absent",
-            "beta::files fails_on_request",
-            "beta::files has_cargo_env",
-            "beta::files reads_data",
-            "beta::files reads_nothing",
-            "beta::files runs_helper",
-            "beta::files writes_then_reads_its_own_file",
-        ],
+        ALL[..ALL.len() - 2],
         "gamma links nothing of alpha and stays skipped"
     );
     assert!(

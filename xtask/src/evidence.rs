@@ -345,6 +345,31 @@ pub fn report_miss(
     Ok(file)
 }
 
+/// The run's own copy of cargo-ekstazi, when one is given (rebuilding
+/// cargo-ekstazi while a run goes on must not change the tool half-way
+/// through it), and a scratch clone of the project, both under `out`.
+pub fn scratch_setup(
+    out: &Path,
+    ekstazi: Option<&Path>,
+    repo: &Path,
+) -> Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(out)?;
+    let copy = out.join("cargo-ekstazi");
+    if let Some(ekstazi) = ekstazi.filter(|e| *e != copy) {
+        std::fs::copy(ekstazi, &copy).context("cannot copy cargo-ekstazi")?;
+    }
+    let scratch = out.join("worktree");
+    if !scratch.exists() {
+        run_ok(
+            Command::new("git")
+                .args(["clone", "-q", "--no-checkout"])
+                .arg(repo)
+                .arg(&scratch),
+        )?;
+    }
+    Ok((copy, scratch))
+}
+
 pub fn cargo(dir: &Path, args: &[&str], extra: &[String]) -> Command {
     let mut command = Command::new("cargo");
     command.args(args).args(extra).current_dir(dir);

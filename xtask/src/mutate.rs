@@ -109,20 +109,8 @@ struct Outcome {
 }
 
 pub fn mutate(args: &MutateArgs) -> Result<()> {
-    std::fs::create_dir_all(&args.out)?;
-    let ekstazi = args.out.join("cargo-ekstazi");
-    if args.ekstazi != ekstazi && !args.dry_run {
-        std::fs::copy(&args.ekstazi, &ekstazi).context("cannot copy cargo-ekstazi")?;
-    }
-    let scratch = args.out.join("worktree");
-    if !scratch.exists() {
-        run_ok(
-            Command::new("git")
-                .args(["clone", "-q", "--no-checkout"])
-                .arg(&args.repo)
-                .arg(&scratch),
-        )?;
-    }
+    let tool = (!args.dry_run).then_some(args.ekstazi.as_path());
+    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, tool, &args.repo)?;
     let git = |a: &[&str]| {
         let mut c = Command::new("git");
         c.arg("-C").arg(&scratch).args(a);
@@ -846,27 +834,18 @@ impl<'ast> Visit<'ast> for Sites<'_> {
                     );
                 }
             }
-            syn::Lit::Str(s) => {
-                let original = s.token().to_string();
+            syn::Lit::Str(_) | syn::Lit::ByteStr(_) => {
+                let (original, span) = match &e.lit {
+                    syn::Lit::Str(s) => (s.token().to_string(), s.span()),
+                    syn::Lit::ByteStr(s) => (s.token().to_string(), s.span()),
+                    _ => unreachable!("matched above"),
+                };
                 if let Some(quote) = original.find('"') {
                     let new_text = format!("{}~{}", &original[..=quote], &original[quote + 1..]);
                     let shown = one_line(&original, 50);
                     self.push(
                         Operator::String,
-                        s.span(),
-                        new_text,
-                        format!("`~` prepended to {shown}"),
-                    );
-                }
-            }
-            syn::Lit::ByteStr(s) => {
-                let original = s.token().to_string();
-                if let Some(quote) = original.find('"') {
-                    let new_text = format!("{}~{}", &original[..=quote], &original[quote + 1..]);
-                    let shown = one_line(&original, 50);
-                    self.push(
-                        Operator::String,
-                        s.span(),
+                        span,
                         new_text,
                         format!("`~` prepended to {shown}"),
                     );

@@ -71,22 +71,7 @@ impl Row {
 pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons";
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
-    std::fs::create_dir_all(&args.out)?;
-    // A copy of the binary: rebuilding cargo-ekstazi while a replay runs
-    // must not change the tool half-way through it.
-    let ekstazi = args.out.join("cargo-ekstazi");
-    if args.ekstazi != ekstazi {
-        std::fs::copy(&args.ekstazi, &ekstazi).context("cannot copy cargo-ekstazi")?;
-    }
-    let scratch = args.out.join("worktree");
-    if !scratch.exists() {
-        run_ok(
-            Command::new("git")
-                .args(["clone", "-q", "--no-checkout"])
-                .arg(&args.repo)
-                .arg(&scratch),
-        )?;
-    }
+    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
     let listing = output(
         Command::new("git")
             .arg("-C")

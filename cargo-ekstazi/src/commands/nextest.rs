@@ -264,16 +264,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     drop(lock);
 
     let missing = seen.iter().filter(|s| !**s).count();
-    for error in &record_errors {
-        style::warn(format!(
-            "could not record {error}; the test will run again next time"
-        ));
-    }
-    writeln!(
-        stdout,
-        "\n{}",
-        report::summary_line(&tally, start.elapsed())
-    )?;
+    report::print_summary(&mut stdout, &record_errors, &tally, start.elapsed())?;
     if !flaky.is_empty() {
         style::note(format!(
             "{} test(s) passed only on a retry, and are recorded as failed: they run again next \

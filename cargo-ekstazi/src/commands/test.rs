@@ -154,16 +154,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         junit::write(path, &session, &plan, &outcomes, start.elapsed())?;
     }
     report::print_failures(&mut stdout, &failures)?;
-    for error in &record_errors {
-        style::warn(format!(
-            "could not record {error}; the test will run again next time"
-        ));
-    }
-    writeln!(
-        stdout,
-        "\n{}",
-        report::summary_line(&tally, start.elapsed())
-    )?;
+    report::print_summary(&mut stdout, &record_errors, &tally, start.elapsed())?;
     if !tally.slow.is_empty() {
         writeln!(
             stdout,
