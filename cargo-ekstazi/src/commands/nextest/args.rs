@@ -283,11 +283,11 @@ mod tests {
         assert_eq!(
             cargo_args(&opts, true),
             [
-                "--release",
                 "--cargo-quiet",
                 "--cargo-verbose",
                 "--package",
                 "--quiet",
+                "--release",
                 "--cargo-profile",
                 "bench"
             ]
