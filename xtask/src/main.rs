@@ -90,15 +90,31 @@ enum Task {
     },
 }
 
+/// What both evaluations take: the project, where results go, the tool and
+/// the cargo options.
+#[derive(clap::Args)]
+struct EvalProject {
+    /// A git repository (a clone or a bare mirror) of the project
+    #[arg(long)]
+    repo: PathBuf,
+    /// Where the scratch worktree, state and results go
+    #[arg(long)]
+    out: PathBuf,
+    /// A cargo-ekstazi binary to measure [default: built from this
+    /// workspace in release mode]
+    #[arg(long)]
+    ekstazi: Option<PathBuf>,
+    /// Cargo options for every command (e.g. --workspace)
+    #[arg(last = true)]
+    cargo_args: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Eval {
     /// Replay consecutive first-parent commits of a project: retest-all with
     /// `cargo test` against `cargo ekstazi test`, per granularity, with a
     /// safety check at every commit
     Replay {
-        /// A git repository (a clone or a bare mirror) of the project
-        #[arg(long)]
-        repo: PathBuf,
         /// Commits to replay (after one to start from)
         #[arg(long, default_value_t = 20)]
         commits: usize,
@@ -108,24 +124,13 @@ enum Eval {
         /// Granularities to measure, comma-separated
         #[arg(long, default_value = "function,binary", value_delimiter = ',')]
         granularity: Vec<String>,
-        /// Where the scratch worktree, state and results go
-        #[arg(long)]
-        out: PathBuf,
-        /// A cargo-ekstazi binary to measure [default: built from this
-        /// workspace in release mode]
-        #[arg(long)]
-        ekstazi: Option<PathBuf>,
-        /// Cargo options for every command (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
+        #[command(flatten)]
+        project: EvalProject,
     },
     /// Apply small source mutations to a project one at a time; for each,
     /// `cargo ekstazi test` from a clean recorded state against retest-all:
     /// every test that fails under the mutant must have been selected
     Mutate {
-        /// A git repository (a clone or a bare mirror) of the project
-        #[arg(long)]
-        repo: PathBuf,
         /// The commit to mutate
         #[arg(long, default_value = "HEAD")]
         rev: String,
@@ -150,16 +155,8 @@ enum Eval {
         /// Only print the mutants in the order they would be tried
         #[arg(long)]
         dry_run: bool,
-        /// Where the scratch worktree, state and results go
-        #[arg(long)]
-        out: PathBuf,
-        /// A cargo-ekstazi binary to measure [default: built from this
-        /// workspace in release mode]
-        #[arg(long)]
-        ekstazi: Option<PathBuf>,
-        /// Cargo options for every command (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
+        #[command(flatten)]
+        project: EvalProject,
     },
     /// Redraw a replay's figure from its CSV files
     Plot {
@@ -210,27 +207,23 @@ fn main() -> Result<()> {
         Task::Eval {
             what:
                 Eval::Replay {
-                    repo,
                     commits,
                     from,
                     granularity,
-                    out,
-                    ekstazi,
-                    cargo_args,
+                    project,
                 },
         } => replay::replay(&replay::ReplayArgs {
-            repo: std::path::absolute(repo)?,
+            repo: std::path::absolute(project.repo)?,
             commits,
             from,
             granularities: granularity,
-            out: std::path::absolute(out)?,
-            cargo_args,
-            ekstazi: ekstazi_binary(ekstazi)?,
+            out: std::path::absolute(project.out)?,
+            cargo_args: project.cargo_args,
+            ekstazi: ekstazi_binary(project.ekstazi)?,
         }),
         Task::Eval {
             what:
                 Eval::Mutate {
-                    repo,
                     rev,
                     mutants,
                     seed,
@@ -238,12 +231,10 @@ fn main() -> Result<()> {
                     sources,
                     data,
                     dry_run,
-                    out,
-                    ekstazi,
-                    cargo_args,
+                    project,
                 },
         } => mutate::mutate(&mutate::MutateArgs {
-            repo: std::path::absolute(repo)?,
+            repo: std::path::absolute(project.repo)?,
             rev,
             mutants,
             seed,
@@ -251,12 +242,12 @@ fn main() -> Result<()> {
             sources,
             data,
             dry_run,
-            out: std::path::absolute(out)?,
-            cargo_args,
+            out: std::path::absolute(project.out)?,
+            cargo_args: project.cargo_args,
             ekstazi: if dry_run {
                 PathBuf::new()
             } else {
-                ekstazi_binary(ekstazi)?
+                ekstazi_binary(project.ekstazi)?
             },
         }),
         Task::Eval {
