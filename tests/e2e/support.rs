@@ -151,12 +151,28 @@ impl Fixture {
         command
             .arg("ekstazi")
             .args(args)
-            .current_dir(self.dir.as_path())
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("EKSTAZI_DIR")
-            .env_remove("RUST_TEST_THREADS")
-            .env_remove("EKSTAZI_GRANULARITY")
-            .envs(self.env.iter().map(|(k, v)| (k, v)));
+            .current_dir(self.dir.as_path());
+        // The suite may itself run on CI or under a user's settings: a
+        // test that wants CI's behaviour (louder notes), colour, or an
+        // option from the environment sets it itself.
+        for name in [
+            "CARGO_TARGET_DIR",
+            "RUST_TEST_THREADS",
+            "CI",
+            "CARGO_TERM_COLOR",
+        ] {
+            command.env_remove(name);
+        }
+        for (name, _) in std::env::vars_os() {
+            let name_text = name.to_string_lossy();
+            if name_text.starts_with("EKSTAZI_")
+                || name_text.starts_with("NEXTEST_")
+                || name_text == "NO_COLOR"
+            {
+                command.env_remove(&name);
+            }
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         command
     }
 

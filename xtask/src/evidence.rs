@@ -31,13 +31,24 @@ pub struct RetestAll {
     /// Seconds of `cargo test`'s doctests (compared apart: the evaluation
     /// runs `cargo ekstazi test --no-doc`).
     pub doctests: f64,
-    /// Per test: `ok`, `FAILED` or `ignored`.
+    /// Per test: `ok`, `FAILED`, `ignored`, or `TIMEOUT` for a test still
+    /// running when the run was stopped.
     pub outcomes: HashMap<TestId, String>,
+    /// The run was stopped at the time limit: tests after the one that
+    /// hung have no outcome.
+    pub timed_out: bool,
 }
 
-/// Runs `cargo test --no-run`, then `cargo test --no-fail-fast`, in `dir`.
-/// The tests' output is appended to `log`.
-pub fn retest_all(dir: &Path, cargo_args: &[String], log: &Path) -> Result<RetestAll> {
+/// Runs `cargo test --no-run`, then `cargo test --no-fail-fast`, in `dir`,
+/// stopping the test run after `limit` (a mutant can make a test loop
+/// forever, and libtest has no timeout of its own). The tests' output is
+/// appended to `log`.
+pub fn retest_all(
+    dir: &Path,
+    cargo_args: &[String],
+    limit: Duration,
+    log: &Path,
+) -> Result<RetestAll> {
     let clock = Instant::now();
     let built = cargo(dir, &["test", "--no-run", "-q"], cargo_args)
         .stdout(Stdio::null())
@@ -52,27 +63,37 @@ pub fn retest_all(dir: &Path, cargo_args: &[String], log: &Path) -> Result<Retes
             tests: 0.0,
             doctests: 0.0,
             outcomes: HashMap::new(),
+            timed_out: false,
         });
     }
     let keys = executable_keys(dir, cargo_args)?;
     let clock = Instant::now();
-    let (text, until_doctests) = merged_output(
+    let merged = merged_output(
         cargo(dir, &["test", "--no-fail-fast"], cargo_args),
         "Doc-tests ",
+        limit,
     )?;
+    let text = merged.text;
     let total = clock.elapsed();
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .open(log)
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))?;
-    let tests = until_doctests.unwrap_or(total);
+    let tests = merged.until_marker.unwrap_or(total);
+    let mut outcomes = parse_cargo_test(&text, &keys);
+    if merged.timed_out {
+        for id in still_running(&text, &keys) {
+            outcomes.entry(id).or_insert_with(|| "TIMEOUT".to_owned());
+        }
+    }
     Ok(RetestAll {
         built,
         build,
         tests: tests.as_secs_f64(),
         doctests: (total - tests).as_secs_f64(),
-        outcomes: parse_cargo_test(&text, &keys),
+        outcomes,
+        timed_out: merged.timed_out,
     })
 }
 
@@ -198,6 +219,8 @@ pub struct EkstaziOpts<'a> {
     pub log: &'a Path,
     /// Where the report is kept.
     pub report: &'a Path,
+    /// `--timeout`: a test running longer is killed and counted as failed.
+    pub timeout: Duration,
 }
 
 pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
@@ -217,6 +240,8 @@ pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
         .arg(opts.state)
         .arg("--report-json")
         .arg(opts.report)
+        .arg("--timeout")
+        .arg(opts.timeout.as_secs().max(1).to_string())
         .args(opts.cargo_args)
         .current_dir(opts.dir)
         .stdout(log_file(opts.log)?)
@@ -455,18 +480,46 @@ fn package_name(id: &str) -> String {
     id.split_whitespace().next().unwrap_or(id).to_owned()
 }
 
+/// What [`merged_output`] read.
+struct Merged {
+    text: String,
+    /// When the first line starting with the marker arrived.
+    until_marker: Option<Duration>,
+    /// The command was killed at the time limit.
+    timed_out: bool,
+}
+
 /// Runs a command with stdout and stderr in one pipe, so that cargo's
 /// `Running ...` lines (stderr) stay in order with the tests' results
-/// (stdout); returns the text and when the first line starting with
-/// `marker` arrived.
-fn merged_output(mut command: Command, marker: &str) -> Result<(String, Option<Duration>)> {
+/// (stdout). After `limit`, the command's whole process group (cargo and
+/// the test binary it runs) is killed.
+fn merged_output(mut command: Command, marker: &str, limit: Duration) -> Result<Merged> {
+    use std::os::unix::process::CommandExt;
     let (reader, writer) = std::io::pipe()?;
-    command.stdout(writer.try_clone()?).stderr(writer);
+    command
+        .stdout(writer.try_clone()?)
+        .stderr(writer)
+        .process_group(0);
     let clock = Instant::now();
     let mut child = command.spawn()?;
     drop(command);
+    let group = child.id() as libc::pid_t;
+    let (finished, wait_for_finish) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let expired = matches!(
+            wait_for_finish.recv_timeout(limit),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        if expired {
+            // SAFETY: kill(2) on a process group this function created;
+            // the leader is not yet reaped (waited for only after this
+            // thread is joined), so the group id cannot have been reused.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
+        expired
+    });
     let mut text = String::new();
-    let mut seen = None;
+    let mut until_marker = None;
     let mut reader = std::io::BufReader::new(reader);
     let mut line = Vec::new();
     loop {
@@ -475,13 +528,53 @@ fn merged_output(mut command: Command, marker: &str) -> Result<(String, Option<D
             break;
         }
         let s = String::from_utf8_lossy(&line);
-        if seen.is_none() && s.trim_start().starts_with(marker) {
-            seen = Some(clock.elapsed());
+        if until_marker.is_none() && s.trim_start().starts_with(marker) {
+            until_marker = Some(clock.elapsed());
         }
         text.push_str(&s);
     }
+    drop(finished);
+    let timed_out = watchdog.join().unwrap_or(true);
     child.wait()?;
-    Ok((text, seen))
+    if timed_out {
+        text.push_str(&format!(
+            "\n(stopped by the evaluation after {} s)\n",
+            limit.as_secs()
+        ));
+    }
+    Ok(Merged {
+        text,
+        until_marker,
+        timed_out,
+    })
+}
+
+/// Tests libtest reported as `running for over 60 seconds` (a warning,
+/// printed only when the result line is late) without a result after it.
+fn still_running(output: &str, keys: &HashMap<PathBuf, String>) -> Vec<TestId> {
+    let mut current: Option<&String> = None;
+    let mut running = Vec::new();
+    for line in output.lines() {
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix("Running ") {
+            current = binary_of_running_line(rest, keys);
+        } else if let (Some(key), Some(rest)) = (current, trimmed.strip_prefix("test "))
+            && let Some(name) = rest.strip_suffix(" has been running for over 60 seconds")
+        {
+            running.push((key.clone(), name.to_owned()));
+        }
+    }
+    running
+}
+
+/// The binary key in `Running unittests src/lib.rs (target/debug/deps/x-1a2b)`.
+fn binary_of_running_line<'k>(
+    rest: &str,
+    keys: &'k HashMap<PathBuf, String>,
+) -> Option<&'k String> {
+    rest.rsplit_once('(')
+        .and_then(|(_, p)| p.strip_suffix(')'))
+        .and_then(|path| keys.iter().find(|(p, _)| p.ends_with(path)).map(|(_, k)| k))
 }
 
 /// Per test, `ok`, `FAILED` or `ignored`, from `cargo test`'s output: a
@@ -494,10 +587,7 @@ fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<Te
         if trimmed.starts_with("Doc-tests ") {
             current = None;
         } else if let Some(rest) = trimmed.strip_prefix("Running ") {
-            current = rest
-                .rsplit_once('(')
-                .and_then(|(_, p)| p.strip_suffix(')'))
-                .and_then(|path| keys.iter().find(|(p, _)| p.ends_with(path)).map(|(_, k)| k));
+            current = binary_of_running_line(rest, keys);
         } else if let (Some(key), Some(rest)) = (current, line.strip_prefix("test "))
             && let Some((name, outcome)) = rest.rsplit_once(" ... ")
         {
@@ -568,6 +658,44 @@ test src/lib.rs - x (line 3) ... ok
         let outcomes = parse_cargo_test(text, &keys);
         assert_eq!(outcomes.len(), 2);
         assert_eq!(outcomes[&("grep".into(), "a::c".into())], "FAILED");
+    }
+
+    #[test]
+    fn a_hung_run_is_stopped_with_its_children_and_its_hung_tests_named() {
+        // The grandchild holds the pipe open: only killing the whole group
+        // ends the read.
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo started; (sleep 30; echo never) & wait"]);
+        let merged = merged_output(command, "started", Duration::from_secs(1)).unwrap();
+        assert!(merged.timed_out);
+        assert!(merged.until_marker.is_some());
+        assert!(
+            merged.text.contains("stopped by the evaluation"),
+            "{}",
+            merged.text
+        );
+        assert!(!merged.text.contains("never"), "{}", merged.text);
+
+        let mut command = Command::new("echo");
+        command.arg("quick");
+        let merged = merged_output(command, "x", Duration::from_secs(60)).unwrap();
+        assert!(!merged.timed_out);
+        assert_eq!(merged.text, "quick\n");
+
+        let keys = HashMap::from([(
+            PathBuf::from("/w/target/debug/deps/grep-0123"),
+            "grep".to_owned(),
+        )]);
+        let text = "\
+     Running unittests src/lib.rs (target/debug/deps/grep-0123)
+running 2 tests
+test a::b ... ok
+test a::loops has been running for over 60 seconds
+";
+        assert_eq!(
+            still_running(text, &keys),
+            vec![("grep".to_owned(), "a::loops".to_owned())]
+        );
     }
 
     #[test]

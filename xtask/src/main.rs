@@ -104,6 +104,12 @@ struct EvalProject {
     /// workspace in release mode]
     #[arg(long)]
     ekstazi: Option<PathBuf>,
+    /// Seconds after which a test is killed and counted as failed
+    /// (`cargo ekstazi test --timeout`); `cargo test`, which has no
+    /// per-test limit, has its whole test run stopped after as long, and
+    /// the tests libtest reports still running count as failed
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
     /// Cargo options for every command (e.g. --workspace)
     #[arg(last = true)]
     cargo_args: Vec<String>,
@@ -219,6 +225,7 @@ fn main() -> Result<()> {
             granularities: granularity,
             out: std::path::absolute(project.out)?,
             cargo_args: project.cargo_args,
+            timeout: Duration::from_secs(project.timeout),
             ekstazi: ekstazi_binary(project.ekstazi)?,
         }),
         Task::Eval {
@@ -244,6 +251,7 @@ fn main() -> Result<()> {
             dry_run,
             out: std::path::absolute(project.out)?,
             cargo_args: project.cargo_args,
+            timeout: Duration::from_secs(project.timeout),
             ekstazi: if dry_run {
                 PathBuf::new()
             } else {

@@ -38,6 +38,8 @@ pub struct MutateArgs {
     pub dry_run: bool,
     pub out: PathBuf,
     pub cargo_args: Vec<String>,
+    /// Per test for cargo-ekstazi, for the whole test run of `cargo test`.
+    pub timeout: std::time::Duration,
     pub ekstazi: PathBuf,
 }
 
@@ -102,8 +104,15 @@ struct Side {
 struct Outcome {
     mutant: Mutant,
     built: bool,
-    /// Tests that failed under `cargo test` and passed on the clean tree.
+    /// Tests that failed (or hung) under `cargo test` and passed on the
+    /// clean tree.
     killing: Vec<TestId>,
+    /// `cargo test` was stopped at the time limit.
+    timed_out: bool,
+    /// Tests that passed on the clean tree and have no outcome under the
+    /// mutant because `cargo test` was stopped before reaching them: the
+    /// safety check cannot speak for them.
+    unverified: usize,
     retest_total: f64,
     sides: BTreeMap<String, Side>,
 }
@@ -161,8 +170,17 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
     // granularity (twice, so that tests whose first run only created what
     // they look up settle).
     eprintln!("recording the clean tree");
-    let clean = evidence::retest_all(&scratch, &retest_args, &logs.join("clean-cargo-test.log"))?;
+    let clean = evidence::retest_all(
+        &scratch,
+        &retest_args,
+        args.timeout,
+        &logs.join("clean-cargo-test.log"),
+    )?;
     anyhow::ensure!(clean.built, "the clean tree does not build");
+    anyhow::ensure!(
+        !clean.timed_out,
+        "cargo test on the clean tree ran over the time limit (--timeout)"
+    );
     for granularity in &args.granularities {
         let state = args.out.join(format!("clean-state-{granularity}"));
         let _ = std::fs::remove_dir_all(&state);
@@ -176,6 +194,7 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
                 target_dir: Some(&args.out.join(format!("target-{granularity}"))),
                 log: &logs.join(format!("clean-{granularity}.log")),
                 report: &reports.join(format!("clean-{granularity}-{round}.json")),
+                timeout: args.timeout,
             })?;
             let report = run
                 .report
@@ -230,8 +249,16 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
                     )
                 })
                 .collect();
+            let stopped = if outcome.timed_out {
+                format!(
+                    " (stopped at the time limit; {} not reached)",
+                    outcome.unverified
+                )
+            } else {
+                String::new()
+            };
             eprintln!(
-                "  {} test(s) fail under cargo test; {}",
+                "  {} test(s) fail under cargo test{stopped}; {}",
                 outcome.killing.len(),
                 sides.join("; ")
             );
@@ -258,12 +285,15 @@ fn try_mutant(
     let retest = evidence::retest_all(
         scratch,
         &retest_args,
+        args.timeout,
         &logs.join(format!("{n:03}-cargo-test.log")),
     )?;
     let mut outcome = Outcome {
         mutant: mutant.clone(),
         built: retest.built,
         killing: Vec::new(),
+        timed_out: retest.timed_out,
+        unverified: 0,
         retest_total: retest.build + retest.tests,
         sides: BTreeMap::new(),
     };
@@ -282,9 +312,16 @@ fn try_mutant(
     changed.sort();
     outcome.killing = changed
         .iter()
-        .filter(|(_, _, now)| now == "FAILED")
+        .filter(|(_, _, now)| now == "FAILED" || now == "TIMEOUT")
         .map(|(id, _, _)| id.clone())
         .collect();
+    if retest.timed_out {
+        outcome.unverified = clean
+            .outcomes
+            .iter()
+            .filter(|(id, was)| *was == "ok" && !retest.outcomes.contains_key(*id))
+            .count();
+    }
 
     for granularity in &args.granularities {
         let clean_state = args.out.join(format!("clean-state-{granularity}"));
@@ -303,6 +340,7 @@ fn try_mutant(
                 .out
                 .join("reports")
                 .join(format!("{n:03}-{granularity}.json")),
+            timeout: args.timeout,
         })?;
         let mut side = Side {
             total: run.wall,
@@ -351,7 +389,9 @@ fn write_results(
     outcomes: &[Outcome],
     unviable: usize,
 ) -> Result<()> {
-    let mut csv = String::from("mutant,operator,file,line,what,built,killing_tests,retest_s");
+    let mut csv = String::from(
+        "mutant,operator,file,line,what,built,killing_tests,timed_out,unverified,retest_s",
+    );
     for g in &args.granularities {
         write!(csv, ",{g}_tests,{g}_selected,{g}_share,{g}_misses,{g}_s")?;
     }
@@ -359,13 +399,15 @@ fn write_results(
     for (n, o) in outcomes.iter().enumerate() {
         write!(
             csv,
-            "{n},{},{},{},\"{}\",{},{},{:.2}",
+            "{n},{},{},{},\"{}\",{},{},{},{},{:.2}",
             o.mutant.operator.as_str(),
             o.mutant.file,
             o.mutant.line,
             o.mutant.what.replace('"', "\"\""),
             o.built,
             o.killing.len(),
+            o.timed_out,
+            o.unverified,
             o.retest_total
         )?;
         for g in &args.granularities {
@@ -396,11 +438,14 @@ fn write_results(
     )?;
     writeln!(
         md,
-        "Cargo options: `{}`. Mutants tried: {} ({} did not compile and were replaced); built and tested: {}; killed (some test failed under `cargo test`): {killed}.\n",
+        "Cargo options: `{}`. Mutants tried: {} ({} did not compile and were replaced); built and tested: {}; killed (some test failed under `cargo test`): {killed}; `cargo test` stopped at the {} s limit: {} ({} tests it did not reach are unverified).\n",
         args.cargo_args.join(" "),
         outcomes.len(),
         unviable,
-        built.len()
+        built.len(),
+        args.timeout.as_secs(),
+        built.iter().filter(|o| o.timed_out).count(),
+        built.iter().map(|o| o.unverified).sum::<usize>(),
     )?;
     writeln!(
         md,
@@ -469,10 +514,10 @@ fn write_results(
             o.mutant.file,
             o.mutant.line,
             o.mutant.what.replace('|', "\\|"),
-            if o.built {
-                o.killing.len().to_string()
-            } else {
-                "does not compile".to_owned()
+            match (o.built, o.timed_out) {
+                (false, _) => "does not compile".to_owned(),
+                (true, false) => o.killing.len().to_string(),
+                (true, true) => format!("{} (hung; {} not reached)", o.killing.len(), o.unverified),
             }
         )?;
         for g in &args.granularities {

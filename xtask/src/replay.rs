@@ -27,6 +27,8 @@ pub struct ReplayArgs {
     pub granularities: Vec<String>,
     pub out: PathBuf,
     pub cargo_args: Vec<String>,
+    /// Per test for cargo-ekstazi, for the whole test run of `cargo test`.
+    pub timeout: std::time::Duration,
     pub ekstazi: PathBuf,
 }
 
@@ -115,6 +117,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
         let retest = evidence::retest_all(
             &scratch,
             &args.cargo_args,
+            args.timeout,
             &logs.join(format!("{i:03}-{short}-cargo-test.log")),
         )?;
         if !retest.built {
@@ -138,6 +141,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 target_dir: Some(&target),
                 log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
                 report: &report_path,
+                timeout: args.timeout,
             })?;
             let Some(report) = run.report else {
                 eprintln!(
