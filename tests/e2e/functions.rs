@@ -174,6 +174,15 @@ fn macros_generics_and_c_code_are_followed() {
         "format!(\"[{value:?}]\")",
         &["tests::t_generic_a"],
     );
+    // The crate stops keeping its own copy of an instance libtest also has:
+    // libtest's code is unchanged, so no other test of the binary runs.
+    expect_after_edit(
+        &f,
+        "src/lib.rs",
+        "format!(\"{}!\", &word)",
+        "format!(\"{word}!\")",
+        &["tests::t_message"],
+    );
     // C code carries no coverage: every test of the binary depends on it.
     let all = [
         "tests::t_c",

@@ -43,6 +43,9 @@ pub(crate) struct Symbol {
     /// ([`super::without_crate_hashes`]), which still tells apart items of
     /// one name in one scope (`static`s in sibling blocks).
     pub identity: String,
+    /// Bound locally (`STB_LOCAL`): references to it from its own object
+    /// were resolved when that object was compiled, never by the linker.
+    pub local: bool,
 }
 
 /// A static relocation in data (kept in the executable by `--emit-relocs`):
@@ -163,6 +166,7 @@ impl<'a> Image<'a> {
                 token: String::new(),
                 ambiguous: false,
                 identity: String::new(),
+                local: symbol.is_local(),
             };
             match symbol.kind() {
                 SymbolKind::Text => functions.push(entry),

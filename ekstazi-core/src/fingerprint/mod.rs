@@ -185,15 +185,25 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
                 .insert(shallow_of[addr]);
         }
     }
-    let tells_apart = |target: &u64| {
-        by_addr
-            .get(target)
-            .is_some_and(|f| contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1))
+    //
+    // Not from uninstrumented code to a local uninstrumented copy: that
+    // reference was bound when its object was compiled (the toolchain's
+    // libtest calls its own `<&&str as Display>::fmt`), so it cannot move to
+    // another copy, and the copy's own fingerprint already stands for its
+    // content. Telling it apart there would make libtest's fingerprints
+    // change whenever the project's crates stop (or start) keeping a copy
+    // of the same instance — every test of the binary would run.
+    let tells_apart = |from: u64, target: &u64| {
+        by_addr.get(target).is_some_and(|f| {
+            let bound_at_compile_time =
+                f.local && !instrumented.contains(&from) && !instrumented.contains(target);
+            !bound_at_compile_time && contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1)
+        })
     };
     let computed: Vec<(u64, &str, Fp, bool)> = shallow
         .iter()
         .map(|(addr, name, fp, ambiguous)| {
-            let mut told: Vec<&u64> = ambiguous.iter().filter(|t| tells_apart(t)).collect();
+            let mut told: Vec<&u64> = ambiguous.iter().filter(|t| tells_apart(*addr, t)).collect();
             told.dedup();
             let fp = if told.is_empty() {
                 *fp
