@@ -641,21 +641,27 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn outcomes_follow_their_binary_and_skip_doctests() {
-        let keys = HashMap::from([(
+    fn grep_keys() -> HashMap<PathBuf, String> {
+        HashMap::from([(
             PathBuf::from("/w/target/debug/deps/grep-0123"),
             "grep".to_owned(),
-        )]);
-        let text = "\
-     Running unittests src/lib.rs (target/debug/deps/grep-0123)
+        )])
+    }
+
+    const RUNNING_GREP: &str = "     Running unittests src/lib.rs (target/debug/deps/grep-0123)\n";
+
+    #[test]
+    fn outcomes_follow_their_binary_and_skip_doctests() {
+        let keys = grep_keys();
+        let text = RUNNING_GREP.to_owned()
+            + "\
 running 2 tests
 test a::b ... ok
 test a::c ... FAILED
    Doc-tests grep
 test src/lib.rs - x (line 3) ... ok
 ";
-        let outcomes = parse_cargo_test(text, &keys);
+        let outcomes = parse_cargo_test(&text, &keys);
         assert_eq!(outcomes.len(), 2);
         assert_eq!(outcomes[&("grep".into(), "a::c".into())], "FAILED");
     }
@@ -682,18 +688,14 @@ test src/lib.rs - x (line 3) ... ok
         assert!(!merged.timed_out);
         assert_eq!(merged.text, "quick\n");
 
-        let keys = HashMap::from([(
-            PathBuf::from("/w/target/debug/deps/grep-0123"),
-            "grep".to_owned(),
-        )]);
-        let text = "\
-     Running unittests src/lib.rs (target/debug/deps/grep-0123)
+        let text = RUNNING_GREP.to_owned()
+            + "\
 running 2 tests
 test a::b ... ok
 test a::loops has been running for over 60 seconds
 ";
         assert_eq!(
-            still_running(text, &keys),
+            still_running(&text, &grep_keys()),
             vec![("grep".to_owned(), "a::loops".to_owned())]
         );
     }
