@@ -133,12 +133,8 @@ pub struct TestArgs {
     /// Run every test like `cargo test`: no selection, no shim, no records [env: EKSTAZI_SKIPME]
     #[arg(long, help_heading = "Selection")]
     pub skipme: bool,
-    /// Fail at once if another run holds the state directory, instead of waiting
-    #[arg(long, help_heading = "Selection")]
-    pub no_wait: bool,
-    /// Select and run, but leave every record as it is [env: EKSTAZI_NO_RECORD]
-    #[arg(long, help_heading = "Selection")]
-    pub no_record: bool,
+    #[command(flatten)]
+    pub recording: RecordingOpts,
     /// Write a JUnit XML report to this file (unaffected tests appear as skipped, with the reason)
     #[arg(long, value_name = "PATH", help_heading = "Reporting")]
     pub junit: Option<PathBuf>,
@@ -157,7 +153,7 @@ impl TestArgs {
     pub fn layer(&self) -> Layer {
         Layer {
             skipme: self.skipme.then_some(true),
-            no_record: self.no_record.then_some(true),
+            no_record: self.recording.no_record.then_some(true),
             jobs: self.jobs,
             timeout: self.timeout,
             slow_timeout: self.slow_timeout,
@@ -175,12 +171,8 @@ pub struct NextestArgs {
     /// Run every test with plain `cargo nextest run`: no selection, no shim, no records [env: EKSTAZI_SKIPME]
     #[arg(long, help_heading = "Selection")]
     pub skipme: bool,
-    /// Fail at once if another run holds the state directory, instead of waiting
-    #[arg(long, help_heading = "Selection")]
-    pub no_wait: bool,
-    /// Select and run, but leave every record as it is [env: EKSTAZI_NO_RECORD]
-    #[arg(long, help_heading = "Selection")]
-    pub no_record: bool,
+    #[command(flatten)]
+    pub recording: RecordingOpts,
     /// Arguments for `cargo nextest run`, passed on as they are
     #[arg(last = true, value_name = "NEXTEST ARGS")]
     pub nextest: Vec<String>,
@@ -191,7 +183,7 @@ impl NextestArgs {
     pub fn layer(&self) -> Layer {
         Layer {
             skipme: self.skipme.then_some(true),
-            no_record: self.no_record.then_some(true),
+            no_record: self.recording.no_record.then_some(true),
             // Nextest does not run doctests; `--doc` is refused earlier.
             doctests: Some(Doctests::Exclude),
             ..self.selection.layer()
@@ -248,6 +240,18 @@ pub struct MergeStateArgs {
     /// The shards' state directories
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
+}
+
+/// How a run that records treats the state directory (`test`, `nextest`).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Selection")]
+pub struct RecordingOpts {
+    /// Fail at once if another run holds the state directory, instead of waiting
+    #[arg(long)]
+    pub no_wait: bool,
+    /// Select and run, but leave every record as it is [env: EKSTAZI_NO_RECORD]
+    #[arg(long)]
+    pub no_record: bool,
 }
 
 #[derive(Args, Debug, Clone)]

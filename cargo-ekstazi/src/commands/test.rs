@@ -30,7 +30,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let lock = if settings.no_record || settings.skipme {
         None
     } else {
-        super::lock_store(&session, !args.no_wait)?
+        super::lock_store(&session, !args.recording.no_wait)?
     };
     let recording = lock.is_some();
     super::note_other_versions(&session);
