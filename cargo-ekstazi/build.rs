@@ -15,7 +15,7 @@ fn main() {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let runtime = manifest_dir.join("..").join("ekstazi-runtime");
-    for watched in ["src", "Cargo.toml"] {
+    for watched in ["src", "Cargo.toml", "shim-profile.toml"] {
         println!("cargo:rerun-if-changed={}", runtime.join(watched).display());
     }
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -26,16 +26,8 @@ fn main() {
     let mut build = Command::new(cargo);
     build
         .args(["build", "--release", "--quiet", "--target", &target])
-        // Loaded into every test process: as small as it can be. A panic in
-        // the shim would abort anyway (it cannot unwind out of a C hook).
-        .args([
-            "--config",
-            "profile.release.lto=true",
-            "--config",
-            "profile.release.codegen-units=1",
-            "--config",
-            "profile.release.panic=\"abort\"",
-        ])
+        .arg("--config")
+        .arg(runtime.join("shim-profile.toml"))
         .arg("--manifest-path")
         .arg(runtime.join("Cargo.toml"))
         .arg("--target-dir")

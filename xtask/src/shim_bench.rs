@@ -16,14 +16,8 @@ pub fn build_shim() -> Result<PathBuf> {
     let target = root.join("target/bench-shim");
     let status = Command::new(env!("CARGO"))
         .args(["build", "--release", "--quiet", "-p", "ekstazi-runtime"])
-        .args([
-            "--config",
-            "profile.release.lto=true",
-            "--config",
-            "profile.release.codegen-units=1",
-            "--config",
-            "profile.release.panic=\"abort\"",
-        ])
+        .arg("--config")
+        .arg(root.join("ekstazi-runtime/shim-profile.toml"))
         .arg("--target-dir")
         .arg(&target)
         .current_dir(&root)
