@@ -193,10 +193,19 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
     // content. Telling it apart there would make libtest's fingerprints
     // change whenever the project's crates stop (or start) keeping a copy
     // of the same instance — every test of the binary would run.
+    // (Local only if no symbol at that address is global or weak: a
+    // reference through one of those is resolved by the linker.)
+    let linked_at: HashSet<u64> = image
+        .functions
+        .iter()
+        .filter(|f| !f.local)
+        .map(|f| f.addr)
+        .collect();
     let tells_apart = |from: u64, target: &u64| {
         by_addr.get(target).is_some_and(|f| {
-            let bound_at_compile_time =
-                f.local && !instrumented.contains(&from) && !instrumented.contains(target);
+            let bound_at_compile_time = !linked_at.contains(target)
+                && !instrumented.contains(&from)
+                && !instrumented.contains(target);
             !bound_at_compile_time && contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1)
         })
     };
