@@ -185,8 +185,8 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
                 .insert(shallow_of[addr]);
         }
     }
-    //
-    // Not from uninstrumented code to a local uninstrumented copy: that
+    // Copies are told apart, but not from uninstrumented code to a local
+    // uninstrumented copy: that
     // reference was bound when its object was compiled (the toolchain's
     // libtest calls its own `<&&str as Display>::fmt`), so it cannot move to
     // another copy, and the copy's own fingerprint already stands for its
