@@ -43,9 +43,11 @@ pub(crate) struct Symbol {
     /// ([`super::without_crate_hashes`]), which still tells apart items of
     /// one name in one scope (`static`s in sibling blocks).
     pub identity: String,
-    /// Bound locally (`STB_LOCAL`): references to it from its own object
-    /// were resolved when that object was compiled, never by the linker.
-    pub local: bool,
+    /// Weak (`STB_WEAK`): another object's definition of the same name may
+    /// take its place at link time. Any other symbol is bound by its exact
+    /// name: locally, when its object was compiled, or as a strong global,
+    /// which the linker allows once.
+    pub weak: bool,
 }
 
 /// A static relocation in data (kept in the executable by `--emit-relocs`):
@@ -166,7 +168,7 @@ impl<'a> Image<'a> {
                 token: String::new(),
                 ambiguous: false,
                 identity: String::new(),
-                local: symbol.is_local(),
+                weak: symbol.is_weak(),
             };
             match symbol.kind() {
                 SymbolKind::Text => functions.push(entry),

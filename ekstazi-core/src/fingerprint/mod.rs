@@ -185,28 +185,32 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
                 .insert(shallow_of[addr]);
         }
     }
-    // Copies are told apart, but not from uninstrumented code to a local
-    // uninstrumented copy: that
-    // reference was bound when its object was compiled (the toolchain's
-    // libtest calls its own `<&&str as Display>::fmt`), so it cannot move to
-    // another copy, and the copy's own fingerprint already stands for its
-    // content. Telling it apart there would make libtest's fingerprints
-    // change whenever the project's crates stop (or start) keeping a copy
-    // of the same instance — every test of the binary would run.
-    // (Local only if no symbol at that address is global or weak: a
-    // reference through one of those is resolved by the linker.)
-    let linked_at: HashSet<u64> = image
+    // Copies are told apart, but not between uninstrumented functions: the
+    // toolchain's precompiled code (libtest, std) names the copy it calls
+    // exactly — its own local copy, bound when its object was compiled, or
+    // a strong global instance whose mangled name holds the crate that
+    // instantiated it (the linker allows one definition of it) — so the
+    // reference cannot move to another copy, and the copy's own
+    // fingerprint already stands for its content. Telling it apart there
+    // would make the toolchain's fingerprints change whenever the
+    // project's crates stop (or start) keeping a copy of the same instance
+    // — every test of the binary would run. (Not through a weak symbol:
+    // a definition elsewhere may replace it at link time.)
+    let weak_at: HashSet<u64> = image
         .functions
         .iter()
-        .filter(|f| !f.local)
+        .filter(|f| f.weak)
         .map(|f| f.addr)
         .collect();
     let tells_apart = |from: u64, target: &u64| {
         by_addr.get(target).is_some_and(|f| {
-            let bound_at_compile_time = !linked_at.contains(target)
-                && !instrumented.contains(&from)
-                && !instrumented.contains(target);
-            !bound_at_compile_time && contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1)
+            let reference = Reference {
+                from_instrumented: instrumented.contains(&from),
+                to_instrumented: instrumented.contains(target),
+                to_weak: weak_at.contains(target),
+            };
+            let copies_differ = contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1);
+            copies_differ && !reference.names_its_copy_exactly()
         })
     };
     let computed: Vec<(u64, &str, Fp, bool)> = shallow
@@ -286,6 +290,22 @@ fn by_name<'a>(
     }
     entries.sort_unstable();
     (names, fps, entries)
+}
+
+/// A reference to a function other functions share a name with.
+#[derive(Clone, Copy)]
+struct Reference {
+    from_instrumented: bool,
+    to_instrumented: bool,
+    to_weak: bool,
+}
+
+impl Reference {
+    /// Whether the reference cannot move to another copy of the same
+    /// instance in another build (see the comment in [`fingerprint`]).
+    fn names_its_copy_exactly(self) -> bool {
+        !self.from_instrumented && !self.to_instrumented && !self.to_weak
+    }
 }
 
 fn truncate(hash: blake3::Hash) -> Fp {
@@ -384,5 +404,27 @@ mod tests {
         // Legacy names carry their hash in the symbol itself: kept whole.
         let legacy = "_ZN2fx4read17h0123456789abcdefE";
         assert_eq!(without_crate_hashes(legacy), legacy);
+    }
+
+    #[test]
+    fn only_precompiled_code_names_its_copy_exactly() {
+        let reference = |from_instrumented, to_instrumented, to_weak| Reference {
+            from_instrumented,
+            to_instrumented,
+            to_weak,
+        };
+        // std's `addr2line::line::path_push` calls std's global copy of
+        // `RawVecInner::try_allocate_in` (instantiated by gimli); minijinja
+        // lost its own copy when a dependency (`unicase`) went away, which
+        // must not make `path_push` look changed.
+        assert!(reference(false, false, false).names_its_copy_exactly());
+        // A weak definition may be replaced by another object's.
+        assert!(!reference(false, false, true).names_its_copy_exactly());
+        // The project's code is rebuilt: its reference may move to another
+        // copy (a crate starts exporting the instance, codegen units are
+        // repartitioned), and only the content tells which.
+        assert!(!reference(true, false, false).names_its_copy_exactly());
+        assert!(!reference(true, true, false).names_its_copy_exactly());
+        assert!(!reference(false, true, false).names_its_copy_exactly());
     }
 }
