@@ -76,14 +76,22 @@ pub fn record_in(
     record.always = collected.always;
     record.network = collected.network;
     record.ignored = collected.ignored;
+    let witnesses = collected.witnesses;
     record.deps = collected
         .observed
         .into_iter()
         .map(|observed| {
             let sum = observed.known.unwrap_or_else(|| {
-                session
-                    .checksums
-                    .as_seen_since(&observed.target, finished.started)
+                let checksums = &session.checksums;
+                match checksums.as_seen_since(&observed.target, finished.started) {
+                    // A directory the test changed itself, on its first run:
+                    // what it found there may still be what is there now.
+                    Sum::Unknown => match witnesses.get(&observed.target) {
+                        Some(Some(seen)) => checksums.witnessed(&observed.target, seen),
+                        _ => Sum::Unknown,
+                    },
+                    sum => sum,
+                }
             });
             Dep {
                 target: observed.target,

@@ -57,24 +57,33 @@ pub fn kind(path: &Path, follow: bool) -> Sum {
 /// system returns them in does not matter and the entries' contents do not
 /// enter. Not a directory: its kind.
 pub fn listing(path: &Path) -> Sum {
+    listing_and_witness(path).0
+}
+
+/// [`listing`], and the [`ListingWitness`] of the same read of the
+/// directory (`None` when it is not a listing).
+pub fn listing_and_witness(path: &Path) -> (Sum, Option<ListingWitness>) {
     let entries = match fs::read_dir(path) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return kind(path, true),
-        Err(e) => return absent_or_unknown(&e),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return (kind(path, true), None),
+        Err(e) => return (absent_or_unknown(&e), None),
     };
     let mut names: Vec<(Vec<u8>, u8)> = Vec::new();
+    let mut witness = ListingWitness::default();
     for entry in entries {
         let Ok(entry) = entry else {
-            return Sum::Unknown;
+            return (Sum::Unknown, None);
         };
         let kind = match entry.file_type().map(FileKind::from) {
             Ok(FileKind::File) => b'f',
             Ok(FileKind::Dir) => b'd',
             Ok(FileKind::Symlink) => b'l',
             Ok(FileKind::Other) => b'o',
-            Err(_) => return Sum::Unknown,
+            Err(_) => return (Sum::Unknown, None),
         };
-        names.push((entry.file_name().as_bytes().to_vec(), kind));
+        let name = entry.file_name().as_bytes().to_vec();
+        witness.add(&name, kind);
+        names.push((name, kind));
     }
     names.sort_unstable();
     let mut hasher = blake3::Hasher::new();
@@ -83,7 +92,78 @@ pub fn listing(path: &Path) -> Sum {
         hasher.update(name);
         hasher.update(&[*kind]);
     }
-    Sum::Hash(*hasher.finalize().as_bytes())
+    (Sum::Hash(*hasher.finalize().as_bytes()), Some(witness))
+}
+
+/// What the shim computes of a directory just before a process first reads
+/// it (it reads the directory once itself): the sums of two 64-bit hashes of
+/// each entry's kind and name, in whatever order the file system returns
+/// them, and the entry count. The shim cannot sort or keep the names (its
+/// hooks must not allocate), so it cannot compute [`listing`] itself; equal
+/// witnesses say that the test found the listing that is there now, whose
+/// checksum can then be recorded. `ekstazi-runtime` repeats this computation
+/// (its `hooks::dirs` module); the end-to-end tests keep the two in step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ListingWitness {
+    sum: u64,
+    mix: u64,
+    count: u64,
+}
+
+impl ListingWitness {
+    /// Its size in a trace event.
+    pub const LEN: usize = 24;
+
+    /// Adds one entry (`kind`: `f`, `d`, `l` or `o`).
+    pub fn add(&mut self, name: &[u8], kind: u8) {
+        let (h1, h2) = witness_hashes(name, kind);
+        self.sum = self.sum.wrapping_add(h1);
+        self.mix = self.mix.wrapping_add(h2);
+        self.count += 1;
+    }
+
+    /// As the shim writes it: three little-endian `u64`s.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut out = [0; Self::LEN];
+        for (i, word) in [self.sum, self.mix, self.count].into_iter().enumerate() {
+            out[8 * i..8 * i + 8].copy_from_slice(&word.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`ListingWitness::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Option<ListingWitness> {
+        let word = |i: usize| {
+            Some(u64::from_le_bytes(
+                bytes.get(8 * i..8 * i + 8)?.try_into().ok()?,
+            ))
+        };
+        (bytes.len() == Self::LEN).then_some(())?;
+        Some(ListingWitness {
+            sum: word(0)?,
+            mix: word(1)?,
+            count: word(2)?,
+        })
+    }
+}
+
+/// FNV-1a over the kind and the name, spread by MurmurHash3's finaliser;
+/// the second hash finalises the first once more with another seed.
+fn witness_hashes(name: &[u8], kind: u8) -> (u64, u64) {
+    fn fmix(mut h: u64) -> u64 {
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in std::iter::once(&kind).chain(name) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let h1 = fmix(h);
+    (h1, fmix(h1 ^ 0x9e37_79b9_7f4a_7c15))
 }
 
 /// The checksum of where a symbolic link points, as `readlink` returns it.
@@ -365,6 +445,23 @@ impl Checksums {
         }
     }
 
+    /// A listing the test read whole, as the shim witnessed it, when
+    /// [`Checksums::as_seen_since`] cannot tell (the directory changed
+    /// while the test ran, and nothing computed it before): the listing now,
+    /// if it is the one the test saw; otherwise `Unknown`.
+    pub fn witnessed(&self, target: &Target, seen: &ListingWitness) -> Sum {
+        let Target::Listing(_) = target else {
+            return Sum::Unknown;
+        };
+        let Some(path) = self.path_of(target) else {
+            return Sum::Unknown;
+        };
+        match listing_and_witness(&path) {
+            (sum @ Sum::Hash(_), Some(now)) if now == *seen => sum,
+            _ => Sum::Unknown,
+        }
+    }
+
     fn path_of(&self, target: &Target) -> Option<std::path::PathBuf> {
         self.anchors.resolve(target.path()?)
     }
@@ -500,6 +597,34 @@ mod tests {
             listing(&dir.path().join("a.json")),
             Sum::Kind(FileKind::File)
         );
+    }
+
+    #[test]
+    fn a_witnessed_listing_is_recorded_only_if_it_is_the_one_there_now() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), "").unwrap();
+        fs::create_dir(dir.path().join("b")).unwrap();
+        let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("target"), None));
+        let target = Target::Listing(checksums.anchors().store(dir.path()));
+        // Order-free, as the shim sees entries in the file system's order.
+        let mut seen = ListingWitness::default();
+        seen.add(b"b", b'd');
+        seen.add(b"a", b'f');
+        assert_eq!(Some(seen), listing_and_witness(dir.path()).1);
+        assert_eq!(checksums.witnessed(&target, &seen), listing(dir.path()));
+        let mut kind = ListingWitness::default();
+        kind.add(b"a", b'f');
+        kind.add(b"b", b'f');
+        assert_eq!(checksums.witnessed(&target, &kind), Sum::Unknown);
+        fs::write(dir.path().join("c"), "").unwrap();
+        assert_eq!(
+            checksums.witnessed(&target, &seen),
+            Sum::Unknown,
+            "an entry added after the test read it"
+        );
+        let bytes = seen.to_bytes();
+        assert_eq!(ListingWitness::from_bytes(&bytes), Some(seen));
+        assert_eq!(ListingWitness::from_bytes(&bytes[1..]), None);
     }
 
     #[test]

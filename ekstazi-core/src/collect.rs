@@ -7,7 +7,7 @@
 //! missing). Events of the harness's main thread and ignored trees are left
 //! out, and said so.
 
-use crate::checksum;
+use crate::checksum::{self, ListingWitness};
 use crate::dep::{EnvName, FileKind, Sum, Target};
 use crate::env::Environment;
 use crate::ignore::Ignore;
@@ -15,7 +15,7 @@ use crate::network::{NetworkPolicy, Peer, is_external, parse_sockaddr};
 use crate::path::{Anchor, Anchors, normalize};
 use crate::record::{Ignored, MAX_IGNORED};
 use crate::trace::{Access, Event, Trace};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,11 @@ pub struct Collected {
     pub always: Vec<String>,
     /// Peers that are external under some policy, each once.
     pub network: Vec<Peer>,
+    /// For each listing, what the test found in the directory (see
+    /// [`ListingWitness`]), as the shim saw it when a process began to read
+    /// it; `None` when its reads found different listings, one came after
+    /// the test changed the directory's entries, or one was not witnessed.
+    pub witnesses: HashMap<Target, Option<ListingWitness>>,
 }
 
 /// What collecting needs to know about the run.
@@ -60,6 +65,7 @@ pub fn collect(trace: &Trace, cx: &Context<'_>) -> Collected {
         cx,
         out: Collected::default(),
         owned: HashSet::new(),
+        changed_dirs: HashSet::new(),
         seen: HashSet::new(),
         ignored_seen: HashSet::new(),
     };
@@ -82,6 +88,8 @@ struct State<'a> {
     out: Collected,
     /// Paths the test created or removed: its own from then on.
     owned: HashSet<PathBuf>,
+    /// Directories whose entries the test created or removed.
+    changed_dirs: HashSet<PathBuf>,
     seen: HashSet<(Target, Option<Sum>)>,
     ignored_seen: HashSet<String>,
 }
@@ -141,6 +149,26 @@ impl State<'_> {
         }
     }
 
+    /// Keeps what the shim saw of a directory as a process began to read
+    /// it, if it can stand for the directory as the test found it: not
+    /// after the test created or removed entries of it, and the same at
+    /// every read. A read without a witness (`scandir`, or one the shim
+    /// could not witness) saw something unknown.
+    fn witness(&mut self, target: &Target, path: &Path, answer: Option<&[u8]>) {
+        let seen = answer
+            .and_then(ListingWitness::from_bytes)
+            .filter(|_| !self.changed_dirs.contains(path));
+        self.out
+            .witnesses
+            .entry(target.clone())
+            .and_modify(|known| {
+                if *known != seen {
+                    *known = None;
+                }
+            })
+            .or_insert(seen);
+    }
+
     fn env(&mut self, event: &Event) {
         let (name, seen) = crate::env::parse_event(event.payload());
         let shown = format!("${}", String::from_utf8_lossy(name));
@@ -195,9 +223,15 @@ impl State<'_> {
         let anchors = self.cx.anchors;
         let (raw, answer) = match event.access {
             Access::Link | Access::Resolve => event.path_and_answer(),
+            Access::List if event.option() => event.path_and_answer(),
             _ => (event.path.clone(), None),
         };
         let path = normalize(&raw);
+        if matches!(event.access, Access::Created | Access::Deleted)
+            && let Some(parent) = path.parent()
+        {
+            self.changed_dirs.insert(parent.to_owned());
+        }
         if let Some(why) = self.why_ignored(event, &path) {
             return self.ignore(anchors.store(&path).to_string(), &why);
         }
@@ -209,7 +243,11 @@ impl State<'_> {
             }
             Access::Read => (Target::Content(stored), None),
             Access::Exec => (Target::Program(stored), None),
-            Access::List => (Target::Listing(stored), None),
+            Access::List => {
+                let target = Target::Listing(stored);
+                self.witness(&target, &path, answer.filter(|_| event.option()));
+                (target, None)
+            }
             Access::Library => {
                 if stored.anchor() == Anchor::Root && !self.cx.ignore.system_libraries {
                     return self.ignore(stored.to_string(), "system library");
@@ -357,6 +395,66 @@ mod tests {
             .iter()
             .map(|i| format!("{}: {}", i.what, i.why))
             .collect()
+    }
+
+    fn witnessed(path: &str, entries: &[&str]) -> (Access, u8, PathBuf) {
+        let mut seen = ListingWitness::default();
+        let mut bytes = Vec::new();
+        for name in entries {
+            seen.add(name.as_bytes(), b'f');
+        }
+        for part in [path.as_bytes(), b"\0"] {
+            bytes.extend_from_slice(part);
+        }
+        bytes.extend_from_slice(&seen.to_bytes());
+        (
+            Access::List,
+            FLAG_OPTION,
+            PathBuf::from(std::ffi::OsString::from_vec(bytes)),
+        )
+    }
+
+    fn run_raw(events: Vec<(Access, u8, PathBuf)>) -> Collected {
+        let mut t = trace(&[]);
+        t.events
+            .extend(events.into_iter().map(|(access, flags, path)| Event {
+                access,
+                flags,
+                path,
+            }));
+        collect_with(&t, &environment(&[]))
+    }
+
+    #[test]
+    fn a_witnessed_listing_counts_only_before_the_test_changes_the_directory() {
+        let listing = Target::Listing(anchors().store(Path::new("/ws/scratch")));
+        let plain = (Access::List, 0, PathBuf::from("/ws/scratch"));
+        let made = (Access::Created, 0, PathBuf::from("/ws/scratch/new.txt"));
+        let found = |c: &Collected| c.witnesses.get(&listing).copied();
+        let c = run_raw(vec![witnessed("/ws/scratch", &["a"])]);
+        assert!(matches!(found(&c), Some(Some(_))), "{c:?}");
+        assert_eq!(names(&c), ["list scratch"]);
+        // Read again unchanged: still one listing.
+        let c = run_raw(vec![
+            witnessed("/ws/scratch", &["a"]),
+            witnessed("/ws/scratch", &["a"]),
+        ]);
+        assert!(matches!(found(&c), Some(Some(_))));
+        // Two different listings, a listing after the test made an entry,
+        // or a read the shim could not witness: what it found is unknown.
+        for events in [
+            vec![
+                witnessed("/ws/scratch", &["a"]),
+                witnessed("/ws/scratch", &["a", "b"]),
+            ],
+            vec![made.clone(), witnessed("/ws/scratch", &["a", "new.txt"])],
+            vec![witnessed("/ws/scratch", &["a"]), plain],
+        ] {
+            assert_eq!(found(&run_raw(events.clone())), Some(None), "{events:?}");
+        }
+        // Changing it after reading it is the test's own business.
+        let c = run_raw(vec![witnessed("/ws/scratch", &["a"]), made]);
+        assert!(matches!(found(&c), Some(Some(_))));
     }
 
     #[test]

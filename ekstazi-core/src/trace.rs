@@ -32,7 +32,9 @@ pub enum Access {
     Start,
     /// A process of the test runs this program.
     Exec,
-    /// Listed the entries of a directory (`readdir`).
+    /// Listed the entries of a directory (`readdir`); with [`FLAG_OPTION`]:
+    /// `path NUL witness`, what the directory held as the process began
+    /// (`checksum::ListingWitness`).
     List,
     /// Read an environment variable: the payload is `NAME=VALUE`, or `NAME`
     /// when it was unset ([`FLAG_OPTION`]: the value was too long to carry).

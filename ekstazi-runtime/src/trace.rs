@@ -33,7 +33,8 @@ pub const START: u8 = b'S';
 /// runner takes anyway): the programs a test runs are its dependencies.
 pub const EXEC: u8 = b'X';
 
-/// Listed a directory's entries (`readdir`).
+/// Listed a directory's entries (`readdir`); with [`FLAG_OPTION`]:
+/// `path NUL witness`, what the directory held as the process began.
 pub const LISTED: u8 = b'T';
 /// Read an environment variable: `NAME=VALUE`, or `NAME` when unset
 /// ([`FLAG_OPTION`]: the value was too long to carry).

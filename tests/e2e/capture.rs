@@ -15,7 +15,7 @@ fn only(label: &str, reason: &str) -> Vec<(String, Vec<String>)> {
 fn recorded() -> Fixture {
     let f = Fixture::new("capture");
     let first = f.test_ok_with(&[], ENV);
-    assert_eq!(first.ran().len(), 12, "{first:?}");
+    assert_eq!(first.ran().len(), 13, "{first:?}");
     assert!(
         f.selected_with(&[], ENV).is_empty(),
         "a second run has nothing to do"
@@ -39,6 +39,24 @@ fn a_listing_selects_on_entries_not_contents() {
     f.write("probe/data/notes.txt", "other notes");
     f.write("probe/data/a.json", "{\"a\": 2}");
     assert!(f.selected_with(&[], ENV).is_empty());
+}
+
+#[test]
+fn a_directory_the_test_lists_then_remakes_is_recorded_as_it_found_it() {
+    // On `recorded`'s first run `recreates_its_scratch_dir` listed the
+    // scratch directory the fixture ships (to remove it) and made it again:
+    // it changed while the test ran, and nothing had checksummed it before.
+    // The shim saw what the test found there, the same as it left, so the
+    // second run had nothing to do; what it found is still what counts.
+    let f = recorded();
+    f.write("probe/scratch/extra.txt", "");
+    assert_eq!(
+        f.selected_with(&[], ENV),
+        only(
+            "recreates_its_scratch_dir",
+            "directory listing changed: probe/scratch"
+        )
+    );
 }
 
 #[test]
@@ -242,7 +260,7 @@ fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     let f = recorded();
     f.write(".config/ekstazi.toml", "[ignore]\npaths = [\"text/\"]\n");
     let selected = f.selected_with(&[], ENV);
-    assert_eq!(selected.len(), 12, "new recording rules rerun everything");
+    assert_eq!(selected.len(), 13, "new recording rules rerun everything");
     assert!(
         selected
             .iter()

@@ -56,7 +56,7 @@ enum Task {
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
-    /// Time opening and stat'ing many files with and without the shim
+    /// Time opening, stat'ing and listing many files with and without the shim
     BenchShim {
         /// Distinct files to open and stat
         #[arg(long, default_value_t = 100_000)]

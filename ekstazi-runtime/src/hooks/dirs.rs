@@ -6,6 +6,10 @@
 //! descriptor, so `fdopendir` streams are covered too). The dependency is the
 //! sorted list of entry names and kinds, which the runner computes (see
 //! `ekstazi_core::checksum::listing`), not the contents of the entries.
+//! Just before that first read the shim reads the directory once itself and
+//! adds a witness of what it holds (`ekstazi_core::checksum::ListingWitness`,
+//! repeated here): when the test later changes the directory, the runner
+//! can still tell whether what it found then is what is there now.
 //! glibc's own `glob`, `nftw` and `fts` read directories through internal
 //! calls the shim cannot see.
 
@@ -69,7 +73,8 @@ mod streams {
     }
 }
 
-/// Records the listing of the stream's directory, once per open stream.
+/// Records the listing of the stream's directory, once per open stream,
+/// before the stream's first read.
 fn listed(dir: *mut DIR) {
     if dir.is_null() || !trace::enabled() {
         return;
@@ -78,13 +83,126 @@ fn listed(dir: *mut DIR) {
         if !streams::mark(dir) {
             return;
         }
-        // SAFETY: `dir` is an open stream (the caller just read from it).
+        // SAFETY: `dir` is an open stream (the caller is reading from it).
         let fd = unsafe { libc::dirfd(dir) };
-        match EventBuf::of_fd(fd) {
-            Some(mut buf) => trace::record(trace::LISTED, 0, &mut buf),
-            None => trace::record_lost(),
+        let Some(mut buf) = EventBuf::of_fd(fd) else {
+            return trace::record_lost();
+        };
+        match witness::of(fd) {
+            Some(seen) if buf.push_bytes(&seen) => {
+                trace::record(trace::LISTED, trace::FLAG_OPTION, &mut buf)
+            }
+            _ => trace::record(trace::LISTED, 0, &mut buf),
         }
     });
+}
+
+/// What a directory holds, as `ekstazi_core::checksum::ListingWitness`
+/// sums it up (the two must stay in step: the end-to-end tests check it).
+/// Written by hand: the hooks must not allocate, so no crate's directory
+/// reader fits.
+mod witness {
+    use libc::c_int;
+
+    /// Directories larger than this are not witnessed (the read would
+    /// double the cost of listing them); their listing stays unknown when
+    /// the test changes them.
+    const MAX_ENTRIES: u64 = 100_000;
+
+    /// `NUL` and the witness, ready to follow the directory's path in an
+    /// event; `None` when the directory cannot be read whole or an entry's
+    /// kind is not given.
+    pub fn of(dirfd: c_int) -> Option<[u8; 25]> {
+        // A descriptor of its own: the stream's offset must not move.
+        // SAFETY: raw system calls on a descriptor this function owns.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                dirfd,
+                c".".as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        let words = read(fd as c_int);
+        // SAFETY: as above.
+        unsafe { libc::syscall(libc::SYS_close, fd) };
+        let mut out = [0u8; 25];
+        for (i, word) in words?.into_iter().enumerate() {
+            out[1 + 8 * i..9 + 8 * i].copy_from_slice(&word.to_le_bytes());
+        }
+        Some(out)
+    }
+
+    fn read(fd: c_int) -> Option<[u64; 3]> {
+        // 8-byte aligned, as `struct linux_dirent64` wants.
+        let mut buf = [0u64; 1024];
+        let (mut sum, mut mix, mut count) = (0u64, 0u64, 0u64);
+        loop {
+            // SAFETY: the kernel writes at most the buffer's size.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    fd,
+                    buf.as_mut_ptr(),
+                    std::mem::size_of_val(&buf),
+                )
+            };
+            if n < 0 {
+                return None;
+            }
+            if n == 0 {
+                return Some([sum, mix, count]);
+            }
+            // SAFETY: the first `n` bytes were written by the kernel.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
+            let mut at = 0;
+            while at + 19 < bytes.len() {
+                let reclen = usize::from(u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]));
+                let record = bytes.get(at..at + reclen).filter(|_| reclen > 19)?;
+                let name = &record[19..];
+                let name = &name[..name.iter().position(|b| *b == 0)?];
+                at += reclen;
+                if name == b"." || name == b".." {
+                    continue;
+                }
+                let kind = match record[18] {
+                    libc::DT_REG => b'f',
+                    libc::DT_DIR => b'd',
+                    libc::DT_LNK => b'l',
+                    libc::DT_UNKNOWN => return None,
+                    _ => b'o',
+                };
+                let (h1, h2) = hashes(name, kind);
+                sum = sum.wrapping_add(h1);
+                mix = mix.wrapping_add(h2);
+                count += 1;
+                if count > MAX_ENTRIES {
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn hashes(name: &[u8], kind: u8) -> (u64, u64) {
+        fn fmix(mut h: u64) -> u64 {
+            h ^= h >> 33;
+            h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            h ^= h >> 33;
+            h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+            h ^ (h >> 33)
+        }
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in std::iter::once(&kind).chain(name) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let h1 = fmix(h);
+        (h1, fmix(h1 ^ 0x9e37_79b9_7f4a_7c15))
+    }
 }
 
 /// # Safety
@@ -124,10 +242,9 @@ macro_rules! readdir {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(dir: *mut DIR) -> *mut c_void {
             let Some(real) = real::$name() else { return unavailable(std::ptr::null_mut()) };
-            // SAFETY: the caller's contract is libc's.
-            let entry = unsafe { real(dir) };
             listed(dir);
-            entry
+            // SAFETY: the caller's contract is libc's.
+            unsafe { real(dir) }
         }
     )*};
 }
@@ -140,10 +257,9 @@ macro_rules! readdir_r {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name(dir: *mut DIR, entry: *mut c_void, result: *mut *mut c_void) -> c_int {
             let Some(real) = real::$name() else { return libc::ENOSYS };
-            // SAFETY: the caller's contract is libc's.
-            let status = unsafe { real(dir, entry, result) };
             listed(dir);
-            status
+            // SAFETY: the caller's contract is libc's.
+            unsafe { real(dir, entry, result) }
         }
     )*};
 }
