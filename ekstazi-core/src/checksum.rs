@@ -101,8 +101,8 @@ pub fn listing_and_witness(path: &Path) -> (Sum, Option<ListingWitness>) {
 /// them, and the entry count. The shim cannot sort or keep the names (its
 /// hooks must not allocate), so it cannot compute [`listing`] itself; equal
 /// witnesses say that the test found the listing that is there now, whose
-/// checksum can then be recorded. `ekstazi-runtime` repeats this computation
-/// (its `hooks::dirs` module); the end-to-end tests keep the two in step.
+/// checksum can then be recorded. `ekstazi-runtime` computes it in its
+/// `hooks::dirs` module, with the same per-entry hashes (`listing_hash`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ListingWitness {
     sum: u64,
@@ -116,7 +116,7 @@ impl ListingWitness {
 
     /// Adds one entry (`kind`: `f`, `d`, `l` or `o`).
     pub fn add(&mut self, name: &[u8], kind: u8) {
-        let (h1, h2) = witness_hashes(name, kind);
+        let (h1, h2) = crate::listing_hash::entry_hashes(name, kind);
         self.sum = self.sum.wrapping_add(h1);
         self.mix = self.mix.wrapping_add(h2);
         self.count += 1;
@@ -145,25 +145,6 @@ impl ListingWitness {
             count: word(2)?,
         })
     }
-}
-
-/// FNV-1a over the kind and the name, spread by MurmurHash3's finaliser;
-/// the second hash finalises the first once more with another seed.
-fn witness_hashes(name: &[u8], kind: u8) -> (u64, u64) {
-    fn fmix(mut h: u64) -> u64 {
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in std::iter::once(&kind).chain(name) {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    let h1 = fmix(h);
-    (h1, fmix(h1 ^ 0x9e37_79b9_7f4a_7c15))
 }
 
 /// The checksum of where a symbolic link points, as `readlink` returns it.

@@ -35,6 +35,7 @@ pub mod filter;
 pub mod fingerprint;
 pub mod ignore;
 pub mod key;
+mod listing_hash;
 pub mod merge;
 pub mod network;
 pub mod path;

@@ -20,6 +20,10 @@
 mod coverage;
 mod guard;
 mod hooks;
+// Shared with ekstazi-core, so that the shim's listing witnesses and the
+// runner's cannot disagree (the shim depends on nothing but libc).
+#[path = "../../ekstazi-core/src/listing_hash.rs"]
+mod listing_hash;
 mod path;
 mod real;
 mod trace;

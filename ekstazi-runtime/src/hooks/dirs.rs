@@ -98,9 +98,8 @@ fn listed(dir: *mut DIR) {
 }
 
 /// What a directory holds, as `ekstazi_core::checksum::ListingWitness`
-/// sums it up (the two must stay in step: the end-to-end tests check it).
-/// Written by hand: the hooks must not allocate, so no crate's directory
-/// reader fits.
+/// sums it up. Written by hand: the hooks must not allocate, so no crate's
+/// directory reader fits.
 mod witness {
     use libc::c_int;
 
@@ -176,7 +175,7 @@ mod witness {
                     libc::DT_UNKNOWN => return None,
                     _ => b'o',
                 };
-                let (h1, h2) = hashes(name, kind);
+                let (h1, h2) = crate::listing_hash::entry_hashes(name, kind);
                 sum = sum.wrapping_add(h1);
                 mix = mix.wrapping_add(h2);
                 count += 1;
@@ -185,23 +184,6 @@ mod witness {
                 }
             }
         }
-    }
-
-    fn hashes(name: &[u8], kind: u8) -> (u64, u64) {
-        fn fmix(mut h: u64) -> u64 {
-            h ^= h >> 33;
-            h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-            h ^= h >> 33;
-            h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-            h ^ (h >> 33)
-        }
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in std::iter::once(&kind).chain(name) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        let h1 = fmix(h);
-        (h1, fmix(h1 ^ 0x9e37_79b9_7f4a_7c15))
     }
 }
 
