@@ -8,8 +8,9 @@
 //! `ekstazi_core::checksum::listing`), not the contents of the entries.
 //! Just before that first read the shim reads the directory once itself and
 //! adds a witness of what it holds (`ekstazi_core::checksum::ListingWitness`,
-//! repeated here): when the test later changes the directory, the runner
-//! can still tell whether what it found then is what is there now.
+//! with the same per-entry hashes): when the test later changes the
+//! directory, the runner can still tell whether what it found then is what
+//! is there now.
 //! glibc's own `glob`, `nftw` and `fts` read directories through internal
 //! calls the shim cannot see.
 
@@ -158,9 +159,12 @@ mod witness {
             // SAFETY: the first `n` bytes were written by the kernel.
             let bytes =
                 unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n as usize) };
+            // `struct linux_dirent64`: inode (8), offset (8), record length
+            // (2), type (1), then the NUL-terminated name.
             let mut at = 0;
-            while at + 19 < bytes.len() {
-                let reclen = usize::from(u16::from_ne_bytes([bytes[at + 16], bytes[at + 17]]));
+            while at < bytes.len() {
+                let reclen = bytes.get(at + 16..at + 18)?;
+                let reclen = usize::from(u16::from_ne_bytes([reclen[0], reclen[1]]));
                 let record = bytes.get(at..at + reclen).filter(|_| reclen > 19)?;
                 let name = &record[19..];
                 let name = &name[..name.iter().position(|b| *b == 0)?];
