@@ -244,6 +244,7 @@ pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
         .arg(opts.timeout.as_secs().max(1).to_string())
         .args(opts.cargo_args)
         .current_dir(opts.dir)
+        .env("TMPDIR", private_tmp(opts.dir))
         .stdout(log_file(opts.log)?)
         .stderr(log_file(opts.log)?);
     if let Some(target) = opts.target_dir {
@@ -379,6 +380,7 @@ pub fn scratch_setup(
     repo: &Path,
 ) -> Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out.join(PRIVATE_TMP))?;
     let copy = out.join("cargo-ekstazi");
     if let Some(ekstazi) = ekstazi.filter(|e| *e != copy) {
         std::fs::copy(ekstazi, &copy).context("cannot copy cargo-ekstazi")?;
@@ -397,8 +399,25 @@ pub fn scratch_setup(
 
 pub fn cargo(dir: &Path, args: &[&str], extra: &[String]) -> Command {
     let mut command = Command::new("cargo");
-    command.args(args).args(extra).current_dir(dir);
     command
+        .args(args)
+        .args(extra)
+        .current_dir(dir)
+        .env("TMPDIR", private_tmp(dir));
+    command
+}
+
+/// The run's own temporary directory, beside its worktree (made by
+/// [`scratch_setup`]).
+const PRIVATE_TMP: &str = "tmp";
+
+/// `TMPDIR` for the project's tests: a run's own, so that two evaluations on
+/// one machine cannot meet in fixed scratch paths (ripgrep's tests use
+/// `$TMPDIR/ripgrep-tests/<test>/<n>`: two replays running at once made
+/// each other's `cargo test` fail, which the safety check reported as
+/// misses).
+fn private_tmp(worktree: &Path) -> PathBuf {
+    worktree.parent().unwrap_or(worktree).join(PRIVATE_TMP)
 }
 
 fn log_file(path: &Path) -> Result<std::fs::File> {
@@ -639,6 +658,16 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_gives_its_tests_a_temporary_directory_of_their_own() {
+        let command = cargo(Path::new("/eval/out/worktree"), &["test"], &[]);
+        let tmpdir = command
+            .get_envs()
+            .find(|(key, _)| *key == "TMPDIR")
+            .and_then(|(_, value)| value);
+        assert_eq!(tmpdir, Some(Path::new("/eval/out/tmp").as_os_str()));
+    }
+
     use super::*;
 
     fn grep_keys() -> HashMap<PathBuf, String> {
