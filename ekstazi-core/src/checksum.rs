@@ -57,32 +57,42 @@ pub fn kind(path: &Path, follow: bool) -> Sum {
 /// system returns them in does not matter and the entries' contents do not
 /// enter. Not a directory: its kind.
 pub fn listing(path: &Path) -> Sum {
-    listing_and_witness(path).0
+    read_listing(path, None)
 }
 
 /// [`listing`], and the [`ListingWitness`] of the same read of the
 /// directory (`None` when it is not a listing).
 pub fn listing_and_witness(path: &Path) -> (Sum, Option<ListingWitness>) {
+    let mut witness = ListingWitness::default();
+    let sum = read_listing(path, Some(&mut witness));
+    let witnessed = matches!(sum, Sum::Hash(_)).then_some(witness);
+    (sum, witnessed)
+}
+
+/// Reads a directory once for [`listing`], summing up the witness only
+/// when asked (the selection checksums listings without one).
+fn read_listing(path: &Path, mut witness: Option<&mut ListingWitness>) -> Sum {
     let entries = match fs::read_dir(path) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return (kind(path, true), None),
-        Err(e) => return (absent_or_unknown(&e), None),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return kind(path, true),
+        Err(e) => return absent_or_unknown(&e),
     };
     let mut names: Vec<(Vec<u8>, u8)> = Vec::new();
-    let mut witness = ListingWitness::default();
     for entry in entries {
         let Ok(entry) = entry else {
-            return (Sum::Unknown, None);
+            return Sum::Unknown;
         };
         let kind = match entry.file_type().map(FileKind::from) {
             Ok(FileKind::File) => b'f',
             Ok(FileKind::Dir) => b'd',
             Ok(FileKind::Symlink) => b'l',
             Ok(FileKind::Other) => b'o',
-            Err(_) => return (Sum::Unknown, None),
+            Err(_) => return Sum::Unknown,
         };
         let name = entry.file_name().as_bytes().to_vec();
-        witness.add(&name, kind);
+        if let Some(witness) = witness.as_deref_mut() {
+            witness.add(&name, kind);
+        }
         names.push((name, kind));
     }
     names.sort_unstable();
@@ -92,7 +102,7 @@ pub fn listing_and_witness(path: &Path) -> (Sum, Option<ListingWitness>) {
         hasher.update(name);
         hasher.update(&[*kind]);
     }
-    (Sum::Hash(*hasher.finalize().as_bytes()), Some(witness))
+    Sum::Hash(*hasher.finalize().as_bytes())
 }
 
 /// What the shim computes of a directory just before a process first reads

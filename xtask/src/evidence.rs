@@ -658,16 +658,6 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_run_gives_its_tests_a_temporary_directory_of_their_own() {
-        let command = cargo(Path::new("/eval/out/worktree"), &["test"], &[]);
-        let tmpdir = command
-            .get_envs()
-            .find(|(key, _)| *key == "TMPDIR")
-            .and_then(|(_, value)| value);
-        assert_eq!(tmpdir, Some(Path::new("/eval/out/tmp").as_os_str()));
-    }
-
     use super::*;
 
     fn grep_keys() -> HashMap<PathBuf, String> {
@@ -727,6 +717,16 @@ test a::loops has been running for over 60 seconds
             still_running(&text, &grep_keys()),
             vec![("grep".to_owned(), "a::loops".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_run_gives_its_tests_a_temporary_directory_of_their_own() {
+        let command = cargo(Path::new("/eval/out/worktree"), &["test"], &[]);
+        let tmpdir = command
+            .get_envs()
+            .find(|(key, _)| *key == "TMPDIR")
+            .and_then(|(_, value)| value);
+        assert_eq!(tmpdir, Some(Path::new("/eval/out/tmp").as_os_str()));
     }
 
     #[test]
