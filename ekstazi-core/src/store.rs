@@ -193,10 +193,8 @@ impl Store {
         binaries: impl IntoIterator<Item = &'a str>,
     ) -> io::Result<usize> {
         let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
-        let entries = match fs::read_dir(&self.records) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e),
+        let Some(entries) = read_dir_if_any(&self.records)? else {
+            return Ok(0);
         };
         let mut removed = 0;
         for entry in entries {
@@ -214,10 +212,8 @@ impl Store {
     }
 
     fn retain_files(&self, dir: &Path, keep: &HashSet<String>) -> io::Result<usize> {
-        let entries = match fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e),
+        let Some(entries) = read_dir_if_any(dir)? else {
+            return Ok(0);
         };
         let mut removed = 0;
         for entry in entries {
@@ -233,6 +229,16 @@ impl Store {
     }
 }
 
+/// The directory's entries, or `None` when there is no such directory
+/// (nothing recorded yet).
+fn read_dir_if_any(dir: &Path) -> io::Result<Option<fs::ReadDir>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Every record of the store, for merging: each file with its record, or
 /// why it is not one (damaged, or not the record of the test its path names).
 pub type Listed = Vec<(PathBuf, Result<Record, Invalid>)>;
@@ -241,10 +247,8 @@ impl Store {
     /// Every record file of this format, read and checked.
     pub fn records(&self) -> io::Result<Listed> {
         let mut found = Vec::new();
-        let binaries = match fs::read_dir(&self.records) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
-            Err(e) => return Err(e),
+        let Some(binaries) = read_dir_if_any(&self.records)? else {
+            return Ok(found);
         };
         for binary in binaries {
             let binary = binary?;
@@ -285,10 +289,8 @@ impl Store {
 
     /// The ids of the stored snapshots (whatever their state).
     pub fn snapshot_ids(&self) -> io::Result<Vec<Hash>> {
-        let entries = match fs::read_dir(self.snapshot_dir()) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
+        let Some(entries) = read_dir_if_any(&self.snapshot_dir())? else {
+            return Ok(Vec::new());
         };
         let mut ids = Vec::new();
         for entry in entries {
@@ -347,10 +349,8 @@ impl Store {
     /// none alive: its test runs, and records anew, anyway).
     pub fn referenced_snapshots(&self) -> io::Result<HashSet<Hash>> {
         let mut referenced = HashSet::new();
-        let binaries = match fs::read_dir(&self.records) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(referenced),
-            Err(e) => return Err(e),
+        let Some(binaries) = read_dir_if_any(&self.records)? else {
+            return Ok(referenced);
         };
         for binary in binaries {
             let binary = binary?;

@@ -15,7 +15,7 @@ fn only(label: &str, reason: &str) -> Vec<(String, Vec<String>)> {
 fn recorded() -> Fixture {
     let f = Fixture::new("capture");
     let first = f.test_ok_with(&[], ENV);
-    assert_eq!(first.ran().len(), 13, "{first:?}");
+    assert_eq!(first.ran().len(), 14, "{first:?}");
     assert!(
         f.selected_with(&[], ENV).is_empty(),
         "a second run has nothing to do"
@@ -155,6 +155,13 @@ fn a_file_the_test_writes_before_reading_is_not_an_input() {
 }
 
 #[test]
+fn a_file_the_test_empties_by_path_is_not_an_input() {
+    let f = recorded();
+    f.write("probe/log.txt", "edited between runs\n");
+    assert!(f.selected_with(&[], ENV).is_empty());
+}
+
+#[test]
 fn loopback_is_local_unless_the_configuration_says_otherwise() {
     let f = recorded();
     let listed = f.list_with(&[], ENV);
@@ -260,7 +267,7 @@ fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     let f = recorded();
     f.write(".config/ekstazi.toml", "[ignore]\npaths = [\"text/\"]\n");
     let selected = f.selected_with(&[], ENV);
-    assert_eq!(selected.len(), 13, "new recording rules rerun everything");
+    assert_eq!(selected.len(), 14, "new recording rules rerun everything");
     assert!(
         selected
             .iter()

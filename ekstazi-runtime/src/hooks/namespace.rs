@@ -425,11 +425,17 @@ unsafe fn describe_truncate(path: *const c_char, length: i64, result: c_int) {
     });
 }
 
+/// `truncate` and `truncate64` are one function on 64-bit Linux (`off_t` is
+/// `off64_t`), which glibc exports under both names.
+///
 /// # Safety
 /// As the libc function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn truncate(path: *const c_char, length: libc::off_t) -> c_int {
-    let Some(real) = real::truncate() else {
+unsafe fn truncate_with(
+    real: Option<unsafe extern "C" fn(*const c_char, libc::off64_t) -> c_int>,
+    path: *const c_char,
+    length: libc::off64_t,
+) -> c_int {
+    let Some(real) = real else {
         return unavailable(-1);
     };
     // SAFETY: the caller's contract is libc's.
@@ -443,16 +449,17 @@ pub unsafe extern "C" fn truncate(path: *const c_char, length: libc::off_t) -> c
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn truncate(path: *const c_char, length: libc::off_t) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { truncate_with(real::truncate(), path, length) }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn truncate64(path: *const c_char, length: libc::off64_t) -> c_int {
-    let Some(real) = real::truncate64() else {
-        return unavailable(-1);
-    };
-    // SAFETY: the caller's contract is libc's.
-    unsafe {
-        let result = real(path, length);
-        describe_truncate(path, length, result);
-        result
-    }
+    // SAFETY: forwarded from the caller.
+    unsafe { truncate_with(real::truncate64(), path, length) }
 }
 
 /// # Safety
