@@ -49,6 +49,7 @@ pub fn retest_all(
     limit: Duration,
     log: &Path,
 ) -> Result<RetestAll> {
+    empty_private_tmp(dir)?;
     let clock = Instant::now();
     let built = cargo(dir, &["test", "--no-run", "-q"], cargo_args)
         .stdout(Stdio::null())
@@ -225,6 +226,7 @@ pub struct EkstaziOpts<'a> {
 
 pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
     let _ = std::fs::remove_file(opts.report);
+    empty_private_tmp(opts.dir)?;
     let mut command = Command::new(opts.ekstazi);
     command
         // Doctests are compared apart: `cargo test`'s doctest time is
@@ -380,7 +382,6 @@ pub fn scratch_setup(
     repo: &Path,
 ) -> Result<(PathBuf, PathBuf)> {
     std::fs::create_dir_all(out)?;
-    std::fs::create_dir_all(out.join(PRIVATE_TMP))?;
     let copy = out.join("cargo-ekstazi");
     if let Some(ekstazi) = ekstazi.filter(|e| *e != copy) {
         std::fs::copy(ekstazi, &copy).context("cannot copy cargo-ekstazi")?;
@@ -418,6 +419,25 @@ const PRIVATE_TMP: &str = "tmp";
 /// misses).
 fn private_tmp(worktree: &Path) -> PathBuf {
     worktree.parent().unwrap_or(worktree).join(PRIVATE_TMP)
+}
+
+/// Every measured run (each `cargo test`, each `cargo ekstazi test`) starts
+/// with an empty `TMPDIR`, as a CI job on a fresh machine does, while
+/// cargo-ekstazi's state carries over as a CI cache would carry it. Left
+/// over, a run's scratch files are the next run's inputs: a test that found
+/// its scratch directory missing and made it would find it there at the
+/// next commit and rerun for that alone (ripgrep's `Dir::new`: 326 tests at
+/// a window's first commit), and tests that share scratch paths by a
+/// per-process counter (`ignore`'s `/tmp/rust-ignore/N`) would see what
+/// another test left.
+fn empty_private_tmp(worktree: &Path) -> Result<()> {
+    let tmp = private_tmp(worktree);
+    match std::fs::remove_dir_all(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot empty {}", tmp.display())),
+    }
+    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot make {}", tmp.display()))
 }
 
 fn log_file(path: &Path) -> Result<std::fs::File> {
@@ -727,6 +747,23 @@ test a::loops has been running for over 60 seconds
             .find(|(key, _)| *key == "TMPDIR")
             .and_then(|(_, value)| value);
         assert_eq!(tmpdir, Some(Path::new("/eval/out/tmp").as_os_str()));
+    }
+
+    #[test]
+    fn each_run_starts_from_an_empty_temporary_directory() {
+        let out = tempfile::tempdir().unwrap();
+        let worktree = out.path().join("worktree");
+        let left = private_tmp(&worktree).join("ripgrep-tests/t/0");
+        std::fs::create_dir_all(&left).unwrap();
+        std::fs::write(left.join("file"), "left by the last run").unwrap();
+        empty_private_tmp(&worktree).unwrap();
+        let tmp = private_tmp(&worktree);
+        assert!(tmp.is_dir());
+        assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+        // And from nothing at all.
+        std::fs::remove_dir(&tmp).unwrap();
+        empty_private_tmp(&worktree).unwrap();
+        assert!(tmp.is_dir());
     }
 
     #[test]
