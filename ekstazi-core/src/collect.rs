@@ -245,7 +245,8 @@ impl State<'_> {
             Access::Exec => (Target::Program(stored), None),
             Access::List => {
                 let target = Target::Listing(stored);
-                self.witness(&target, &path, answer.filter(|_| event.option()));
+                // Only a witnessed listing (`FLAG_OPTION`) carries an answer.
+                self.witness(&target, &path, answer);
                 (target, None)
             }
             Access::Library => {

@@ -408,8 +408,8 @@ pub fn cargo(dir: &Path, args: &[&str], extra: &[String]) -> Command {
     command
 }
 
-/// The run's own temporary directory, beside its worktree (made by
-/// [`scratch_setup`]).
+/// The run's own temporary directory, beside its worktree (made, empty,
+/// by [`empty_private_tmp`] before every measured run).
 const PRIVATE_TMP: &str = "tmp";
 
 /// `TMPDIR` for the project's tests: a run's own, so that two evaluations on

@@ -291,11 +291,12 @@ fn run_each(tests: &[ProjectTest], jobs: usize, shim: Option<(&Path, &Path)>) ->
     Ok(start.elapsed())
 }
 
-/// Opens (and reads the metadata of) then stats every file, twice; prints
-/// the nanoseconds per file of each pass.
 /// How many times the worker lists its directory.
 const LISTINGS: usize = 20;
 
+/// Opens (and reads the metadata of) then stats every file, twice, then
+/// lists the directory [`LISTINGS`] times; prints the nanoseconds per file
+/// of each of the three passes.
 pub fn shim_worker(dir: &Path, files: usize) -> Result<()> {
     let paths: Vec<PathBuf> = (0..files).map(|i| dir.join(format!("f{i}"))).collect();
     let mut passes = Vec::new();
