@@ -86,7 +86,8 @@ fn only_tests_that_executed_the_changed_function_run() {
         reasons_of(&selected, "t_main_like").contains(&"function removed: funcs::read".to_owned()),
         "{selected:?}"
     );
-    // Moving every function down: line numbers in panic locations are not code.
+    // Moving every function down: line numbers in panic locations and in
+    // `tracing` events' callsites are not code.
     expect_after_edit(
         &f,
         "src/lib.rs",
@@ -94,6 +95,21 @@ fn only_tests_that_executed_the_changed_function_run() {
         "// A comment that moves everything below it.\n\n/// Executed by every test",
         &[],
     );
+    // What the event says is.
+    f.edit(
+        "src/lib.rs",
+        "\"common: {input:?}\"",
+        "\"common input: {input:?}\"",
+    );
+    let selected = f.selected(&[]);
+    assert_eq!(selected.len(), 12, "{selected:?}");
+    assert!(
+        selected
+            .iter()
+            .all(|(_, reasons)| reasons == &["function changed: funcs::common"]),
+        "{selected:?}"
+    );
+    assert_eq!(f.test_ok(&[]).ran().len(), 12);
     // Which type is compared is code: a type id is named by its type.
     let selected = expect_after_edit(
         &f,

@@ -12,7 +12,9 @@
 //!
 //! Like Ekstazi's smart checksum ignores debug information, the line and
 //! column stored in `core::panic::Location` data are ignored (the file name
-//! is kept), so that moving code down a few lines changes no fingerprint.
+//! is kept), and so is the line of a `tracing` event's callsite (in its
+//! metadata and its name, `event <file>:<line>`), so that moving code down a
+//! few lines changes no fingerprint.
 //!
 //! Inputs: the executable, linked with `--emit-relocs` (relocations of data
 //! survive linking) and the linker's map (the exact extent of every

@@ -421,7 +421,10 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 &zeros[..]
             }
         };
-        let mut masked = Masked::new(bytes);
+        // The name of a `tracing` event's callsite is `event <file>:<line>`:
+        // hashed without its line, which moving code changes.
+        let event_name = event_name_line(bytes).map(|(cut, _)| cut);
+        let mut masked = Masked::new(&bytes[..event_name.unwrap_or(bytes.len())]);
         let relocs: Vec<(u64, StaticReloc)> = image
             .data_relocs
             .range(start..end)
@@ -458,7 +461,16 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             // keep the file, forget where in it.
             masked.mask(16, 8, Referent::Local(0));
         }
+        if let Some((name_len, line)) = self.event_metadata_line(start, end, &relocs, &masked) {
+            // `tracing_core::Metadata` of an event: its `line: Option<u32>`
+            // and the length of its name, whose line digits are not hashed.
+            masked.mask(name_len - start, 8, Referent::Local(0));
+            masked.mask(line - start, 4, Referent::Local(0));
+        }
         let mut prefix = b"data".to_vec();
+        if event_name.is_some() {
+            prefix.extend_from_slice(b" tracing event name");
+        }
         if let Some(identity) = identity {
             prefix.extend_from_slice(identity.as_bytes());
         }
@@ -502,6 +514,77 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             masked.mask(4 * i as u64, 0, referent);
         }
         Referent::Data(masked.digest(b"jump table"), 0)
+    }
+
+    /// The address `place` holds, if it holds one: a kept relocation, or
+    /// without kept relocations the loader's.
+    fn pointer_at(&self, place: u64, relocs: &[(u64, StaticReloc)]) -> Option<u64> {
+        if relocs.is_empty() {
+            return match self.image.dynamic.get(&place) {
+                Some(DynReloc::Relative(target)) => Some(*target),
+                _ => None,
+            };
+        }
+        match relocs.binary_search_by_key(&place, |(p, _)| *p) {
+            Ok(i) => match relocs[i].1 {
+                StaticReloc::Absolute { target, size: 8 } => Some(target),
+                _ => None,
+            },
+            Err(_) => None,
+        }
+    }
+
+    /// Where a `tracing` event's callsite metadata in `[start, end)` keeps
+    /// the length of its name and its line: the object points to a name
+    /// `event <file>.rs:<N>` (a `&str`: pointer, then length) and holds
+    /// `Some(N)` as an `Option<u32>` (tag 1, then N) exactly once. Found by
+    /// what the `tracing` macros put there rather than by offsets, which
+    /// are the compiler's choice. `None` when anything is ambiguous: then
+    /// the line is hashed like any other byte.
+    fn event_metadata_line(
+        &self,
+        start: u64,
+        end: u64,
+        relocs: &[(u64, StaticReloc)],
+        masked: &Masked<'_>,
+    ) -> Option<(u64, u64)> {
+        if end - start > 512 {
+            return None;
+        }
+        let mut name = None;
+        for place in (start.next_multiple_of(8)..end.saturating_sub(15)).step_by(8) {
+            let Some(target) = self.pointer_at(place, relocs) else {
+                continue;
+            };
+            let len = self
+                .image
+                .bytes(place + 8, 8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))?;
+            if len > 4096 {
+                continue;
+            }
+            if let Some((_, line)) = self.image.bytes(target, len).and_then(event_name_line) {
+                if name.is_some() {
+                    return None;
+                }
+                name = Some((place + 8, line));
+            }
+        }
+        let (name_len, line) = name?;
+        let mut found = None;
+        for place in (start.next_multiple_of(4)..end.saturating_sub(7)).step_by(4) {
+            if masked.covers(place - start, 8) {
+                continue;
+            }
+            let pair = self.image.bytes(place, 8)?;
+            if pair[..4] == 1u32.to_le_bytes() && pair[4..] == line.to_le_bytes() {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some(place + 4);
+            }
+        }
+        Some((name_len, found?))
     }
 
     /// Whether `[start, start + len)` has the shape of a panic location: 24
@@ -560,6 +643,20 @@ fn data_bounds(image: &Image<'_>, addr: u64) -> Option<(u64, u64)> {
             (object.addr, object.addr + object.size)
         }
     })
+}
+
+/// A `tracing` event's callsite name, `event <file>.rs:<line>` (what its
+/// macros make with `concat!("event ", file!(), ":", line!())`): where the
+/// line's digits start, and the line.
+fn event_name_line(bytes: &[u8]) -> Option<(usize, u32)> {
+    let rest = bytes.strip_prefix(b"event ")?;
+    let colon = rest.iter().rposition(|b| *b == b':')?;
+    let (file, digits) = (&rest[..colon], &rest[colon + 1..]);
+    if !file.ends_with(b".rs") || digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let line = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((b"event ".len() + colon + 1, line))
 }
 
 /// The values of `TypeId`s: the read-only 16-byte constants that the
@@ -633,6 +730,26 @@ fn truncate_digest(digest: [u8; 32]) -> Fp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_names_give_their_line() {
+        assert_eq!(event_name_line(b"event src/lib.rs:5"), Some((17, 5)));
+        assert_eq!(
+            event_name_line(b"event crates/a b/src/x.rs:1234"),
+            Some((26, 1234))
+        );
+        for not_one in [
+            &b"event src/lib.rs:"[..],
+            b"event src/lib.rs",
+            b"event src/lib.txt:5",
+            b"event src/lib.rs:5a",
+            b"src/lib.rs:5",
+            b"event src/lib.rs:99999999999",
+            b"events src/lib.rs:5",
+        ] {
+            assert_eq!(event_name_line(not_one), None, "{not_one:?}");
+        }
+    }
 
     #[test]
     fn type_id_functions_name_their_type() {
