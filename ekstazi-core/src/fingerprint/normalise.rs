@@ -534,6 +534,21 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
     }
 
+    /// The bytes of a `&str` (or `&[u8]`) stored at `place` — a pointer,
+    /// then a length — if the pointer is known and the length plausible for
+    /// a name (under 4 KiB).
+    fn str_at(&self, place: u64, relocs: &[(u64, StaticReloc)]) -> Option<&'i [u8]> {
+        let target = self.pointer_at(place, relocs)?;
+        let len = self
+            .image
+            .bytes(place + 8, 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))?;
+        if len >= 4096 {
+            return None;
+        }
+        self.image.bytes(target, len)
+    }
+
     /// Where a `tracing` event's callsite metadata in `[start, end)` keeps
     /// the length of its name and its line: the object points to a name
     /// `event <file>.rs:<N>` (a `&str`: pointer, then length) and holds
@@ -553,17 +568,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
         let mut name = None;
         for place in (start.next_multiple_of(8)..end.saturating_sub(15)).step_by(8) {
-            let Some(target) = self.pointer_at(place, relocs) else {
-                continue;
-            };
-            let len = self
-                .image
-                .bytes(place + 8, 8)
-                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))?;
-            if len > 4096 {
-                continue;
-            }
-            if let Some((_, line)) = self.image.bytes(target, len).and_then(event_name_line) {
+            if let Some((_, line)) = self.str_at(place, relocs).and_then(event_name_line) {
                 if name.is_some() {
                     return None;
                 }
@@ -590,28 +595,11 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     /// Whether `[start, start + len)` has the shape of a panic location: 24
     /// bytes, a pointer at 0 to a `.rs` file name whose length is at 8.
     fn is_panic_location(&self, start: u64, len: u64, relocs: &[(u64, StaticReloc)]) -> bool {
-        if len != 24 {
-            return false;
-        }
-        let target = match relocs {
-            [(place, StaticReloc::Absolute { target, size: 8 })] if *place == start => *target,
-            [] => match self.image.dynamic.get(&start) {
-                Some(DynReloc::Relative(target)) => *target,
-                _ => return false,
-            },
-            _ => return false,
-        };
-        let Some(file_len) = self
-            .image
-            .bytes(start + 8, 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        else {
-            return false;
-        };
-        file_len < 4096
+        // The file name is its one pointer (its only kept relocation).
+        len == 24
+            && relocs.len() <= 1
             && self
-                .image
-                .bytes(target, file_len)
+                .str_at(start, relocs)
                 .is_some_and(|name| name.ends_with(b".rs") && std::str::from_utf8(name).is_ok())
     }
 }
