@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 fn recorded() -> Fixture {
     let f = Fixture::new("functions");
     let first = f.test_ok(&[]);
-    assert_eq!(first.ran().len(), 12, "{first:?}");
+    assert_eq!(first.ran().len(), 13, "{first:?}");
     assert!(
         f.selected(&[]).is_empty(),
         "nothing selected after a full run"
@@ -151,6 +151,41 @@ fn only_tests_that_executed_the_changed_function_run() {
 }
 
 #[test]
+fn dependency_updates_select_by_the_code_they_change() {
+    let f = recorded();
+    // memmap2 0.9.4's sources are 0.9.3's: only the directory cargo unpacks
+    // it into differs, and with it the file name of every panic location
+    // in the functions `t_mapped` executes.
+    f.edit("Cargo.toml", "memmap2 = \"=0.9.3\"", "memmap2 = \"=0.9.4\"");
+    f.edit("Cargo.lock", "version = \"0.9.3\"", "version = \"0.9.4\"");
+    expect_after_edit(
+        &f,
+        "Cargo.lock",
+        "45fd3a57831bf88bc63f8cebc0cf956116276e97fef3966103e96416209f7c92",
+        "fe751422e4a8caa417e13c3ea66452215d7d63e19e604f4980461212f3ae1322",
+        &[],
+    );
+    // An update that changes code the test executes (0.9.8 passes a new
+    // flag in `MmapInner::map`) selects it, for that code.
+    f.edit("Cargo.toml", "memmap2 = \"=0.9.4\"", "memmap2 = \"=0.9.8\"");
+    f.edit("Cargo.lock", "version = \"0.9.4\"", "version = \"0.9.8\"");
+    let selected = expect_after_edit(
+        &f,
+        "Cargo.lock",
+        "fe751422e4a8caa417e13c3ea66452215d7d63e19e604f4980461212f3ae1322",
+        "843a98750cd611cc2965a8213b53b43e715f13c37a9e096c6408e69990961db7",
+        &["tests::t_mapped"],
+    );
+    let reasons = reasons_of(&selected, "t_mapped");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("memmap2::os::MmapInner>::map")),
+        "{selected:?}"
+    );
+}
+
+#[test]
 fn constants_statics_vtables_and_included_files_are_code() {
     let f = recorded();
     expect_after_edit(
@@ -210,6 +245,7 @@ fn macros_generics_and_c_code_are_followed() {
         "tests::t_macro_a",
         "tests::t_macro_b",
         "tests::t_main_like",
+        "tests::t_mapped",
         "tests::t_message",
         "tests::t_table",
         "tests::t_uncovered",

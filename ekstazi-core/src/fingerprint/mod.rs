@@ -30,6 +30,7 @@
 mod image;
 pub mod map;
 mod normalise;
+mod source_path;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};

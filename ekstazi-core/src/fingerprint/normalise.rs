@@ -2,6 +2,7 @@
 
 use super::image::{CodeReloc, DynReloc, Image, StaticReloc, Symbol};
 use super::map::Merge;
+use super::source_path::stable_source_path;
 use super::{Fp, truncate};
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
 use std::collections::HashMap;
@@ -422,17 +423,43 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             }
         };
         // The name of a `tracing` event's callsite is `event <file>:<line>`:
-        // hashed without its line, which moving code changes.
-        let event_name = event_name_line(bytes).map(|(cut, _)| cut);
-        let mut masked = Masked::new(&bytes[..event_name.unwrap_or(bytes.len())]);
+        // hashed without its line, which moving code changes, and with its
+        // file as a panic location's.
+        let event_name = event_name_parts(bytes).map(|(file, _)| file);
+        let mut masked = match event_name {
+            Some(file) => Masked::new(&[b"event ", &*stable_source_path(file), b":"].concat()),
+            None => Masked::new(bytes),
+        };
         let relocs: Vec<(u64, StaticReloc)> = image
             .data_relocs
             .range(start..end)
             .map(|(p, r)| (*p, *r))
             .collect();
+        // `core::panic::Location { file: &str, line: u32, col: u32 }`: the
+        // file is kept, as a `source_file`, and where in it is forgotten.
+        let panic_file = self
+            .is_panic_location(start, len, &relocs)
+            .then(|| self.str_at(start, &relocs))
+            .flatten();
+        if let Some(file) = panic_file {
+            masked.mask(0, 16, source_file(file));
+            masked.mask(16, 8, Referent::Local(0));
+        }
+        // `tracing_core::Metadata` of an event: its `file` field too.
+        let event = self.event_callsite(start, end, &relocs);
+        if let Some(event) = &event {
+            for place in (start.next_multiple_of(8)..end.saturating_sub(15)).step_by(8) {
+                if self.str_at(place, &relocs) == Some(event.file) {
+                    masked.mask(place - start, 16, source_file(event.file));
+                }
+            }
+        }
         if relocs.is_empty() {
             // Without kept relocations, the loader's list of pointers to fix.
             for place in (start.next_multiple_of(8)..end.saturating_sub(7)).step_by(8) {
+                if masked.covers(place - start, 8) {
+                    continue;
+                }
                 if let Some(DynReloc::Relative(target)) = image.dynamic.get(&place) {
                     let referent = self.referent(*target, None, memo);
                     masked.mask(place - start, 8, referent);
@@ -440,6 +467,9 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             }
         }
         for (place, reloc) in &relocs {
+            if masked.covers(place - start, 1) {
+                continue;
+            }
             match *reloc {
                 StaticReloc::Absolute { target, size } => {
                     let referent = self.referent(target, None, memo);
@@ -456,15 +486,12 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 }
             }
         }
-        if self.is_panic_location(start, len, &relocs) {
-            // `core::panic::Location { file: &str, line: u32, col: u32 }`:
-            // keep the file, forget where in it.
-            masked.mask(16, 8, Referent::Local(0));
-        }
-        if let Some((name_len, line)) = self.event_metadata_line(start, end, &relocs, &masked) {
-            // `tracing_core::Metadata` of an event: its `line: Option<u32>`
-            // and the length of its name, whose line digits are not hashed.
-            masked.mask(name_len - start, 8, Referent::Local(0));
+        if let Some(event) = event
+            && let Some(line) = self.event_line(start, end, event.line, &masked)
+        {
+            // The event's `line: Option<u32>`, and the length of its name,
+            // whose line digits are not hashed.
+            masked.mask(event.name + 8 - start, 8, Referent::Local(0));
             masked.mask(line - start, 4, Referent::Local(0));
         }
         let mut prefix = b"data".to_vec();
@@ -549,33 +576,41 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         self.image.bytes(target, len)
     }
 
-    /// Where a `tracing` event's callsite metadata in `[start, end)` keeps
-    /// the length of its name and its line: the object points to a name
-    /// `event <file>.rs:<N>` (a `&str`: pointer, then length) and holds
-    /// `Some(N)` as an `Option<u32>` (tag 1, then N) exactly once. Found by
-    /// what the `tracing` macros put there rather than by offsets, which
-    /// are the compiler's choice. `None` when anything is ambiguous: then
-    /// the line is hashed like any other byte.
-    fn event_metadata_line(
+    /// The `tracing` event callsite metadata that `[start, end)` may be: an
+    /// object (of at most 512 bytes) pointing to exactly one name `event
+    /// <file>.rs:<N>` (a `&str`: pointer, then length). Found by what the
+    /// `tracing` macros put there rather than by offsets, which are the
+    /// compiler's choice; `None` when anything is ambiguous.
+    fn event_callsite(
         &self,
         start: u64,
         end: u64,
         relocs: &[(u64, StaticReloc)],
-        masked: &Masked<'_>,
-    ) -> Option<(u64, u64)> {
+    ) -> Option<EventCallsite<'i>> {
         if end - start > 512 {
             return None;
         }
-        let mut name = None;
+        let mut found = None;
         for place in (start.next_multiple_of(8)..end.saturating_sub(15)).step_by(8) {
-            if let Some((_, line)) = self.str_at(place, relocs).and_then(event_name_line) {
-                if name.is_some() {
+            if let Some((file, line)) = self.str_at(place, relocs).and_then(event_name_parts) {
+                if found.is_some() {
                     return None;
                 }
-                name = Some((place + 8, line));
+                found = Some(EventCallsite {
+                    name: place,
+                    file,
+                    line,
+                });
             }
         }
-        let (name_len, line) = name?;
+        found
+    }
+
+    /// Where an event's metadata in `[start, end)` holds its line `Some(N)`
+    /// as an `Option<u32>` (tag 1, then N), outside the fields `masked`
+    /// already covers: the place of N, if there is exactly one. Otherwise
+    /// the line is hashed like any other byte.
+    fn event_line(&self, start: u64, end: u64, line: u32, masked: &Masked<'_>) -> Option<u64> {
         let mut found = None;
         for place in (start.next_multiple_of(4)..end.saturating_sub(7)).step_by(4) {
             if masked.covers(place - start, 8) {
@@ -589,7 +624,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 found = Some(place + 4);
             }
         }
-        Some((name_len, found?))
+        found
     }
 
     /// Whether `[start, start + len)` has the shape of a panic location: 24
@@ -633,10 +668,20 @@ fn data_bounds(image: &Image<'_>, addr: u64) -> Option<(u64, u64)> {
     })
 }
 
+/// A `tracing` event's callsite metadata, as [`Normaliser::event_callsite`]
+/// finds it.
+struct EventCallsite<'i> {
+    /// Where it keeps its name (a `&str`).
+    name: u64,
+    /// The file and line of the name.
+    file: &'i [u8],
+    line: u32,
+}
+
 /// A `tracing` event's callsite name, `event <file>.rs:<line>` (what its
-/// macros make with `concat!("event ", file!(), ":", line!())`): where the
-/// line's digits start, and the line.
-fn event_name_line(bytes: &[u8]) -> Option<(usize, u32)> {
+/// macros make with `concat!("event ", file!(), ":", line!())`): its file
+/// and its line.
+fn event_name_parts(bytes: &[u8]) -> Option<(&[u8], u32)> {
     let rest = bytes.strip_prefix(b"event ")?;
     let colon = rest.iter().rposition(|b| *b == b':')?;
     let (file, digits) = (&rest[..colon], &rest[colon + 1..]);
@@ -644,7 +689,16 @@ fn event_name_line(bytes: &[u8]) -> Option<(usize, u32)> {
         return None;
     }
     let line = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some((b"event ".len() + colon + 1, line))
+    Some((file, line))
+}
+
+/// What a source file name stands for in a hash: the file, without where
+/// its crate was unpacked (see `source_path`).
+fn source_file(file: &[u8]) -> Referent<'static> {
+    let mut h = blake3::Hasher::new();
+    h.update(b"source file ");
+    h.update(&stable_source_path(file));
+    Referent::Data(*h.finalize().as_bytes(), 0)
 }
 
 /// The values of `TypeId`s: the read-only 16-byte constants that the
@@ -720,11 +774,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn event_names_give_their_line() {
-        assert_eq!(event_name_line(b"event src/lib.rs:5"), Some((17, 5)));
+    fn event_names_give_their_file_and_line() {
         assert_eq!(
-            event_name_line(b"event crates/a b/src/x.rs:1234"),
-            Some((26, 1234))
+            event_name_parts(b"event src/lib.rs:5"),
+            Some((&b"src/lib.rs"[..], 5))
+        );
+        assert_eq!(
+            event_name_parts(b"event crates/a b/src/x.rs:1234"),
+            Some((&b"crates/a b/src/x.rs"[..], 1234))
         );
         for not_one in [
             &b"event src/lib.rs:"[..],
@@ -735,7 +792,7 @@ mod tests {
             b"event src/lib.rs:99999999999",
             b"events src/lib.rs:5",
         ] {
-            assert_eq!(event_name_line(not_one), None, "{not_one:?}");
+            assert_eq!(event_name_parts(not_one), None, "{not_one:?}");
         }
     }
 
