@@ -6,10 +6,10 @@
 //! absolute path in every `core::panic::Location` of the crate (each
 //! overflow check, bounds check and `unwrap`). A version bump that leaves a
 //! function's code as it was would still change the function through its
-//! locations' file names: measured on ripgrep, an "update every dependency"
-//! commit reran a quarter of the suite for functions such as
-//! `crossbeam_epoch::atomic::low_bits`, whose only difference was
-//! `crossbeam-epoch-0.9.15` in a path. Lines are forgotten for the same
+//! locations' file names: measured on ripgrep, `eca13f08` (aho-corasick
+//! 1.1.2 → 1.1.3, whose x86-64 code is the same) reran 574 of 1 085 tests
+//! for `aho_corasick::util::remapper::Remapper::swap` and kin, and 12
+//! without the version in the path. Lines are forgotten for the same
 //! reason (moving code is not changing it); the file itself is kept, as the
 //! crate and path inside it, so that moving code to another file is still
 //! seen.
