@@ -437,11 +437,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             .collect();
         // `core::panic::Location { file: &str, line: u32, col: u32 }`: the
         // file is kept, as a `source_file`, and where in it is forgotten.
-        let panic_file = self
-            .is_panic_location(start, len, &relocs)
-            .then(|| self.str_at(start, &relocs))
-            .flatten();
-        if let Some(file) = panic_file {
+        if let Some(file) = self.panic_location_file(start, len, &relocs) {
             masked.mask(0, 16, source_file(file));
             masked.mask(16, 8, Referent::Local(0));
         }
@@ -627,15 +623,21 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         found
     }
 
-    /// Whether `[start, start + len)` has the shape of a panic location: 24
-    /// bytes, a pointer at 0 to a `.rs` file name whose length is at 8.
-    fn is_panic_location(&self, start: u64, len: u64, relocs: &[(u64, StaticReloc)]) -> bool {
+    /// The file name of `[start, start + len)` if it has the shape of a
+    /// panic location: 24 bytes, a pointer at 0 to a `.rs` file name whose
+    /// length is at 8.
+    fn panic_location_file(
+        &self,
+        start: u64,
+        len: u64,
+        relocs: &[(u64, StaticReloc)],
+    ) -> Option<&'i [u8]> {
         // The file name is its one pointer (its only kept relocation).
-        len == 24
-            && relocs.len() <= 1
-            && self
-                .str_at(start, relocs)
-                .is_some_and(|name| name.ends_with(b".rs") && std::str::from_utf8(name).is_ok())
+        if len != 24 || relocs.len() > 1 {
+            return None;
+        }
+        self.str_at(start, relocs)
+            .filter(|name| name.ends_with(b".rs") && std::str::from_utf8(name).is_ok())
     }
 }
 
