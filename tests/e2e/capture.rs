@@ -3,7 +3,7 @@
 //! existence checks, its own output, the network, C's stdio — on the
 //! `capture` fixture.
 
-use crate::support::{Fixture, labels};
+use crate::support::{Fixture, assert_each_selected_for, labels};
 
 const ENV: &[(&str, &str)] = &[("MODE", "fast"), ("UNRELATED", "1"), ("TERM", "xterm")];
 
@@ -268,12 +268,7 @@ fn configured_ignore_patterns_apply_and_verbose_lists_show_them() {
     f.write(".config/ekstazi.toml", "[ignore]\npaths = [\"text/\"]\n");
     let selected = f.selected_with(&[], ENV);
     assert_eq!(selected.len(), 14, "new recording rules rerun everything");
-    assert!(
-        selected
-            .iter()
-            .all(|(_, reasons)| reasons == &["global: config changed"]),
-        "{selected:?}"
-    );
+    assert_each_selected_for(&selected, "global: config changed");
     f.test_ok_with(&[], ENV);
     f.write("probe/text/c.txt", "other text");
     assert!(f.selected_with(&[], ENV).is_empty());

@@ -2,7 +2,7 @@
 //! including where coverage by source file is unsafe (constants, statics,
 //! vtables, macros, generics, included files, C code).
 
-use crate::support::Fixture;
+use crate::support::{Fixture, assert_each_selected_for};
 use std::collections::BTreeSet;
 
 /// Runs the fixture's tests once so that every test has a record.
@@ -103,12 +103,7 @@ fn only_tests_that_executed_the_changed_function_run() {
     );
     let selected = f.selected(&[]);
     assert_eq!(selected.len(), 12, "{selected:?}");
-    assert!(
-        selected
-            .iter()
-            .all(|(_, reasons)| reasons == &["function changed: funcs::common"]),
-        "{selected:?}"
-    );
+    assert_each_selected_for(&selected, "function changed: funcs::common");
     assert_eq!(f.test_ok(&[]).ran().len(), 12);
     // Which type is compared is code: a type id is named by its type.
     let selected = expect_after_edit(

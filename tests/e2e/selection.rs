@@ -1,7 +1,7 @@
 //! The core promise: from the second run on, only affected tests run, and
 //! every selection names its reason.
 
-use crate::support::{BASIC_ALL, Fixture, labels};
+use crate::support::{BASIC_ALL, Fixture, assert_each_selected_for, labels};
 
 const ALL: &[&str] = BASIC_ALL;
 
@@ -113,12 +113,7 @@ fn a_library_change_selects_the_binaries_that_link_it() {
         ALL[..ALL.len() - 2],
         "gamma links nothing of alpha and stays skipped"
     );
-    assert!(
-        selected
-            .iter()
-            .all(|(_, reasons)| reasons == &["binary changed"]),
-        "{selected:?}"
-    );
+    assert_each_selected_for(&selected, "binary changed");
     assert_eq!(f.test_ok(&[]).ran().len(), 10);
     assert!(f.test_ok(&[]).ran().is_empty());
 }

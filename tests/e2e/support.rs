@@ -304,3 +304,12 @@ pub const BASIC_ALL: &[&str] = &[
 pub fn labels(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
+
+/// Asserts that every selected test was selected for `reason` alone.
+#[track_caller]
+pub fn assert_each_selected_for(selected: &[(String, Vec<String>)], reason: &str) {
+    assert!(
+        selected.iter().all(|(_, reasons)| reasons == &[reason]),
+        "{selected:?}"
+    );
+}
