@@ -104,7 +104,7 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
 }
 
 /// The test executables of an instrumented build (in `<triple>/debug/deps`).
-fn walk_executables(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk_executables(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let Ok(triples) = std::fs::read_dir(dir) else {
         return found;

@@ -7,6 +7,8 @@
 //! - `bench-shim`: the shim's own cost per call and on a real project's
 //!   tests (`shim_bench`).
 //! - `bench-granularity`: what function granularity costs (`granularity`).
+//! - `bench-selection`: the per-binary stages of the selection cost
+//!   (`selection_bench`).
 //! - `eval replay`: history replay with a safety check (`replay`).
 //! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
 //! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
@@ -16,6 +18,7 @@ mod granularity;
 mod mutate;
 mod plot;
 mod replay;
+mod selection_bench;
 mod shim_bench;
 
 use anyhow::{Context, Result, bail};
@@ -55,6 +58,16 @@ enum Task {
         /// Cargo options for every command (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
+    },
+    /// Time the smart checksums and function fingerprints of a project's
+    /// instrumented test binaries (build them first with `cargo ekstazi test`)
+    BenchSelection {
+        /// The cargo project to measure
+        #[arg(long)]
+        project: PathBuf,
+        /// Timed runs
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
     },
     /// Time opening, stat'ing and listing many files with and without the shim
     BenchShim {
@@ -202,6 +215,9 @@ fn main() -> Result<()> {
             }
         }
         Task::ShimWorker { dir, files } => shim_bench::shim_worker(&dir, files),
+        Task::BenchSelection { project, runs } => {
+            selection_bench::bench(&std::path::absolute(project)?, runs)
+        }
         Task::BenchGranularity {
             project,
             cargo_args,

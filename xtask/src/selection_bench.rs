@@ -1,0 +1,84 @@
+//! `cargo xtask bench-selection`: the two per-binary stages of the
+//! selection cost, timed alone on a project's instrumented build — the
+//! smart checksum of every test binary (each run pays it) and the function
+//! fingerprints (paid once per rebuilt binary) — computed as a run computes
+//! them: through `Checksums::program` and `Snapshots::of_binary` (with an
+//! empty store, so nothing is cached), the binaries in parallel.
+
+use anyhow::{Result, bail};
+use ekstazi_core::checksum::Checksums;
+use ekstazi_core::code::Snapshots;
+use ekstazi_core::dep::Sum;
+use ekstazi_core::path::Anchors;
+use ekstazi_core::store::Store;
+use rayon::prelude::*;
+use std::path::Path;
+use std::time::Instant;
+
+pub fn bench(project: &Path, runs: usize) -> Result<()> {
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .current_dir(project)
+        .no_deps()
+        .exec()?;
+    let root = metadata.workspace_root.into_std_path_buf();
+    let target = metadata.target_directory.into_std_path_buf();
+    let binaries = crate::granularity::walk_executables(&target.join("ekstazi").join("build"));
+    if binaries.is_empty() {
+        bail!(
+            "no instrumented test binaries under {}: run `cargo ekstazi test` in the project first",
+            target.display()
+        );
+    }
+    let megabytes: f64 = binaries
+        .iter()
+        .filter_map(|b| std::fs::metadata(b).ok())
+        .map(|m| m.len() as f64 / 1e6)
+        .sum();
+    let (mut checksums, mut fingerprints) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let sums = Checksums::new(Anchors::new(&root, &target, None));
+        let start = Instant::now();
+        let ids: Vec<Sum> = binaries.par_iter().map(|b| sums.program(b)).collect();
+        checksums.push(start.elapsed().as_secs_f64());
+
+        let store_dir = crate::tempfile_dir()?.join("bench-selection-store");
+        std::fs::create_dir_all(&store_dir)?;
+        let snapshots = Snapshots::new(Store::new(&store_dir));
+        let start = Instant::now();
+        let fingerprinted = binaries
+            .par_iter()
+            .zip(&ids)
+            .filter(|(binary, id)| match id {
+                Sum::Hash(id) => snapshots.of_binary(binary, id).is_ok(),
+                _ => false,
+            })
+            .count();
+        fingerprints.push(start.elapsed().as_secs_f64());
+        std::fs::remove_dir_all(&store_dir)?;
+        if fingerprinted != binaries.len() {
+            bail!(
+                "{} of {} binaries could not be fingerprinted",
+                binaries.len() - fingerprinted,
+                binaries.len()
+            );
+        }
+    }
+    println!(
+        "{} instrumented test binaries, {megabytes:.0} MB, {runs} runs",
+        binaries.len()
+    );
+    println!("| stage | median | min |");
+    println!("|---|---:|---:|");
+    for (stage, times) in [
+        ("smart checksums", &mut checksums),
+        ("function fingerprints", &mut fingerprints),
+    ] {
+        times.sort_by(f64::total_cmp);
+        println!(
+            "| {stage} | {:.2}s | {:.2}s |",
+            times[times.len() / 2],
+            times[0]
+        );
+    }
+    Ok(())
+}
