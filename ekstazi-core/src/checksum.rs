@@ -223,7 +223,7 @@ fn absent_or_unknown(e: &io::Error) -> Sum {
 pub fn smart_binary(path: &Path, erase: &[&[u8]]) -> io::Result<Hash> {
     use object::{Object, ObjectSection, SectionFlags, SectionKind};
 
-    let data = fs::read(path)?;
+    let data = crate::mapped::bytes(path)?;
     let file = object::File::parse(&*data).map_err(io::Error::other)?;
     let mut hasher = blake3::Hasher::new();
     for section in file.sections() {

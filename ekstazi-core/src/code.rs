@@ -326,10 +326,7 @@ impl Snapshots {
             return Ok(snapshot);
         }
         let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
-        let map_text =
-            std::fs::read_to_string(&map).map_err(|e| FingerprintError::Parse(e.to_string()))?;
-        let data = std::fs::read(binary).map_err(|e| FingerprintError::Parse(e.to_string()))?;
-        let snapshot = Arc::new(fingerprint::fingerprint(&data, &map_text)?);
+        let snapshot = Arc::new(fingerprint::fingerprint_file(binary, &map)?);
         // Not being able to keep it costs only time: the next run computes it again.
         let _ = self.store.save_snapshot(id, &snapshot);
         self.known

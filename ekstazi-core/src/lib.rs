@@ -36,6 +36,7 @@ pub mod fingerprint;
 pub mod ignore;
 pub mod key;
 mod listing_hash;
+pub mod mapped;
 pub mod merge;
 pub mod network;
 pub mod path;

@@ -10,6 +10,7 @@ use object::{
     Endianness, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationFlags,
     RelocationTarget, SymbolKind,
 };
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 
 /// One allocated section of the executable.
@@ -373,7 +374,11 @@ fn assign_tokens(lists: [&mut Vec<Symbol>; 3]) {
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut stable: Vec<Vec<String>> = Vec::new();
     for list in &lists {
-        let names: Vec<String> = list.iter().map(|s| super::stable_name(&s.name)).collect();
+        // Demangling is a fifth of fingerprinting a large binary.
+        let names: Vec<String> = list
+            .par_iter()
+            .map(|s| super::stable_name(&s.name))
+            .collect();
         for name in &names {
             *counts.entry(name.clone()).or_default() += 1;
         }

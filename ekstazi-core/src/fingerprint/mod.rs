@@ -35,6 +35,7 @@ mod source_path;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 
 /// A function fingerprint: 128 bits of blake3.
 pub type Fp = [u8; 16];
@@ -141,6 +142,15 @@ impl Snapshot {
     }
 }
 
+/// Fingerprints every function of the instrumented executable at `binary`,
+/// given its linker map at `map`.
+pub fn fingerprint_file(binary: &Path, map: &Path) -> Result<Snapshot, FingerprintError> {
+    let unreadable = |e: std::io::Error| FingerprintError::Parse(e.to_string());
+    let map_text = std::fs::read_to_string(map).map_err(unreadable)?;
+    let data = crate::mapped::bytes(binary).map_err(unreadable)?;
+    fingerprint(&data, &map_text)
+}
+
 /// Fingerprints every function of an instrumented executable, given the
 /// text of its linker map.
 pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, FingerprintError> {
@@ -236,10 +246,21 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
         .collect();
 
     let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
+    // A symbol's token is its stable name, demangled once already.
+    let token_of: HashMap<&str, &str> = by_addr
+        .values()
+        .map(|f| (f.name.as_str(), f.token.as_str()))
+        .collect();
     let mut stable: Vec<(u64, u32)> = names
         .iter()
         .enumerate()
-        .map(|(i, name)| (stable_hash(name), i as u32))
+        .map(|(i, name)| {
+            let hash = match token_of.get(name.as_str()) {
+                Some(token) => hash_of_stable_name(token),
+                None => stable_hash(name),
+            };
+            (hash, i as u32)
+        })
         .collect();
     stable.sort_unstable();
     let (other_names, other_fps, _) = by_name(computed.iter().filter(|c| !c.3));
@@ -376,7 +397,11 @@ fn base62(mut n: u64) -> String {
 
 /// A 64-bit hash of a symbol's [`stable_name`].
 pub fn stable_hash(name: &str) -> u64 {
-    let digest = blake3::hash(stable_name(name).as_bytes());
+    hash_of_stable_name(&stable_name(name))
+}
+
+fn hash_of_stable_name(stable: &str) -> u64 {
+    let digest = blake3::hash(stable.as_bytes());
     u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
