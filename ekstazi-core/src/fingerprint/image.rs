@@ -270,11 +270,19 @@ impl<'a> Image<'a> {
 
         // Only what the loader maps: the map also lists debug sections, at
         // offsets that look like addresses.
+        // By name first: a large map has hundreds of thousands of debug
+        // input sections.
+        let mut by_name: HashMap<&str, Vec<&Section>> = HashMap::new();
+        for s in &sections {
+            by_name.entry(s.name.as_str()).or_default().push(s);
+        }
         let extents = extents
             .into_iter()
             .filter(|e| {
-                sections.iter().any(|s| {
-                    s.name == e.output && e.start >= s.addr && e.start + e.size <= s.addr + s.size
+                by_name.get(&*e.output).is_some_and(|named| {
+                    named
+                        .iter()
+                        .any(|s| e.start >= s.addr && e.start + e.size <= s.addr + s.size)
                 })
             })
             .collect();

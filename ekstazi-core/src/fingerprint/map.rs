@@ -11,6 +11,8 @@
 //!          1f4ea            1f4ea        e     1         /x/a.rcgu.o:(.rodata..Lanon.744f.2)
 //! ```
 
+use std::sync::Arc;
+
 /// How the bytes of an input section are shared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Merge {
@@ -29,8 +31,9 @@ pub struct Extent {
     pub size: u64,
     /// The input section's name, e.g. `.rodata..Lanon.744f.2` or `.bss.FOO`.
     pub name: String,
-    /// The output section it went into, e.g. `.rodata`.
-    pub output: String,
+    /// The output section it went into, e.g. `.rodata` (shared by all of
+    /// its input sections).
+    pub output: Arc<str>,
     pub merge: Merge,
 }
 
@@ -52,14 +55,14 @@ pub fn parse(text: &str) -> Vec<Extent> {
     ) else {
         return Vec::new();
     };
-    let mut output = String::new();
+    let mut output: Arc<str> = Arc::from("");
     let mut extents = Vec::new();
     for line in lines {
         let Some((start, size, name, column)) = parse_line(line) else {
             continue;
         };
         if column == out_column {
-            output = name.to_owned();
+            output = Arc::from(name);
         } else if column == in_column
             && size > 0
             && let Some(section) = name
@@ -127,11 +130,11 @@ mod tests {
         let extents = parse(map);
         assert_eq!(extents.len(), 5);
         assert_eq!(
-            extents[0].output, ".debug_abbrev",
+            &*extents[0].output, ".debug_abbrev",
             "kept, for the caller to drop"
         );
         assert_eq!(
-            (extents[1].name.as_str(), extents[1].output.as_str()),
+            (extents[1].name.as_str(), &*extents[1].output),
             (".interp", ".interp")
         );
         let anon = extents
@@ -142,7 +145,7 @@ mod tests {
             (anon.start, anon.size, anon.merge),
             (0x1f4ea, 0xe, Merge::None)
         );
-        assert_eq!(anon.output, ".rodata");
+        assert_eq!(&*anon.output, ".rodata");
         assert!(extents.iter().any(|e| e.merge == Merge::Strings));
         assert!(extents.iter().any(|e| e.merge == Merge::Constants(16)));
     }
