@@ -191,7 +191,7 @@ impl Session {
             .par_iter()
             .map(|b| match b.doctests {
                 Some(_) => Sum::Unknown,
-                None => checksums.program(&b.path),
+                None => checksums.test_binary(&b.path),
             })
             .collect();
         lap("binary checksums");

@@ -221,10 +221,19 @@ fn absent_or_unknown(e: &io::Error) -> Sum {
 /// same sources built in another directory give the same checksum. List
 /// longer strings first where one contains another.
 pub fn smart_binary(path: &Path, erase: &[&[u8]]) -> io::Result<Hash> {
+    smart_binary_of(&fs::read(path)?, erase)
+}
+
+/// [`smart_binary`] of a test binary this run's build has just linked,
+/// mapped instead of read (see [`crate::mapped`]).
+pub fn smart_test_binary(path: &Path, erase: &[&[u8]]) -> io::Result<Hash> {
+    smart_binary_of(&crate::mapped::bytes(path)?, erase)
+}
+
+fn smart_binary_of(data: &[u8], erase: &[&[u8]]) -> io::Result<Hash> {
     use object::{Object, ObjectSection, SectionFlags, SectionKind};
 
-    let data = crate::mapped::bytes(path)?;
-    let file = object::File::parse(&*data).map_err(io::Error::other)?;
+    let file = object::File::parse(data).map_err(io::Error::other)?;
     let mut hasher = blake3::Hasher::new();
     for section in file.sections() {
         let loaded = match section.flags() {
@@ -337,8 +346,18 @@ impl Checksums {
     /// erased; the plain content checksum of anything the smart checksum
     /// cannot read (a script run through its `#!` line).
     pub fn program(&self, path: &Path) -> Sum {
+        self.executable(path, smart_binary)
+    }
+
+    /// [`Checksums::program`] of a test binary this run's build has just
+    /// linked: mapped, not read (only its loaded sections are hashed).
+    pub fn test_binary(&self, path: &Path) -> Sum {
+        self.executable(path, smart_test_binary)
+    }
+
+    fn executable(&self, path: &Path, smart: fn(&Path, &[&[u8]]) -> io::Result<Hash>) -> Sum {
         let erase: Vec<&[u8]> = self.erase.iter().map(Vec::as_slice).collect();
-        match smart_binary(path, &erase) {
+        match smart(path, &erase) {
             Ok(hash) => Sum::Hash(hash),
             Err(_) => match content(path) {
                 Sum::Kind(_) => Sum::Unknown,
@@ -681,6 +700,8 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let a = smart_binary(&exe, &[]).unwrap();
         assert_eq!(smart_binary(&exe, &[]).unwrap(), a);
+        assert_eq!(smart_test_binary(&exe, &[]).unwrap(), a, "mapped or read");
         assert!(smart_binary(Path::new("/dev/null"), &[]).is_err());
+        assert!(smart_test_binary(Path::new("/dev/null"), &[]).is_err());
     }
 }

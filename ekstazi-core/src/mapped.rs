@@ -5,6 +5,12 @@
 //! at. Reading it whole copies every byte into the heap; mapping it makes
 //! the kernel bring in only the pages of the sections that are parsed
 //! (measured in `docs/performance.md`, "Selection cost").
+//!
+//! Only for the test binaries the run's own build has just linked. Reading
+//! a mapped file that another process truncates raises `SIGBUS`, which
+//! would end the whole run; the programs and libraries tests run are read
+//! with `fs::read` instead, since a test may rewrite one in place (a script
+//! made with `fs::write`, say) while another test's record is checksummed.
 
 use memmap2::Mmap;
 use std::fs::File;
@@ -42,12 +48,12 @@ pub fn bytes(path: &Path) -> io::Result<Bytes> {
     }
     let file = File::open(path)?;
     // SAFETY: the mapping is only read. Its one hazard is another process
-    // truncating or rewriting the file while it is mapped. The files mapped
-    // here are executables cargo has just linked; linkers (ld, lld, mold)
-    // write a new file and rename or unlink over the old one rather than
-    // rewrite it in place, so the mapped inode keeps its bytes. A file
-    // changed in place while it is read would give a mixed checksum with
-    // `fs::read` as well.
+    // truncating or rewriting the file while it is mapped. Callers map only
+    // executables cargo has just linked (see the module comment); linkers
+    // (ld, lld, mold) write a new file and rename or unlink over the old
+    // one rather than rewrite it in place, and cargo hard-links, so the
+    // mapped inode keeps its bytes. A file changed in place while it is
+    // read would give a mixed checksum with `fs::read` as well.
     match unsafe { Mmap::map(&file) } {
         Ok(map) => Ok(Bytes::Mapped(map)),
         Err(_) => std::fs::read(path).map(Bytes::Read),

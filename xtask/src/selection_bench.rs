@@ -2,7 +2,7 @@
 //! selection cost, timed alone on a project's instrumented build — the
 //! smart checksum of every test binary (each run pays it) and the function
 //! fingerprints (paid once per rebuilt binary) — computed as a run computes
-//! them: through `Checksums::program` and `Snapshots::of_binary` (with an
+//! them: through `Checksums::test_binary` and `Snapshots::of_binary` (with an
 //! empty store, so nothing is cached), the binaries in parallel.
 
 use anyhow::{Result, bail};
@@ -38,7 +38,7 @@ pub fn bench(project: &Path, runs: usize) -> Result<()> {
     for _ in 0..runs {
         let sums = Checksums::new(Anchors::new(&root, &target, None));
         let start = Instant::now();
-        let ids: Vec<Sum> = binaries.par_iter().map(|b| sums.program(b)).collect();
+        let ids: Vec<Sum> = binaries.par_iter().map(|b| sums.test_binary(b)).collect();
         checksums.push(start.elapsed().as_secs_f64());
 
         let store_dir = crate::tempfile_dir()?.join("bench-selection-store");
