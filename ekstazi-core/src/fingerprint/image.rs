@@ -382,7 +382,7 @@ fn assign_tokens(lists: [&mut Vec<Symbol>; 3]) {
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut stable: Vec<Vec<String>> = Vec::new();
     for list in &lists {
-        // Demangling is a fifth of fingerprinting a large binary.
+        // Demangling is among the largest costs of fingerprinting.
         let names: Vec<String> = list
             .par_iter()
             .map(|s| super::stable_name(&s.name))
