@@ -20,7 +20,7 @@
 
 use crate::evidence::{self, EkstaziOpts, RetestAll, TestId, output, run_ok};
 use anyhow::{Context, Result};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -207,6 +207,9 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
         }
     }
 
+    // What the clean tree's runs leave that git ignores (`target/`, say):
+    // kept between mutants, while what a mutant's runs add is removed.
+    let ignored_clean = ignored_entries(&scratch)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut unviable = 0;
     for mutant in order {
@@ -225,9 +228,12 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
             mutant.what
         );
         let result = try_mutant(args, &ekstazi, &scratch, &clean, &mutant, n);
-        // Revert whatever happened.
+        // Revert whatever happened, including the ignored files the
+        // mutant's runs left (`insta`'s `.pending-snap` files of the tests
+        // it made fail): the next mutant would find them as files created.
         std::fs::write(&path, &text)?;
         run_ok(&mut git(&["clean", "-fdq"]))?;
+        remove_new_ignored(&scratch, &ignored_clean)?;
         let outcome = result?;
         if !outcome.built {
             unviable += 1;
@@ -555,6 +561,41 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
             copy_dir(&entry.path(), &dest)?;
         } else if kind.is_file() && entry.file_name() != "lock" {
             std::fs::copy(entry.path(), &dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// The untracked paths git ignores in `root`, a wholly untracked directory
+/// as one entry (`target/`).
+fn ignored_entries(root: &Path) -> Result<BTreeSet<String>> {
+    let listed = output(Command::new("git").arg("-C").arg(root).args([
+        "ls-files",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        "-z",
+    ]))?;
+    Ok(listed
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Removes the ignored paths that were not there in `before`.
+fn remove_new_ignored(root: &Path, before: &BTreeSet<String>) -> Result<()> {
+    for entry in ignored_entries(root)?.difference(before) {
+        let path = root.join(entry);
+        // A new directory is listed before the files in it.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
         }
     }
     Ok(())
@@ -996,6 +1037,33 @@ pub fn interleave(candidates: Vec<Mutant>, seed: u64) -> Vec<Mutant> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_mutants_runs_leave_ignored_is_removed_and_the_rest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let git = |args: &[&str]| run_ok(Command::new("git").arg("-C").arg(root).args(args));
+        git(&["init", "-q"]).unwrap();
+        std::fs::write(root.join(".gitignore"), "*.pending-snap\ntarget/\n").unwrap();
+        std::fs::create_dir_all(root.join("target/debug")).unwrap();
+        std::fs::write(root.join("target/debug/old"), "").unwrap();
+        std::fs::write(root.join("kept.pending-snap"), "").unwrap();
+        let before = ignored_entries(root).unwrap();
+        assert!(before.contains("target/"), "{before:?}");
+
+        std::fs::write(root.join("target/debug/new"), "").unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        std::fs::write(root.join("tests/.t.rs.pending-snap"), "").unwrap();
+        std::fs::write(root.join("new.pending-snap"), "").unwrap();
+        remove_new_ignored(root, &before).unwrap();
+
+        assert!(!root.join("tests/.t.rs.pending-snap").exists());
+        assert!(!root.join("new.pending-snap").exists());
+        assert!(root.join("kept.pending-snap").exists());
+        assert!(root.join("target/debug/old").exists());
+        assert!(root.join("target/debug/new").exists(), "inside target/");
+        assert_eq!(ignored_entries(root).unwrap(), before);
+    }
 
     const SOURCE: &str = r#"
 /// A doc comment "with a string".
