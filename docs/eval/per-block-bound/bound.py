@@ -78,16 +78,15 @@ for o in out:
     print(f"{o[0]} {o[1]!r}: tests {o[2]}, experiment selected {o[3]}, replay selected {o[8]} ({100*o[8]/o[2]:.1f}%) -> bound {o[4]} ({100*o[4]/o[2]:.1f}%) {o[5]}")
     print(f"    spared for: {o[6]}")
     print(f"    not edited: {o[7]}")
-if True:
-    with open(csv_out, 'w', newline='') as f:
-        w = csv.writer(f)
-        w.writerow(['commit', 'subject', 'tests', 'replay_selected', 'experiment_selected', 'bound_selected',
-                    'spared', 'ran_a_changed_line', 'function_changed_without_an_edited_line', 'other_reason', 'no_coverage_at_parent', 'spared_for'])
-        for o in out:
-            k = o[5]
-            w.writerow([o[0], o[1], o[2], o[8], o[3], o[4], k.get('spared', 0), k.get('ran a changed line', 0),
-                        k.get('function changed without an edited line', 0), k.get('other reason', 0), k.get('no coverage at parent', 0),
-                        '; '.join(f"{n} ({c})" for n, c in o[6])])
+with open(csv_out, 'w', newline='') as f:
+    w = csv.writer(f)
+    w.writerow(['commit', 'subject', 'tests', 'replay_selected', 'experiment_selected', 'bound_selected',
+                'spared', 'ran_a_changed_line', 'function_changed_without_an_edited_line', 'other_reason', 'no_coverage_at_parent', 'spared_for'])
+    for o in out:
+        k = o[5]
+        w.writerow([o[0], o[1], o[2], o[8], o[3], o[4], k.get('spared', 0), k.get('ran a changed line', 0),
+                    k.get('function changed without an edited line', 0), k.get('other reason', 0), k.get('no coverage at parent', 0),
+                    '; '.join(f"{n} ({c})" for n, c in o[6])])
 old = [float(r['share']) for r in rows]
 print(f"commits {len(rows)}, measured {len(out)}; mean {sum(old)/len(old):.2f}% -> {sum(new_shares)/len(new_shares):.2f}%")
 print(f"measured commits' points: {sum(100*o[8]/o[2] for o in out)/len(rows):.2f} -> {sum(100*o[4]/o[2] for o in out)/len(rows):.2f}")
