@@ -37,8 +37,12 @@ for r in rows:
         new_shares.append(share)
         continue
     rep = json.load(open(own))
+    # The bound is taken from the replay's own selection (the published
+    # figure): its tests less those the experiment counts as spared.
+    replay = json.load(open(reports[c]))
+    replay_sel = {(t['binary'], t['name']) for t in replay['tests'] if t['selected'] and not t['ignored'] and t['name'] != '(doctests)'}
     replay_selected = int(r['selected'])
-    assert replay_selected == len([t for t in json.load(open(reports[c]))['tests'] if t['selected'] and not t['ignored'] and t['name'] != '(doctests)']), c
+    assert replay_selected == len(replay_sel), c
     tests = [t for t in rep['tests'] if not t['ignored'] and t['name'] != '(doctests)']
     sel = [t for t in tests if t['selected']]
     kinds = collections.Counter()
@@ -66,10 +70,6 @@ for r in rows:
             kinds['spared'] += 1
             spared_ids.add((t['binary'], t['name']))
             for n in names: spared_by_fn[n] += 1
-    # The bound is taken from the replay's own selection (the published
-    # figure): its tests less those the experiment counts as spared.
-    replay = json.load(open(reports[c]))
-    replay_sel = {(t['binary'], t['name']) for t in replay['tests'] if t['selected'] and not t['ignored'] and t['name'] != '(doctests)'}
     n = int(r['tests'])
     new = len(replay_sel) - len(replay_sel & spared_ids)
     new_shares.append(100.0 * new / n)
