@@ -31,7 +31,7 @@ fn version() -> &'static str {
         env!("CARGO_PKG_VERSION"),
         " (record format ",
         // Kept in step with ekstazi_core::record::FORMAT_VERSION by a test.
-        "7",
+        "8",
         ")"
     )
 }
@@ -89,6 +89,23 @@ Examples:
   cargo ekstazi merge-state shard-1/.ekstazi shard-2/.ekstazi
   cargo ekstazi merge-state --state-dir merged shard-*/.ekstazi")]
     MergeState(MergeStateArgs),
+    /// The records kept per commit: list them, or carry them elsewhere
+    ///
+    /// A run that starts and ends on a clean work tree files, under HEAD's
+    /// commit, the record that held for each test. Later runs let any of
+    /// those records vouch for a test whose every dependency matches again:
+    /// after switching branches, at a merge (each parent's records), after
+    /// a revert.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi history                    the commits with records, and their size on disk
+  cargo ekstazi history export state.tar.zst   the records and their history, as one file
+  cargo ekstazi history import state.tar.zst   add an exported file's records and history
+
+The history keeps the newest 100 commits ([history] commits in
+.config/ekstazi.toml, or EKSTAZI_HISTORY_COMMITS); --no-history turns it off
+for one run, [history] enabled = false for the workspace.")]
+    History(HistoryArgs),
     /// Run the affected tests through `cargo nextest run`, and record them
     ///
     /// The same build, selection and records as `cargo ekstazi test`, but
@@ -242,6 +259,41 @@ pub struct MergeStateArgs {
     pub dirs: Vec<PathBuf>,
 }
 
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    #[command(subcommand)]
+    pub action: Option<HistoryAction>,
+    /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
+    #[arg(long, value_name = "DIR", global = true)]
+    pub state_dir: Option<PathBuf>,
+    /// Path to Cargo.toml (to find the workspace's state directory)
+    #[arg(long, value_name = "PATH", global = true)]
+    pub manifest_path: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HistoryAction {
+    /// List the commits that have records (the default)
+    List {
+        /// One JSON object instead of a table (schema: docs/json.md)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the records, the function table and the history to one file (a zstd-compressed tar)
+    Export {
+        /// Where to write it
+        file: PathBuf,
+    },
+    /// Add the records and history of an exported file to the state directory
+    ///
+    /// Everything in the file is checked before it is kept; where both hold
+    /// a record of a test, the newer run wins, as with merge-state.
+    Import {
+        /// The exported file
+        file: PathBuf,
+    },
+}
+
 /// How a run that records treats the state directory (`test`, `nextest`).
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Selection")]
@@ -293,6 +345,10 @@ pub struct SelectionOpts {
     /// No doctests
     #[arg(long)]
     pub no_doc: bool,
+    /// Neither file records per commit nor let records of other commits
+    /// vouch: only the current records decide [env: EKSTAZI_HISTORY=0]
+    #[arg(long)]
+    pub no_history: bool,
 }
 
 impl SelectionOpts {
@@ -311,6 +367,7 @@ impl SelectionOpts {
                 (_, true) => Some(Doctests::Exclude),
                 _ => None,
             },
+            history: self.no_history.then_some(false),
             ..Layer::default()
         }
     }

@@ -72,7 +72,10 @@ fn case(
             status
         }
         None if planned.decision == Decision::Ignored => skipped("ignored".to_owned()),
-        None if planned.unaffected() => skipped(UNAFFECTED.to_owned()),
+        None if planned.unaffected() => skipped(match &planned.vouched {
+            Some(vouch) => format!("{UNAFFECTED} ({vouch})"),
+            None => UNAFFECTED.to_owned(),
+        }),
         None if planned.elsewhere => skipped(format!(
             "affected ({reasons}), run by another shard (--partition {})",
             session

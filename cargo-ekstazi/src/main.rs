@@ -14,6 +14,7 @@ mod build;
 mod cli;
 mod commands;
 mod env;
+mod git;
 mod instrument;
 mod junit;
 mod list;
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
         Command::List(args) => commands::list::run(args),
         Command::Why(args) => commands::why::run(args),
         Command::MergeState(args) => commands::merge_state::run(args),
+        Command::History(args) => commands::history::run(args),
         Command::Nextest(args) => commands::nextest::run(args),
     };
     match result {

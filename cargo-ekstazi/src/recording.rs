@@ -3,11 +3,10 @@
 use crate::list::TestCase;
 use crate::run::Finished;
 use crate::session::Session;
-use ekstazi_core::code::{self, CodeDep, CodeUnit};
+use ekstazi_core::code::{self, Build, CodeDep, CodeUnit};
 use ekstazi_core::collect::{Context, collect};
 use ekstazi_core::dep::{Dep, Sum, Target};
 use ekstazi_core::env::Environment;
-use ekstazi_core::fingerprint::Snapshot;
 use ekstazi_core::record::{Outcome, Record};
 use ekstazi_core::trace;
 use ekstazi_core::trace::CoverageEvent;
@@ -173,10 +172,7 @@ fn code_deps(
     since: SystemTime,
     record: &mut Record,
 ) -> bool {
-    let Ok(test_snapshot) = &session.code[case.binary] else {
-        return true;
-    };
-    let Sum::Hash(test_id) = session.binary_sums[case.binary] else {
+    let Ok(test_build) = &session.code[case.binary] else {
         return true;
     };
     let test_binary = canonical(&session.built.binaries[case.binary].path);
@@ -184,12 +180,9 @@ fn code_deps(
     let mut whole_binary = true;
     for (program, entries) in &coverage.complete {
         if canonical(program) == test_binary {
-            if let Some(functions) = indices(entries, test_snapshot) {
-                record.code.push(CodeDep {
-                    unit: CodeUnit::TestBinary,
-                    snapshot: test_id,
-                    functions,
-                });
+            if let Some(dep) = code_dep(session, CodeUnit::TestBinary, test_build, entries, record)
+            {
+                record.code.push(dep);
                 whole_binary = false;
             }
             continue;
@@ -199,32 +192,42 @@ fn code_deps(
         let Sum::Hash(id) = session.checksums.as_seen_since(&target, since) else {
             continue;
         };
-        let Ok(snapshot) = session.snapshots.of_binary(program, &id) else {
+        let Ok(build) = session.snapshots.of_binary(program, &id) else {
             continue;
         };
-        if let Some(functions) = indices(entries, &snapshot) {
+        if let Some(dep) = code_dep(session, CodeUnit::Program(stored), &build, entries, record) {
             record.deps.retain(|dep| dep.target != target);
-            record.code.push(CodeDep {
-                unit: CodeUnit::Program(stored),
-                snapshot: id,
-                functions,
-            });
+            record.code.push(dep);
         }
     }
     whole_binary
 }
 
-/// The snapshot indices of the functions at these entry addresses; `None`
-/// if one is not a function of the snapshot (the coverage is not of this
-/// build, and cannot be trusted).
-fn indices(entries: &BTreeSet<u32>, snapshot: &Snapshot) -> Option<Vec<u32>> {
-    let mut functions: Vec<u32> = entries
-        .iter()
-        .map(|&address| snapshot.at_entry(u64::from(address)))
-        .collect::<Option<_>>()?;
-    functions.sort_unstable();
-    functions.dedup();
-    Some(functions)
+/// The functions at these entry addresses of `build`, named in the
+/// function table; `None` when the coverage is not of this build, or the
+/// uninstrumented functions cannot be kept (the program is then depended on
+/// whole). A function id two functions share makes the test always run.
+fn code_dep(
+    session: &Session,
+    unit: CodeUnit,
+    build: &Build,
+    entries: &BTreeSet<u32>,
+    record: &mut Record,
+) -> Option<CodeDep> {
+    let functions = match build.executed(entries, session.snapshots.table()) {
+        Ok(functions) => functions?,
+        Err(collision) => {
+            record.always.push(format!("{collision} (in {unit})"));
+            return None;
+        }
+    };
+    session.snapshots.keep_uninstrumented(build).ok()?;
+    Some(CodeDep {
+        unit,
+        build: build.id,
+        uninstrumented: build.uninstrumented_id,
+        functions,
+    })
 }
 
 fn canonical(path: &Path) -> PathBuf {

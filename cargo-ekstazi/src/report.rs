@@ -225,6 +225,9 @@ pub struct ListedTest {
     /// Affected, but another shard runs it (`--partition`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub other_shard: bool,
+    /// Skipped on the word of a record filed under another commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vouched_by: Option<ekstazi_core::history::Vouch>,
     /// Seconds its last recorded run took.
     pub last_duration: Option<f64>,
     /// The test reached another machine (or what `.config/ekstazi.toml`
@@ -236,6 +239,15 @@ pub struct ListedTest {
     /// With `--verbose`: accesses of its last run that were not dependencies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ignored: Option<Vec<IgnoredAccess>>,
+}
+
+/// `unaffected`, or `unaffected (as at 1a2b3c4, parent 2)` when a record
+/// filed under another commit vouched.
+pub fn unaffected(vouch: Option<&ekstazi_core::history::Vouch>) -> String {
+    match vouch {
+        Some(vouch) => format!("unaffected ({vouch})"),
+        None => "unaffected".to_owned(),
+    }
 }
 
 #[derive(Serialize)]
@@ -269,6 +281,7 @@ pub fn list_json(session: &Session, plan: &[Planned], verbose: bool, show: Show)
                 selected: p.selected(),
                 reasons: p.reasons.iter().map(ToString::to_string).collect(),
                 other_shard: p.elsewhere,
+                vouched_by: p.vouched.clone(),
                 last_duration: p.last.as_ref().map(|r| r.duration().as_secs_f64()),
                 external: !external_peers.is_empty(),
                 external_peers,
@@ -315,7 +328,7 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
             (false, false) => format!("{SKIP}skip{SKIP:#}    "),
         };
         let mut reasons = if test.reasons.is_empty() {
-            "unaffected".to_owned()
+            unaffected(test.vouched_by.as_ref())
         } else {
             test.reasons.join("; ")
         };

@@ -5,17 +5,18 @@
 use crate::build::{self, Built};
 use crate::cli::CargoOpts;
 use crate::env::test_env;
+use crate::git::Repo;
 use crate::list::{self, TestCase};
 use crate::workspace::Workspace;
 use anyhow::Context as _;
 use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
-use ekstazi_core::code::{CodeUnit, Snapshots};
+use ekstazi_core::code::{Build, CodeUnit, Snapshots};
 use ekstazi_core::config::Config;
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::fingerprint::Snapshot;
+use ekstazi_core::history::{Candidates, Vouch, object_id};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
@@ -27,7 +28,7 @@ use rayon::prelude::*;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub struct Session {
@@ -51,7 +52,7 @@ pub struct Session {
     pub snapshots: Snapshots,
     /// Per binary, with function granularity, the fingerprints of its
     /// functions now — or why it falls back to binary granularity.
-    pub code: Vec<Result<Arc<Snapshot>, String>>,
+    pub code: Vec<Result<Arc<Build>, String>>,
     /// The run's options, every source applied.
     pub settings: Settings,
     pub network_policy: NetworkPolicy,
@@ -60,6 +61,11 @@ pub struct Session {
     pub environments: Vec<Environment>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
+    /// The repository, when the history is on and the workspace is in one.
+    pub repo: Option<Repo>,
+    /// The filed records that may vouch for a test, read when the first
+    /// test needs them.
+    candidates: OnceLock<Candidates>,
 }
 
 /// A test and what the analysis decided about it.
@@ -68,8 +74,11 @@ pub struct Planned {
     pub decision: Decision,
     /// Empty: skipped as unaffected.
     pub reasons: Vec<Reason>,
-    /// The previous record, if intact (for its duration).
+    /// The previous record, if intact (for its duration); for a test a
+    /// filed record vouched for, that record.
     pub last: Option<Box<Record>>,
+    /// A record filed under a commit (not the current one) vouched for it.
+    pub vouched: Option<Vouch>,
     /// Affected, but another shard of a `--partition`ed run runs it.
     pub elsewhere: bool,
 }
@@ -113,6 +122,9 @@ impl Session {
         let ws = Workspace::load(cargo)?;
         let mut config = Config::load(&ws.root)?;
         let settings = resolve_settings(cli, &config, &ws.root)?;
+        // Before the build: a run is filed under `HEAD` only if the tree
+        // was clean from start to end.
+        let repo = settings.history.then(|| Repo::at(&ws.root)).flatten();
         config
             .ignore
             .paths
@@ -252,6 +264,8 @@ impl Session {
             settings,
             environments,
             timings,
+            repo,
+            candidates: OnceLock::new(),
         })
     }
 
@@ -328,7 +342,7 @@ impl Session {
                 && records
                     .iter()
                     .flat_map(|r| &r.code)
-                    .any(|c| c.unit == CodeUnit::Program(path.clone()) && c.snapshot != id)
+                    .any(|c| c.unit == CodeUnit::Program(path.clone()) && c.build != id)
                 && let Some(path) = self.checksums.anchors().resolve(path)
             {
                 let _ = self.snapshots.of_binary(&path, &id);
@@ -345,24 +359,70 @@ impl Session {
                         decision,
                         reasons: Vec::new(),
                         last: None,
+                        vouched: None,
                         elsewhere: false,
                     };
                 };
-                let mut reasons = select::reasons(&loaded, &self.present(case.binary));
-                reasons.extend(self.rules(&case));
-                let last = match loaded {
+                let present = self.present(case.binary);
+                let mut reasons = select::reasons(&loaded, &present);
+                let rules = self.rules(&case);
+                let mut last = match loaded {
                     Loaded::Found(record) => Some(record),
                     _ => None,
                 };
+                let mut vouched = None;
+                // A failure last time runs again, whatever passed elsewhere:
+                // a failed run records no dependencies, so nothing says it
+                // failed in another world than this one.
+                let may_vouch = !reasons.is_empty()
+                    && rules.is_empty()
+                    && !present.forced
+                    && !reasons.iter().any(|r| matches!(r, Reason::NotPassed(_)));
+                if may_vouch
+                    && let Some((record, vouch)) = self.vouching(&case, last.as_deref(), &present)
+                {
+                    reasons.clear();
+                    last = Some(record);
+                    vouched = Some(vouch);
+                }
+                reasons.extend(rules);
                 Planned {
                     case,
                     decision,
                     reasons,
                     last,
+                    vouched,
                     elsewhere: false,
                 }
             })
             .collect()
+    }
+
+    /// A record filed under a commit that vouches for the test now, if any
+    /// (see `ekstazi_core::history::Candidates` for the order they are
+    /// tried in), other than the current record `current`.
+    fn vouching(
+        &self,
+        case: &TestCase,
+        current: Option<&Record>,
+        present: &Present<'_>,
+    ) -> Option<(Box<Record>, Vouch)> {
+        let repo = self.repo.as_ref()?;
+        let history = self.store.history();
+        let candidates = self
+            .candidates
+            .get_or_init(|| Candidates::new(history.manifests(), Some(&repo.head), &repo.parents));
+        let key = &self.built.binaries[case.binary].key;
+        let current = current.map(|r| object_id(&r.encode()));
+        candidates
+            .of(key, &case.name)
+            .filter(|(id, _)| Some(**id) != current)
+            .find_map(|(id, vouch)| {
+                let record = history.object(id)?;
+                let ours = record.binary == *key && record.test == case.name;
+                (ours && select::record_reasons(&record, present).is_empty())
+                    .then(|| (Box::new(record), vouch.clone()))
+            })
     }
 
     /// What the selection compares a record of a test of `binary` with.
@@ -473,36 +533,11 @@ fn rustflags() -> String {
 }
 
 impl Session {
-    /// The record of an unaffected test with its code dependencies moved to
-    /// the present builds, or `None` when there is nothing to move (or it
-    /// cannot be moved: then the old fingerprints stay in use).
-    pub fn repointed(&self, case: &TestCase, record: &Record) -> Option<Record> {
-        let mut moved = record.clone();
-        let mut changed = false;
-        for dep in &mut moved.code {
-            let (now, path) = match &dep.unit {
-                CodeUnit::TestBinary => (
-                    self.binary_sums[case.binary].clone(),
-                    self.built.binaries[case.binary].path.clone(),
-                ),
-                CodeUnit::Program(program) => (
-                    self.checksums.get(&Target::Program(program.clone())),
-                    self.checksums.anchors().resolve(program)?,
-                ),
-            };
-            let Sum::Hash(id) = now else { return None };
-            if id == dep.snapshot {
-                continue;
-            }
-            let old = self.snapshots.stored(&dep.snapshot)?;
-            let new = self.snapshots.of_binary(&path, &id).ok()?;
-            let between = self
-                .snapshots
-                .correspondence((&dep.snapshot, &old), (&id, &new));
-            *dep = ekstazi_core::code::translate(dep, &between, id)?;
-            changed = true;
-        }
-        changed.then_some(moved)
+    /// Writes a test's record, after the functions it names: a record never
+    /// names a function the table on disk does not hold.
+    pub fn save_record(&self, record: &Record) -> std::io::Result<()> {
+        self.snapshots.table().flush()?;
+        self.store.save(record)
     }
 }
 

@@ -1,21 +1,25 @@
 //! Code dependencies at function granularity: which functions of which
 //! program a test executed, and whether any of them changed.
 //!
-//! A record keeps, per program, the id of the [`Snapshot`] of that program
-//! when the test ran (its smart checksum) and the indices of the executed
-//! functions in it. Selection compares the old snapshot's fingerprints of
-//! those functions with the present ones, by name. Snapshots live in the
-//! store, shared by every record that refers to them.
+//! A record keeps, per program, the smart checksum of the build the test ran
+//! ([`CodeDep::build`]), the ids of the functions it executed (a digest of
+//! name and fingerprint each, resolved by the [`FunctionTable`]) and the
+//! digest of the table of the program's uninstrumented functions. Nothing in
+//! it depends on where a function sat in one build, so a rebuild that leaves
+//! a test's functions alone leaves its record as it was. Selection asks the
+//! present build whether it still has each function with the same
+//! fingerprint ([`Build`]), and names the ones it has not.
 
 use crate::dep::Hash;
-use crate::fingerprint::{self, FingerprintError, Snapshot};
+use crate::fingerprint::{self, FingerprintError, Fp, Snapshot};
+use crate::functions::{Collision, FnId, FunctionTable};
 use crate::path::StoredPath;
 use crate::trace::CoverageEvent;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// Whose code.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -39,10 +43,60 @@ impl fmt::Display for CodeUnit {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CodeDep {
     pub unit: CodeUnit,
-    /// The snapshot of the program when the test ran (its smart checksum).
-    pub snapshot: Hash,
-    /// Indices into that snapshot's functions, ascending.
-    pub functions: Vec<u32>,
+    /// The program's smart checksum when the test ran: while the program
+    /// still has it, nothing in it changed.
+    pub build: Hash,
+    /// The digest of the table of the program's functions compiled without
+    /// coverage ([`Uninstrumented`]): every test depends on all of them.
+    pub uninstrumented: Hash,
+    /// The executed functions, ascending.
+    pub functions: Vec<FnId>,
+}
+
+/// A program's functions compiled without coverage (the standard library, C
+/// code), by name: no coverage names them, so every test of the program
+/// depends on all of them. Stored once per distinct table, by its digest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Uninstrumented {
+    /// Sorted.
+    pub names: Vec<String>,
+    pub fps: Vec<Fp>,
+}
+
+impl Uninstrumented {
+    pub fn of(snapshot: &Snapshot) -> Uninstrumented {
+        Uninstrumented {
+            names: snapshot.other_names.clone(),
+            fps: snapshot.other_fps.clone(),
+        }
+    }
+
+    pub fn digest(&self) -> Hash {
+        let body = postcard::to_stdvec(self).expect("a table always serialises");
+        *blake3::hash(&body).as_bytes()
+    }
+
+    /// Whether it is well formed: sorted, one fingerprint per name.
+    pub fn is_consistent(&self) -> bool {
+        self.fps.len() == self.names.len() && self.names.windows(2).all(|w| w[0] < w[1])
+    }
+
+    /// The functions present in both tables whose fingerprints differ. A
+    /// function only added or only removed changes no test's behaviour by
+    /// itself: an instrumented function had to change to start or stop
+    /// reaching it, and that change is seen there.
+    pub fn changes<'a>(&'a self, new: &Uninstrumented) -> Vec<&'a str> {
+        self.names
+            .iter()
+            .zip(&self.fps)
+            .filter(|(name, fp)| {
+                new.names
+                    .binary_search(name)
+                    .is_ok_and(|i| new.fps[i] != **fp)
+            })
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
 }
 
 /// What a test's processes reported about their code, per program.
@@ -108,96 +162,134 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
     }
 }
 
-/// How the functions of one snapshot of a program correspond to another's.
-/// Every test of a binary compares the same two builds, so each function's
-/// counterpart (a name lookup, and after a version bump a demangling) and
-/// the uninstrumented changes are worked out once per pair, not per test.
-pub struct Correspondence {
-    old: Arc<Snapshot>,
-    new: Arc<Snapshot>,
-    counterparts: Vec<OnceLock<Option<u32>>>,
-    uninstrumented: OnceLock<Vec<String>>,
+/// A program's build as selection compares records with it: its
+/// fingerprints, and the ids of all its functions, so that a recorded
+/// function still present with the same fingerprint is one set lookup.
+pub struct Build {
+    pub id: Hash,
+    pub snapshot: Arc<Snapshot>,
+    ids: HashSet<FnId>,
+    uninstrumented: Uninstrumented,
+    pub uninstrumented_id: Hash,
 }
 
-/// What became of a function of the old snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fate {
-    Same(u32),
-    Changed,
-    Removed,
-}
-
-impl Correspondence {
-    pub fn new(old: Arc<Snapshot>, new: Arc<Snapshot>) -> Correspondence {
-        Correspondence {
-            counterparts: (0..old.names.len()).map(|_| OnceLock::new()).collect(),
-            uninstrumented: OnceLock::new(),
-            old,
-            new,
+impl Build {
+    pub fn new(id: Hash, snapshot: Arc<Snapshot>) -> Build {
+        let ids = snapshot
+            .names
+            .iter()
+            .zip(&snapshot.fps)
+            .map(|(name, fp)| crate::functions::id_of(name, fp))
+            .collect();
+        let uninstrumented = Uninstrumented::of(&snapshot);
+        Build {
+            id,
+            uninstrumented_id: uninstrumented.digest(),
+            uninstrumented,
+            snapshot,
+            ids,
         }
     }
 
-    /// `None` when `index` is not a function of the old snapshot.
-    fn fate(&self, index: u32) -> Option<Fate> {
-        let i = index as usize;
-        let fp = self.old.fps.get(i)?;
-        let counterpart = *self.counterparts.get(i)?.get_or_init(|| {
-            self.new
-                .counterpart(&self.old.names[i], fp)
-                .map(|j| j as u32)
-        });
-        Some(match counterpart {
-            None => Fate::Removed,
-            Some(j) if self.new.fps[j as usize] != *fp => Fate::Changed,
-            Some(j) => Fate::Same(j),
-        })
+    /// What became of a recorded function in this build.
+    fn fate(&self, id: &FnId, table: &FunctionTable) -> Fate {
+        if self.ids.contains(id) {
+            return Fate::Same;
+        }
+        let Some(function) = table.get(id) else {
+            return Fate::Unknown;
+        };
+        // Not by id: a dependency bumped to a new version renames every
+        // symbol of its crate (the hash), and the counterpart is found by
+        // the name without it.
+        match self.snapshot.counterpart(&function.name, &function.fp) {
+            None => Fate::Removed(function.name),
+            Some(j) if self.snapshot.fps[j] == function.fp => Fate::Same,
+            Some(_) => Fate::Changed(function.name),
+        }
     }
 
-    /// The uninstrumented functions whose fingerprints differ, demangled
-    /// (at most [`NAMED_CHANGES`] of them).
-    fn uninstrumented_changes(&self) -> &[String] {
-        self.uninstrumented.get_or_init(|| {
-            self.old
-                .uninstrumented_changes(&self.new)
-                .into_iter()
-                .take(NAMED_CHANGES)
-                .map(fingerprint::demangle)
-                .collect()
-        })
+    /// The ids of the functions at these entry addresses (coverage PCs),
+    /// added to the table; `Ok(None)` if one is not a function of this
+    /// build (the coverage is not of this build, and cannot be trusted).
+    pub fn executed(
+        &self,
+        entries: &BTreeSet<u32>,
+        table: &FunctionTable,
+    ) -> Result<Option<Vec<FnId>>, Collision> {
+        let mut ids = Vec::with_capacity(entries.len());
+        for &address in entries {
+            let Some(index) = self.snapshot.at_entry(u64::from(address)) else {
+                return Ok(None);
+            };
+            let index = index as usize;
+            ids.push(table.intern(&self.snapshot.names[index], &self.snapshot.fps[index])?);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(Some(ids))
     }
+
+    pub fn uninstrumented(&self) -> &Uninstrumented {
+        &self.uninstrumented
+    }
+}
+
+/// What became of a function a test executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fate {
+    Same,
+    Changed(Arc<str>),
+    Removed(Arc<str>),
+    /// The table does not know the id (damaged, or not merged in).
+    Unknown,
 }
 
 /// At most this many changed functions are named per program.
 const NAMED_CHANGES: usize = 10;
 
-/// Why a code dependency no longer holds, given how the snapshot it was
-/// recorded against corresponds to the present one; empty when every
-/// executed function is the same.
-pub fn changes(dep: &CodeDep, between: &Correspondence) -> Vec<String> {
+/// Why a code dependency no longer holds against the program's present
+/// build; empty when every executed function is the same.
+pub fn changes(dep: &CodeDep, now: &Build, snapshots: &Snapshots) -> Vec<String> {
     let place = match &dep.unit {
         CodeUnit::TestBinary => String::new(),
         unit => format!(" (in {unit})"),
     };
-    let mut reasons: Vec<String> = between
-        .uninstrumented_changes()
-        .iter()
-        .map(|name| format!("uninstrumented function changed: {name}{place}"))
-        .collect();
-    let mut changed = 0;
-    for &index in &dep.functions {
-        let verdict = match between.fate(index) {
+    let mut reasons = Vec::new();
+    if dep.uninstrumented != now.uninstrumented_id {
+        match snapshots.uninstrumented_changes(&dep.uninstrumented, now) {
+            Some(changed) => reasons.extend(
+                changed
+                    .iter()
+                    .map(|name| format!("uninstrumented function changed: {name}{place}")),
+            ),
             None => {
-                reasons.push(format!("code record does not match its snapshot{place}"));
+                reasons.push(format!(
+                    "the function fingerprints of its last run are gone{place}"
+                ));
                 return reasons;
             }
-            Some(Fate::Same(_)) => continue,
-            Some(Fate::Changed) => "function changed",
-            Some(Fate::Removed) => "function removed",
+        }
+    }
+    let mut changed = 0;
+    for id in &dep.functions {
+        let (verdict, name) = match now.fate(id, snapshots.table()) {
+            Fate::Same => continue,
+            Fate::Unknown => {
+                reasons.push(format!(
+                    "the function fingerprints of its last run are gone{place}"
+                ));
+                return reasons;
+            }
+            Fate::Changed(name) => ("function changed", name),
+            Fate::Removed(name) => ("function removed", name),
         };
         changed += 1;
         if changed <= NAMED_CHANGES {
-            let name = &between.old.names[index as usize];
-            reasons.push(format!("{verdict}: {}{place}", fingerprint::demangle(name)));
+            reasons.push(format!(
+                "{verdict}: {}{place}",
+                fingerprint::demangle(&name)
+            ));
         }
     }
     if changed > NAMED_CHANGES {
@@ -207,26 +299,6 @@ pub fn changes(dep: &CodeDep, between: &Correspondence) -> Vec<String> {
         ));
     }
     reasons
-}
-
-/// The same dependency expressed against the other snapshot of the program
-/// (for a test that stayed unaffected by a rebuild), or `None` if one of its
-/// functions is gone or changed.
-pub fn translate(dep: &CodeDep, between: &Correspondence, new_id: Hash) -> Option<CodeDep> {
-    let mut functions = dep
-        .functions
-        .iter()
-        .map(|&i| match between.fate(i)? {
-            Fate::Same(j) => Some(j),
-            Fate::Changed | Fate::Removed => None,
-        })
-        .collect::<Option<Vec<u32>>>()?;
-    functions.sort_unstable();
-    Some(CodeDep {
-        unit: dep.unit.clone(),
-        snapshot: new_id,
-        functions,
-    })
 }
 
 /// Where the linker map of an instrumented executable is: next to it, or,
@@ -274,66 +346,106 @@ fn append(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Snapshots by id: loaded from the store or computed from a binary, once
-/// per run.
+/// The uninstrumented functions that changed between two builds, demangled.
+type Changed = Arc<Vec<String>>;
+
+/// Function fingerprints by build, loaded from the store or computed once
+/// per run, and the function table records name functions by.
 pub struct Snapshots {
     store: crate::store::Store,
-    known: Mutex<HashMap<Hash, Arc<Snapshot>>>,
-    pairs: Mutex<HashMap<(Hash, Hash), Arc<Correspondence>>>,
+    table: FunctionTable,
+    builds: Mutex<HashMap<Hash, Arc<Build>>>,
+    /// Uninstrumented tables of past builds, `None` when gone or damaged.
+    tables: Mutex<HashMap<Hash, Option<Arc<Uninstrumented>>>>,
+    /// Changed uninstrumented functions, per (recorded table, present build).
+    compared: Mutex<HashMap<(Hash, Hash), Changed>>,
 }
 
 impl Snapshots {
     pub fn new(store: crate::store::Store) -> Snapshots {
         Snapshots {
+            table: FunctionTable::load(&store.functions_dir()),
             store,
-            known: Mutex::new(HashMap::new()),
-            pairs: Mutex::new(HashMap::new()),
+            builds: Mutex::new(HashMap::new()),
+            tables: Mutex::new(HashMap::new()),
+            compared: Mutex::new(HashMap::new()),
         }
     }
 
-    /// How snapshot `old_id` corresponds to `new_id`, shared by every test
-    /// that compares those two.
-    pub fn correspondence(
-        &self,
-        (old_id, old): (&Hash, &Arc<Snapshot>),
-        (new_id, new): (&Hash, &Arc<Snapshot>),
-    ) -> Arc<Correspondence> {
-        self.pairs
-            .lock()
-            .expect("snapshot pair cache lock")
-            .entry((*old_id, *new_id))
-            .or_insert_with(|| Arc::new(Correspondence::new(old.clone(), new.clone())))
-            .clone()
+    /// The function table records name functions by.
+    pub fn table(&self) -> &FunctionTable {
+        &self.table
     }
 
-    /// A snapshot recorded earlier, if the store still has it.
-    pub fn stored(&self, id: &Hash) -> Option<Arc<Snapshot>> {
-        if let Some(snapshot) = self.known.lock().expect("snapshot cache lock").get(id) {
-            return Some(snapshot.clone());
-        }
-        let snapshot = Arc::new(self.store.load_snapshot(id)?);
-        self.known
-            .lock()
-            .expect("snapshot cache lock")
-            .insert(*id, snapshot.clone());
-        Some(snapshot)
-    }
-
-    /// The snapshot of the executable at `binary`, whose smart checksum is
+    /// The build of the executable at `binary`, whose smart checksum is
     /// `id`: from the store, or fingerprinted now (and stored).
-    pub fn of_binary(&self, binary: &Path, id: &Hash) -> Result<Arc<Snapshot>, FingerprintError> {
-        if let Some(snapshot) = self.stored(id) {
-            return Ok(snapshot);
+    pub fn of_binary(&self, binary: &Path, id: &Hash) -> Result<Arc<Build>, FingerprintError> {
+        if let Some(build) = self.builds.lock().expect("build cache lock").get(id) {
+            return Ok(build.clone());
         }
-        let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
-        let snapshot = Arc::new(fingerprint::fingerprint_file(binary, &map)?);
-        // Not being able to keep it costs only time: the next run computes it again.
-        let _ = self.store.save_snapshot(id, &snapshot);
-        self.known
+        let snapshot = match self.store.load_snapshot(id) {
+            Some(snapshot) => snapshot,
+            None => {
+                let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
+                let snapshot = fingerprint::fingerprint_file(binary, &map)?;
+                // Not being able to keep it costs only time: the next run
+                // computes it again.
+                let _ = self.store.save_snapshot(id, &snapshot);
+                snapshot
+            }
+        };
+        let build = Arc::new(Build::new(*id, Arc::new(snapshot)));
+        self.builds
             .lock()
-            .expect("snapshot cache lock")
-            .insert(*id, snapshot.clone());
-        Ok(snapshot)
+            .expect("build cache lock")
+            .insert(*id, build.clone());
+        Ok(build)
+    }
+
+    /// The builds loaded or fingerprinted in this run (the ones whose
+    /// snapshots are worth keeping for the next).
+    pub fn used(&self) -> HashSet<Hash> {
+        self.builds
+            .lock()
+            .expect("build cache lock")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Keeps a build's uninstrumented table, for records that name it.
+    pub fn keep_uninstrumented(&self, build: &Build) -> std::io::Result<()> {
+        self.store
+            .save_uninstrumented(&build.uninstrumented_id, build.uninstrumented())
+    }
+
+    /// The uninstrumented functions of the recorded table `recorded` whose
+    /// fingerprints differ in `now`, demangled (at most [`NAMED_CHANGES`]);
+    /// `None` when the recorded table is gone.
+    fn uninstrumented_changes(&self, recorded: &Hash, now: &Build) -> Option<Arc<Vec<String>>> {
+        let key = (*recorded, now.id);
+        if let Some(known) = self.compared.lock().expect("comparison lock").get(&key) {
+            return Some(known.clone());
+        }
+        let old = self
+            .tables
+            .lock()
+            .expect("table cache lock")
+            .entry(*recorded)
+            .or_insert_with(|| self.store.load_uninstrumented(recorded).map(Arc::new))
+            .clone()?;
+        let changed: Arc<Vec<String>> = Arc::new(
+            old.changes(now.uninstrumented())
+                .into_iter()
+                .take(NAMED_CHANGES)
+                .map(fingerprint::demangle)
+                .collect(),
+        );
+        self.compared
+            .lock()
+            .expect("comparison lock")
+            .insert(key, changed.clone());
+        Some(changed)
     }
 }
 
@@ -361,53 +473,81 @@ mod tests {
         }
     }
 
-    fn between(old: &Snapshot, new: &Snapshot) -> Correspondence {
-        Correspondence::new(Arc::new(old.clone()), Arc::new(new.clone()))
+    /// A store whose table knows `old`'s functions, and what `dep` (the
+    /// test executed `executed` of `old`) says against each later build.
+    struct Case {
+        _dir: tempfile::TempDir,
+        snapshots: Snapshots,
+        dep: CodeDep,
+    }
+
+    impl Case {
+        fn new(old: &Snapshot, executed: &[&str]) -> Case {
+            let dir = tempfile::tempdir().unwrap();
+            let store = crate::store::Store::new(dir.path());
+            let snapshots = Snapshots::new(store);
+            let build = Build::new([0; 32], Arc::new(old.clone()));
+            snapshots.keep_uninstrumented(&build).unwrap();
+            let mut functions: Vec<FnId> = executed
+                .iter()
+                .map(|name| {
+                    let i = old.index_of(name).unwrap();
+                    snapshots
+                        .table()
+                        .intern(&old.names[i], &old.fps[i])
+                        .unwrap()
+                })
+                .collect();
+            functions.sort_unstable();
+            Case {
+                _dir: dir,
+                dep: CodeDep {
+                    unit: CodeUnit::TestBinary,
+                    build: [0; 32],
+                    uninstrumented: build.uninstrumented_id,
+                    functions,
+                },
+                snapshots,
+            }
+        }
+
+        fn against(&self, new: &Snapshot, id: u8) -> Vec<String> {
+            changes(
+                &self.dep,
+                &Build::new([id; 32], Arc::new(new.clone())),
+                &self.snapshots,
+            )
+        }
     }
 
     #[test]
     fn only_executed_functions_decide() {
+        let read = "_ZN2fx4read17h0123456789abcdefE";
         let old = snapshot(
             &[
-                ("_ZN2fx4read17h0123456789abcdefE", 1),
+                (read, 1),
                 ("_ZN2fx5write17h0123456789abcdefE", 2),
                 ("_ZN2fx9uncovered17h0123456789abcdefE", 3),
             ],
             0,
         );
-        let dep = CodeDep {
-            unit: CodeUnit::TestBinary,
-            snapshot: [0; 32],
-            functions: vec![old.index_of("_ZN2fx4read17h0123456789abcdefE").unwrap() as u32],
-        };
+        let case = Case::new(&old, &[read]);
         let uncovered_edit = snapshot(
             &[
-                ("_ZN2fx4read17h0123456789abcdefE", 1),
+                (read, 1),
                 ("_ZN2fx5write17h0123456789abcdefE", 2),
                 ("_ZN2fx9uncovered17h0123456789abcdefE", 9),
             ],
             0,
         );
-        assert!(changes(&dep, &between(&old, &uncovered_edit)).is_empty());
-        let read_edit = snapshot(
-            &[
-                ("_ZN2fx4read17h0123456789abcdefE", 7),
-                ("_ZN2fx5write17h0123456789abcdefE", 2),
-            ],
-            0,
-        );
-        assert_eq!(
-            changes(&dep, &between(&old, &read_edit)),
-            ["function changed: fx::read"]
-        );
+        assert!(case.against(&uncovered_edit, 1).is_empty());
+        let read_edit = snapshot(&[(read, 7), ("_ZN2fx5write17h0123456789abcdefE", 2)], 0);
+        assert_eq!(case.against(&read_edit, 2), ["function changed: fx::read"]);
         let renamed = snapshot(&[("_ZN2fx5read217h0123456789abcdefE", 1)], 0);
+        assert_eq!(case.against(&renamed, 3), ["function removed: fx::read"]);
+        let std_changed = snapshot(&[(read, 1)], 5);
         assert_eq!(
-            changes(&dep, &between(&old, &renamed)),
-            ["function removed: fx::read"]
-        );
-        let std_changed = snapshot(&[("_ZN2fx4read17h0123456789abcdefE", 1)], 5);
-        assert_eq!(
-            changes(&dep, &between(&old, &std_changed)),
+            case.against(&std_changed, 4),
             ["uninstrumented function changed: memcpy"],
             "a changed function counts; one only linked now, or no more, does not"
         );
@@ -420,10 +560,10 @@ mod tests {
             ],
             0,
         );
-        assert!(changes(&dep, &between(&old, &rehashed)).is_empty());
+        assert!(case.against(&rehashed, 5).is_empty());
         let rehashed_and_changed = snapshot(&[("_ZN2fx4read17hfedcba9876543210E", 4)], 0);
         assert_eq!(
-            changes(&dep, &between(&old, &rehashed_and_changed)),
+            case.against(&rehashed_and_changed, 6),
             ["function changed: fx::read"]
         );
         // Two functions sharing the stable name (copies of a generic
@@ -435,7 +575,7 @@ mod tests {
             ],
             0,
         );
-        assert!(changes(&dep, &between(&old, &copies)).is_empty());
+        assert!(case.against(&copies, 7).is_empty());
         let changed_copies = snapshot(
             &[
                 ("_ZN2fx4read17hfedcba9876543210E", 9),
@@ -444,17 +584,26 @@ mod tests {
             0,
         );
         assert_eq!(
-            changes(&dep, &between(&old, &changed_copies)),
+            case.against(&changed_copies, 8),
             ["function changed: fx::read"]
         );
+    }
 
-        let moved = translate(&dep, &between(&old, &uncovered_edit), [1; 32]).unwrap();
-        assert_eq!(moved.snapshot, [1; 32]);
+    #[test]
+    fn a_function_the_table_lost_or_a_lost_uninstrumented_table_runs_the_test() {
+        let old = snapshot(&[("_ZN2fx4read17h0123456789abcdefE", 1)], 0);
+        let mut case = Case::new(&old, &["_ZN2fx4read17h0123456789abcdefE"]);
+        let edit = snapshot(&[("_ZN2fx4read17h0123456789abcdefE", 2)], 0);
+        case.dep.functions = vec![[0xee; 8]];
         assert_eq!(
-            uncovered_edit.names[moved.functions[0] as usize],
-            "_ZN2fx4read17h0123456789abcdefE"
+            case.against(&edit, 1),
+            ["the function fingerprints of its last run are gone"]
         );
-        assert!(translate(&dep, &between(&old, &renamed), [1; 32]).is_none());
+        case.dep.uninstrumented = [0xee; 32];
+        assert_eq!(
+            case.against(&edit, 2),
+            ["the function fingerprints of its last run are gone"]
+        );
     }
 
     #[test]

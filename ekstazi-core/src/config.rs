@@ -64,6 +64,17 @@ pub struct Config {
     pub libraries: LibrariesConfig,
     pub run: RunConfig,
     pub select: SelectConfig,
+    pub history: HistoryConfig,
+}
+
+/// `[history]`: records kept per commit (see [`crate::history`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HistoryConfig {
+    /// Unset: on.
+    pub enabled: Option<bool>,
+    /// How many commits with records are kept (unset: 100).
+    pub commits: Option<usize>,
 }
 
 /// `[run]`: how tests are run; every key optional (see [`crate::settings`]).

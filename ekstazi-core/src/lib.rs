@@ -24,6 +24,7 @@
 //! assert_eq!(anchors.store(Path::new("/ws/data/a.txt")).to_string(), "data/a.txt");
 //! ```
 
+pub mod archive;
 pub mod checksum;
 pub mod code;
 pub mod collect;
@@ -33,6 +34,8 @@ pub mod depinfo;
 pub mod env;
 pub mod filter;
 pub mod fingerprint;
+pub mod functions;
+pub mod history;
 pub mod ignore;
 pub mod key;
 mod listing_hash;

@@ -8,7 +8,11 @@
 //! checked before it is copied: a damaged one is left behind (its test runs
 //! next time), never copied over a good one.
 
+use crate::functions::FunctionTable;
+use crate::history::{Entry, Manifest};
+use crate::record::Record;
 use crate::store::{Loaded, Store};
+use std::collections::HashSet;
 use std::io;
 
 /// What merging one shard did.
@@ -20,18 +24,36 @@ pub struct Merged {
     pub replaced: usize,
     /// Records the destination already had (or had newer).
     pub kept: usize,
-    /// Function fingerprint snapshots copied.
-    pub snapshots: usize,
+    /// Functions the destination's table did not know.
+    pub functions: usize,
+    /// Commits whose filed records were added to the destination's history.
+    pub commits: usize,
     /// Files not copied, and why.
     pub refused: Vec<String>,
 }
 
-/// Merges the records and snapshots of `source` into `dest`.
+/// Merges the records and function tables of `source` into `dest`.
 pub fn merge(dest: &Store, source: &Store) -> io::Result<Merged> {
     let mut merged = Merged::default();
+    // The table first: a record is never written before the functions it names.
+    let ours = FunctionTable::load(&dest.functions_dir());
+    let theirs = FunctionTable::load(&source.functions_dir());
+    let before = ours.len().0;
+    for id in ours.absorb(&theirs) {
+        merged.refused.push(format!(
+            "the function tables disagree on {}: the tests that executed it run",
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ));
+    }
+    merged.functions = ours.len().0 - before;
+    ours.flush()?;
+    let mut tables = HashSet::new();
     for (path, record) in source.records()? {
         let record = match record {
-            Ok(record) => record,
+            Ok(record) => {
+                tables.extend(record.code.iter().map(|c| c.uninstrumented));
+                record
+            }
             Err(e) => {
                 merged.refused.push(format!("{}: {e}", path.display()));
                 continue;
@@ -54,23 +76,89 @@ pub fn merge(dest: &Store, source: &Store) -> io::Result<Merged> {
             }
         }
     }
-    let present: std::collections::HashSet<_> = dest.snapshot_ids()?.into_iter().collect();
-    for id in source.snapshot_ids()? {
-        if present.contains(&id) {
+    merge_history(dest, source, &mut merged, &mut tables)?;
+    for id in tables {
+        if dest.load_uninstrumented(&id).is_some() {
             continue;
         }
-        match source.load_snapshot(&id) {
-            Some(snapshot) => {
-                dest.save_snapshot(&id, &snapshot)?;
-                merged.snapshots += 1;
-            }
+        match source.load_uninstrumented(&id) {
+            Some(table) => dest.save_uninstrumented(&id, &table)?,
             None => merged.refused.push(format!(
-                "function fingerprints {} are damaged",
+                "uninstrumented functions {} are missing or damaged: the tests that name them run",
                 blake3::Hash::from_bytes(id).to_hex()
             )),
         }
     }
     Ok(merged)
+}
+
+/// Adds the source's filed records to the destination's history: per
+/// commit, the union of the tests filed (where both filed a test, a record
+/// of a run at that commit wins over one that vouched, else the
+/// destination's stays). Every object is checked before it is copied; an
+/// entry whose object is missing or damaged is left behind.
+fn merge_history(
+    dest: &Store,
+    source: &Store,
+    merged: &mut Merged,
+    tables: &mut HashSet<crate::dep::Hash>,
+) -> io::Result<()> {
+    let (ours, theirs) = (dest.history(), source.history());
+    for manifest in theirs.manifests() {
+        let mut entries: Vec<Entry> = ours
+            .manifest(&manifest.commit)
+            .map(|m| m.entries)
+            .unwrap_or_default();
+        let mut changed = false;
+        for entry in manifest.entries {
+            let held = entries
+                .iter()
+                .position(|e| (&e.binary, &e.test) == (&entry.binary, &entry.test));
+            if held.is_some_and(|i| entries[i].ran || !entry.ran) {
+                continue;
+            }
+            let Some(bytes) = theirs.object_bytes(&entry.record) else {
+                merged.refused.push(format!(
+                    "the record of {} {} filed at {} is missing or damaged",
+                    entry.binary, entry.test, manifest.commit
+                ));
+                continue;
+            };
+            match Record::decode(&bytes) {
+                Ok(record) if record.binary == entry.binary && record.test == entry.test => {
+                    tables.extend(record.code.iter().map(|c| c.uninstrumented));
+                }
+                _ => {
+                    merged.refused.push(format!(
+                        "the record of {} {} filed at {} is not that test's",
+                        entry.binary, entry.test, manifest.commit
+                    ));
+                    continue;
+                }
+            }
+            ours.put_object(&entry.record, &bytes)?;
+            match held {
+                Some(i) => entries[i] = entry,
+                None => entries.push(entry),
+            }
+            changed = true;
+        }
+        if changed {
+            entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
+            let filed_at_ms = ours
+                .manifest(&manifest.commit)
+                .map_or(manifest.filed_at_ms, |m| {
+                    m.filed_at_ms.max(manifest.filed_at_ms)
+                });
+            ours.put_manifest(&Manifest {
+                commit: manifest.commit,
+                filed_at_ms,
+                entries,
+            })?;
+            merged.commits += 1;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -82,6 +170,20 @@ mod tests {
     fn the_newest_record_of_each_test_wins_and_damage_is_left_behind() {
         let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
         let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        // What the records name: a function and an uninstrumented table,
+        // which only the source has.
+        let table = crate::code::Uninstrumented {
+            names: vec!["memcpy".into()],
+            fps: vec![[1; 16]],
+        };
+        source.save_uninstrumented(&table.digest(), &table).unwrap();
+        let function = FunctionTable::load(&source.functions_dir());
+        let id = function.intern("f", &[2; 16]).unwrap();
+        function.flush().unwrap();
+        let mut base = sample();
+        base.code[0].uninstrumented = table.digest();
+        base.code[0].functions = vec![id];
+        let sample = || base.clone();
         let mut old = sample();
         old.recorded_at_ms = 10;
         let mut new = old.clone();
@@ -114,6 +216,15 @@ mod tests {
         assert_eq!(load("other"), other);
         assert_eq!(load("third"), third);
         assert!(matches!(dest.load(&old.binary, "damaged"), Loaded::Missing));
+        assert_eq!(merged.functions, 1);
+        assert_eq!(
+            &*FunctionTable::load(&dest.functions_dir())
+                .get(&id)
+                .unwrap()
+                .name,
+            "f"
+        );
+        assert_eq!(dest.load_uninstrumented(&table.digest()), Some(table));
         // Merging again changes nothing.
         let again = merge(&dest, &source).unwrap();
         assert_eq!((again.added, again.replaced), (0, 0));

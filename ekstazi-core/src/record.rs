@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 7;
+pub const FORMAT_VERSION: u16 = 8;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -221,6 +221,25 @@ pub(crate) fn open<T: serde::de::DeserializeOwned>(
     Ok(value)
 }
 
+/// Compresses sealed bytes for keeping (function table segments, history
+/// objects): names and paths repeat, and zstd at its default level costs
+/// little next to the write.
+pub(crate) fn pack(sealed: &[u8]) -> Vec<u8> {
+    zstd::bulk::compress(sealed, 0).expect("compressing to memory cannot fail")
+}
+
+/// Decompresses packed bytes, refusing anything that would exceed `limit`.
+pub(crate) fn unpack(packed: &[u8], limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    zstd::stream::read::Decoder::new(packed)
+        .ok()?
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() as u64 <= limit).then_some(out)
+}
+
 /// Why a record was not accepted. Every variant means: run the test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -280,8 +299,9 @@ pub(crate) mod tests_support {
             ],
             code: vec![CodeDep {
                 unit: CodeUnit::TestBinary,
-                snapshot: [3; 32],
-                functions: vec![1, 5, 300],
+                build: [3; 32],
+                uninstrumented: [4; 32],
+                functions: vec![[1; 8], [5; 8], [30; 8]],
             }],
             network: vec![Peer::Ip("127.0.0.1:80".parse().unwrap())],
             ignored: vec![Ignored {

@@ -110,6 +110,15 @@ pub fn reasons(loaded: &Loaded, present: &Present<'_>) -> Vec<Reason> {
         }
         Loaded::Found(record) => record,
     };
+    reasons.extend(record_reasons(record, present));
+    reasons
+}
+
+/// Every reason an intact record gives to run its test (not `--forceall`);
+/// empty means it vouches for the test: it passed, and everything it
+/// depended on is as it was.
+pub fn record_reasons(record: &Record, present: &Present<'_>) -> Vec<Reason> {
+    let mut reasons = Vec::new();
     if record.outcome != Outcome::Passed {
         reasons.push(Reason::NotPassed(record.outcome));
     }
@@ -170,27 +179,16 @@ fn code_reasons(dep: &CodeDep, present: &Present<'_>) -> Vec<String> {
         ),
     };
     let id = match now {
-        Sum::Hash(id) if id == dep.snapshot => return Vec::new(),
+        Sum::Hash(id) if id == dep.build => return Vec::new(),
         Sum::Hash(id) => id,
         Sum::Absent => return vec![format!("program deleted: {}", dep.unit)],
         _ => return vec![format!("program cannot be read: {}", dep.unit)],
     };
-    let Some(old) = present.snapshots.stored(&dep.snapshot) else {
-        return vec![format!(
-            "the function fingerprints of its last run are gone ({})",
-            dep.unit
-        )];
-    };
-    let new = path
+    let build = path
         .ok_or_else(|| FingerprintError::Parse("no such path".into()))
         .and_then(|path| present.snapshots.of_binary(&path, &id));
-    match new {
-        Ok(new) => {
-            let between = present
-                .snapshots
-                .correspondence((&dep.snapshot, &old), (&id, &new));
-            crate::code::changes(dep, &between)
-        }
+    match build {
+        Ok(build) => crate::code::changes(dep, &build, present.snapshots),
         Err(e) => vec![format!("cannot fingerprint {}: {e}", dep.unit)],
     }
 }

@@ -24,6 +24,8 @@
 //! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
 //! | ignored paths | `--ignore-path` | `[ignore] paths` | `EKSTAZI_IGNORE_PATHS` |
 //! | CI shard | `--partition` | | `EKSTAZI_PARTITION` |
+//! | records kept per commit | `--no-history` | `[history] enabled` | `EKSTAZI_HISTORY` |
+//! | commits kept | | `[history] commits` | `EKSTAZI_HISTORY_COMMITS` |
 //! | doctests | `--doc`/`--no-doc` | | |
 //!
 //! Lists in the environment are comma-separated; booleans are `1`/`true`/
@@ -111,6 +113,8 @@ pub struct Layer {
     pub ignore_paths: Vec<String>,
     pub partition: Option<Partition>,
     pub doctests: Option<Doctests>,
+    pub history: Option<bool>,
+    pub history_commits: Option<usize>,
 }
 
 /// Whether doctests run, as `cargo test` runs them.
@@ -189,6 +193,18 @@ impl Layer {
                 .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_PARTITION", m))))
                 .transpose()?,
             doctests: None,
+            history: flag("EKSTAZI_HISTORY")?,
+            history_commits: parsed("EKSTAZI_HISTORY_COMMITS")
+                .map(|v| {
+                    v.and_then(|v| match v.trim().parse::<usize>() {
+                        Ok(n) if n > 0 => Ok(n),
+                        _ => Err(error(
+                            "EKSTAZI_HISTORY_COMMITS",
+                            format!("`{v}` is not a number of commits (at least 1)"),
+                        )),
+                    })
+                })
+                .transpose()?,
         })
     }
 
@@ -237,6 +253,15 @@ impl Layer {
             ignore_paths: Vec::new(),
             partition: None,
             doctests: None,
+            history: config.history.enabled,
+            history_commits: config
+                .history
+                .commits
+                .map(|n| match n {
+                    0 => Err(error("history.commits", "must be at least 1".into())),
+                    n => Ok(n),
+                })
+                .transpose()?,
         })
     }
 }
@@ -263,7 +288,14 @@ pub struct Settings {
     pub extra_ignore_paths: Vec<String>,
     pub partition: Option<Partition>,
     pub doctests: Doctests,
+    /// Records are filed per commit, and filed records may vouch.
+    pub history: bool,
+    /// How many commits with records are kept.
+    pub history_commits: usize,
 }
+
+/// How many commits with records are kept unless configured.
+pub const DEFAULT_HISTORY_COMMITS: usize = 100;
 
 /// The default threshold for reporting a test as slow, as cargo-nextest's.
 pub const DEFAULT_SLOW_TIMEOUT: Duration = Duration::from_secs(60);
@@ -307,6 +339,8 @@ impl Settings {
                 .collect(),
             partition: first!(partition),
             doctests: first!(doctests).unwrap_or_default(),
+            history: first!(history).unwrap_or(true),
+            history_commits: first!(history_commits).unwrap_or(DEFAULT_HISTORY_COMMITS),
         })
     }
 }

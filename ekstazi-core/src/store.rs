@@ -3,10 +3,14 @@
 //! ```text
 //! .ekstazi/
 //!   lock                      held by a run (exclusive) or an analysis (shared)
-//!   v1/                       one directory per record format version
+//!   v8/                       one directory per record format version
 //!     <binary key>/<test>     escaped names, one record each
 //!     .code/<id>              function fingerprints of one build of a
-//!                             program, shared by the records that name it
+//!                             program (a cache: the present builds')
+//!     .functions/<digest>     the function table (`functions`)
+//!     .uninstrumented/<id>    uninstrumented functions of a build, by
+//!                             digest, for the records that name them
+//!     .history/               records filed per commit (`history`)
 //! ```
 //! One file per test lets runs and CI shards write without coordination and
 //! merge by copying. Files are written to a temporary name and renamed, so a
@@ -14,6 +18,7 @@
 //! that no test name can leave its directory, and a record is only accepted
 //! for the test whose file it is in.
 
+use crate::code::Uninstrumented;
 use crate::dep::Hash;
 use crate::fingerprint::Snapshot;
 use crate::record::{DecodeError, FORMAT_VERSION, MAX_RECORD_BYTES, Record};
@@ -345,32 +350,6 @@ impl Store {
         Ok(())
     }
 
-    /// The snapshots that some intact record names (a damaged record keeps
-    /// none alive: its test runs, and records anew, anyway).
-    pub fn referenced_snapshots(&self) -> io::Result<HashSet<Hash>> {
-        let mut referenced = HashSet::new();
-        let Some(binaries) = read_dir_if_any(&self.records)? else {
-            return Ok(referenced);
-        };
-        for binary in binaries {
-            let binary = binary?;
-            if binary.file_name().as_encoded_bytes().starts_with(b".")
-                || !binary.file_type()?.is_dir()
-            {
-                continue;
-            }
-            for entry in fs::read_dir(binary.path())? {
-                let entry = entry?;
-                if let Ok(Some(bytes)) = read_bounded(&entry.path())
-                    && let Ok(record) = Record::decode(&bytes)
-                {
-                    referenced.extend(record.code.iter().map(|c| c.snapshot));
-                }
-            }
-        }
-        Ok(referenced)
-    }
-
     /// Removes every snapshot not in `keep`; returns how many went.
     pub fn retain_snapshots(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
         let keep: HashSet<String> = keep
@@ -379,9 +358,52 @@ impl Store {
             .collect();
         self.retain_files(&self.snapshot_dir(), &keep)
     }
+
+    /// The records filed per commit.
+    pub fn history(&self) -> crate::history::History {
+        crate::history::History::new(&self.records.join(HISTORY_DIR))
+    }
+
+    /// Where the function table's segments are.
+    pub fn functions_dir(&self) -> PathBuf {
+        self.records.join(FUNCTIONS_DIR)
+    }
+
+    fn uninstrumented_path(&self, id: &Hash) -> PathBuf {
+        self.records
+            .join(UNINSTRUMENTED_DIR)
+            .join(blake3::Hash::from_bytes(*id).to_hex().as_str())
+    }
+
+    /// Keeps an uninstrumented table under its digest (once).
+    pub fn save_uninstrumented(&self, id: &Hash, table: &Uninstrumented) -> io::Result<()> {
+        let path = self.uninstrumented_path(id);
+        if path.exists() {
+            return Ok(());
+        }
+        let dir = self.records.join(UNINSTRUMENTED_DIR);
+        self.real_dir(&dir)?;
+        let body = postcard::to_stdvec(table).map_err(io::Error::other)?;
+        let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
+        tmp.write_all(&crate::record::seal(UNINSTRUMENTED_MAGIC, &body))?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// A stored uninstrumented table, if present, intact and the one its
+    /// digest names.
+    pub fn load_uninstrumented(&self, id: &Hash) -> Option<Uninstrumented> {
+        let bytes = read_bounded(&self.uninstrumented_path(id)).ok()??;
+        let table: Uninstrumented = crate::record::open(UNINSTRUMENTED_MAGIC, &bytes).ok()?;
+        (table.is_consistent() && table.digest() == *id).then_some(table)
+    }
 }
 
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZS";
+const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
+const FUNCTIONS_DIR: &str = ".functions";
+const HISTORY_DIR: &str = ".history";
+const UNINSTRUMENTED_DIR: &str = ".uninstrumented";
 
 impl Store {
     /// Makes `dir` (inside the state directory) a real directory before
@@ -389,19 +411,24 @@ impl Store {
     /// state directory would otherwise send records anywhere. What is in the
     /// way is removed — it is the store's own place.
     fn real_dir(&self, dir: &Path) -> io::Result<()> {
-        for place in [self.records.as_path(), dir] {
-            match fs::symlink_metadata(place) {
-                Ok(meta) if meta.is_dir() => continue,
-                Ok(_) => fs::remove_file(place)?,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            fs::create_dir_all(place)?;
-        }
-        Ok(())
+        real_dirs(&[self.records.as_path(), dir])
     }
 }
 
+/// Makes each of `places`, in order, a real directory, removing what is in
+/// the way (see [`Store::real_dir`]).
+pub(crate) fn real_dirs(places: &[&Path]) -> io::Result<()> {
+    for place in places {
+        match fs::symlink_metadata(place) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => fs::remove_file(place)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        fs::create_dir_all(place)?;
+    }
+    Ok(())
+}
 fn try_lock_error(e: fs::TryLockError) -> io::Error {
     match e {
         fs::TryLockError::WouldBlock => io::ErrorKind::WouldBlock.into(),

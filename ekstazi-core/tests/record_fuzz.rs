@@ -13,7 +13,7 @@ fn path(anchor: Anchor, rel: &str) -> StoredPath {
 }
 
 /// A record with one dependency of every kind that carries a path.
-fn sample(name: &str, functions: Vec<u32>) -> Record {
+fn sample(name: &str, functions: Vec<u64>) -> Record {
     Record {
         binary: "pkg::integration".into(),
         test: name.into(),
@@ -49,8 +49,9 @@ fn sample(name: &str, functions: Vec<u32>) -> Record {
         ],
         code: vec![CodeDep {
             unit: CodeUnit::TestBinary,
-            snapshot: [7; 32],
-            functions,
+            build: [7; 32],
+            uninstrumented: [8; 32],
+            functions: functions.into_iter().map(u64::to_le_bytes).collect(),
         }],
         network: vec![],
         ignored: vec![],
@@ -83,7 +84,7 @@ proptest! {
     }
 
     #[test]
-    fn records_round_trip(name in "[a-z:_]{1,40}", functions in proptest::collection::vec(any::<u32>(), 0..64)) {
+    fn records_round_trip(name in "[a-z:_]{1,40}", functions in proptest::collection::vec(any::<u64>(), 0..64)) {
         let record = sample(&name, functions);
         prop_assert_eq!(Record::decode(&record.encode()), Ok(record));
     }

@@ -127,8 +127,8 @@ fn only_tests_that_executed_the_changed_function_run() {
         "version = \"0.2.0\"",
         &[],
     );
-    // Unaffected tests now refer to the present build's fingerprints, and
-    // those of earlier builds are gone.
+    // Records name functions, not builds: only the present build's
+    // fingerprints are kept, as the next run's cache.
     let snapshots = std::fs::read_dir(f.file(&format!(
         ".ekstazi/v{}/.code",
         ekstazi_core::record::FORMAT_VERSION

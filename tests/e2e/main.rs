@@ -7,6 +7,7 @@ mod capture;
 mod doctests;
 mod faults;
 mod functions;
+mod history;
 mod nextest;
 mod selection;
 mod ux;

@@ -140,7 +140,7 @@ fn comparable_state(
     dir: &Path,
 ) -> (
     BTreeMap<String, ekstazi_core::record::Record>,
-    Vec<[u8; 32]>,
+    Vec<ekstazi_core::functions::FnId>,
 ) {
     let store = Store::new(dir);
     let records = store
@@ -157,7 +157,8 @@ fn comparable_state(
             )
         })
         .collect();
-    (records, store.snapshot_ids().unwrap())
+    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    (records, table.ids())
 }
 
 #[test]
@@ -208,7 +209,7 @@ fn two_shards_merged_hold_the_state_of_one_unpartitioned_run() {
         expected.0.keys().collect::<Vec<_>>()
     );
     assert!(merged.0 == expected.0, "the merged records equal one run's");
-    assert_eq!(merged.1, expected.1, "the same function fingerprints");
+    assert_eq!(merged.1, expected.1, "the same function table");
 
     // The merged state selects nothing, as the whole run's does.
     let after = f.test_ok(&["--state-dir", "merged"]);

@@ -275,6 +275,7 @@ pub fn describe_record(state: &Path, binary: &str, test: &str) -> String {
         Loaded::Invalid(e) => return format!("record not accepted: {e}"),
         Loaded::Found(record) => record,
     };
+    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
     let _ = writeln!(
         out,
         "record of {binary} {test}: {} in {:.3}s, granularity {}",
@@ -303,22 +304,23 @@ pub fn describe_record(state: &Path, binary: &str, test: &str) -> String {
             CodeUnit::TestBinary => "test binary".to_owned(),
             CodeUnit::Program(p) => p.to_string(),
         };
-        let snapshot = store.load_snapshot(&code.snapshot);
         let _ = writeln!(
             out,
-            "  code of {unit} (snapshot {}{}): {} functions executed",
-            hex(&code.snapshot[..6]),
-            if snapshot.is_some() {
-                ""
-            } else {
-                ", no longer stored"
-            },
+            "  code of {unit} (build {}): {} functions executed",
+            hex(&code.build[..6]),
             code.functions.len()
         );
-        if let Some(snapshot) = snapshot {
-            for &i in &code.functions {
-                if let Some(name) = snapshot.names.get(i as usize) {
-                    let _ = writeln!(out, "    {}", ekstazi_core::fingerprint::demangle(name));
+        for id in &code.functions {
+            match table.get(id) {
+                Some(function) => {
+                    let _ = writeln!(
+                        out,
+                        "    {}",
+                        ekstazi_core::fingerprint::demangle(&function.name)
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "    {} (not in the function table)", hex(id));
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! What the commands share: the state directory's lock, notes about the
 //! records, and the housekeeping a recording run does.
 
+pub mod history;
 pub mod list;
 pub mod merge_state;
 pub mod nextest;
@@ -12,13 +13,13 @@ use crate::session::{self, Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
 use ekstazi_core::filter::Filter;
+use ekstazi_core::record::Record;
 use ekstazi_core::settings::Granularity;
 use std::io::Write;
 
 /// The plan of a run that runs tests (`test`, `nextest`): the analysis, the
 /// housekeeping a recording run does before running (records of removed
-/// tests forgotten, unaffected ones re-pointed at this build), and the
-/// selection line printed. Also returns the tally so far and, when nothing
+/// tests forgotten), and the selection line printed. Also returns the tally so far and, when nothing
 /// is selected, the sentence that says why.
 pub fn plan_run(
     session: &mut Session,
@@ -29,7 +30,7 @@ pub fn plan_run(
     let plan = session.analyse(filter);
     if recording {
         forget_removed_tests(session)?;
-        repoint_unaffected(session, &plan);
+        adopt_vouching_records(session, &plan);
     }
     if verbose {
         print_timings(session);
@@ -118,28 +119,73 @@ pub fn note_other_versions(session: &Session) {
     }
 }
 
-/// A test unaffected by a rebuild keeps its record, re-expressed against
-/// the new build's fingerprints: the next comparison is then against the
-/// present (quicker), and the old fingerprints can go.
-pub fn repoint_unaffected(session: &Session, plan: &[session::Planned]) {
-    for planned in plan.iter().filter(|p| p.unaffected()) {
-        let Some(record) = &planned.last else {
-            continue;
-        };
-        if let Some(updated) = session.repointed(&planned.case, record)
-            && session.store.save(&updated).is_err()
-        {
-            // Not fatal: the old record still holds, with the old fingerprints.
-            continue;
+/// A test that a record filed under another commit vouched for takes that
+/// record as its current one: the next run starts from it.
+fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
+    for planned in plan
+        .iter()
+        .filter(|p| p.unaffected() && p.vouched.is_some())
+    {
+        if let Some(record) = &planned.last {
+            // Not fatal: the filed record vouches again next time.
+            let _ = session.store.save(record);
         }
     }
 }
 
-/// Removes the function fingerprints no record names any more.
-pub fn forget_unused_snapshots(session: &Session) {
-    if let Ok(referenced) = session.store.referenced_snapshots() {
-        let _ = session.store.retain_snapshots(&referenced);
+/// What a recording run does once its tests have finished: files the
+/// records that held for each test it decided under `HEAD` (see
+/// [`file_history`]), and drops the fingerprints of builds it did not use.
+pub fn finish_recording(session: &Session, plan: &[Planned], written: &[Record]) {
+    file_history(session, plan, written);
+    forget_unused_snapshots(session);
+}
+
+/// Files under `HEAD`, for every test this run decided, the record that
+/// holds there: the one it wrote (`written`), or the one that vouched for a
+/// skipped test. Only when the run saw one clean `HEAD` from start to end;
+/// then the history is pruned to its bound.
+fn file_history(session: &Session, plan: &[Planned], written: &[Record]) {
+    let Some(repo) = &session.repo else {
+        return;
+    };
+    if !repo.clean {
+        return;
     }
+    if !repo.unchanged() {
+        style::note(
+            "HEAD or the work tree changed while the tests ran: this run's records are not filed \
+             under a commit",
+        );
+        return;
+    }
+    let mut records: Vec<(&Record, bool)> = written.iter().map(|r| (r, true)).collect();
+    records.extend(
+        plan.iter()
+            .filter(|p| p.unaffected())
+            .filter_map(|p| p.last.as_deref())
+            .map(|r| (r, false)),
+    );
+    let history = session.store.history();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let filed = history
+        .file(&repo.head, &records, now)
+        .and_then(|()| history.prune(session.settings.history_commits));
+    if let Err(e) = filed {
+        style::warn(format!(
+            "cannot file this run's records under {}: {e} (the current records are kept)",
+            &repo.head[..12]
+        ));
+    }
+}
+
+/// Keeps the function fingerprints of the builds this run used (the next
+/// run's cache) and removes the others: no record names a build's
+/// fingerprints, so the others are only cache.
+fn forget_unused_snapshots(session: &Session) {
+    let _ = session.store.retain_snapshots(&session.snapshots.used());
 }
 
 /// Removes the records of tests and targets that no longer exist.
@@ -191,4 +237,29 @@ pub fn print_timings(session: &Session) {
         "cargo-ekstazi: {}",
         session::describe_timings(&session.timings)
     );
+}
+
+/// The workspace root, and the state directory `cargo ekstazi test` would
+/// use there (for the commands that need no build).
+pub fn workspace_state_dir(
+    manifest_path: Option<&std::path::Path>,
+) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = cargo_metadata::MetadataCommand::new();
+    command.cargo_path(&cargo).no_deps();
+    if let Some(path) = manifest_path {
+        command.manifest_path(path);
+    }
+    let metadata = command
+        .exec()
+        .context("cannot find the workspace (give --state-dir to work outside one)")?;
+    let root = metadata.workspace_root.into_std_path_buf();
+    let config = ekstazi_core::config::Config::load(&root)?;
+    let file = ekstazi_core::settings::Layer::from_config(&config, &root)?;
+    let env = ekstazi_core::settings::Layer::from_env(|name| std::env::var(name).ok())?;
+    let state = file
+        .state_dir
+        .or(env.state_dir)
+        .map_or_else(|| Ok(root.join(".ekstazi")), std::path::absolute)?;
+    Ok((root, state))
 }

@@ -87,7 +87,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         // Nextest is not started: it would only say that no test matched.
         writeln!(stdout, "{why}")?;
         if recording {
-            super::forget_unused_snapshots(&session);
+            super::finish_recording(&session, &plan, &[]);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -199,6 +199,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     let by_id: HashMap<(&str, &str), usize> =
         tests.iter().enumerate().map(|(i, t)| (*t, i)).collect();
     let mut record_errors = Vec::new();
+    let mut written = Vec::new();
     let mut flaky = Vec::new();
     let mut seen = vec![false; selected.len()];
     for result in &reported {
@@ -254,12 +255,13 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
             }
             None => recording::record_of(&session, &planned.case, &finished),
         };
-        if let Err(e) = session.store.save(&record) {
-            record_errors.push(format!("{label}: {e}"));
+        match session.save_record(&record) {
+            Ok(()) => written.push(record),
+            Err(e) => record_errors.push(format!("{label}: {e}")),
         }
     }
     if recording {
-        super::forget_unused_snapshots(&session);
+        super::finish_recording(&session, &plan, &written);
     }
     drop(lock);
 

@@ -72,6 +72,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let cases: Vec<&crate::list::TestCase> = selected.iter().map(|p| &p.case).collect();
     let mut failures = Vec::new();
     let mut record_errors = Vec::new();
+    let mut written = Vec::new();
     let mut results: HashMap<usize, RunResult> = HashMap::new();
     let run_clock = Instant::now();
     let ended = run::run_all(&session, &config, &cases, |event| {
@@ -104,8 +105,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         }
         if recording && !finished.partial && !planned.never_recorded() {
             let record = recording::record_of(&session, &planned.case, &finished);
-            if let Err(e) = session.store.save(&record) {
-                record_errors.push(format!("{label}: {e}"));
+            match session.save_record(&record) {
+                Ok(()) => written.push(record),
+                Err(e) => record_errors.push(format!("{label}: {e}")),
             }
         }
         progress.suspend(|| {
@@ -135,7 +137,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
 
     session.timings.push(("run", run_clock.elapsed()));
     if recording {
-        super::forget_unused_snapshots(&session);
+        super::finish_recording(&session, &plan, &written);
     }
     // Results by position in the plan.
     let outcomes: Vec<Option<&RunResult>> = plan

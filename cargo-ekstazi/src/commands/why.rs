@@ -78,6 +78,11 @@ fn explain(out: &mut impl Write, session: &Session, planned: &Planned, all: bool
         format!(
             "{SKIP}ignored{SKIP:#} (#[ignore]: runs with `-- --ignored` or `-- --include-ignored`)"
         )
+    } else if let (true, Some(vouch)) = (planned.unaffected(), &planned.vouched) {
+        format!(
+            "{SKIP}skipped{SKIP:#}: {}: the record filed at that commit holds now",
+            crate::report::unaffected(Some(vouch))
+        )
     } else if planned.unaffected() {
         format!("{SKIP}skipped{SKIP:#}: unaffected since it last passed")
     } else if planned.elsewhere {
@@ -247,22 +252,20 @@ fn details(
             out,
             "  {BOLD}functions executed{BOLD:#} in {unit} ({}, build {}):",
             code.functions.len(),
-            show(&Sum::Hash(code.snapshot))
+            show(&Sum::Hash(code.build))
         )?;
-        match session.snapshots.stored(&code.snapshot) {
-            Some(snapshot) => {
-                let mut names: Vec<String> = code
-                    .functions
-                    .iter()
-                    .filter_map(|&i| snapshot.names.get(i as usize))
-                    .map(|name| fingerprint::demangle(name))
-                    .collect();
-                names.sort();
-                for name in names {
-                    writeln!(out, "    {name}")?;
-                }
-            }
-            None => writeln!(out, "    (the fingerprints of that build are gone)")?,
+        let table = session.snapshots.table();
+        let mut names: Vec<String> = code
+            .functions
+            .iter()
+            .map(|id| match table.get(id) {
+                Some(function) => fingerprint::demangle(&function.name),
+                None => "(a function the table no longer holds)".to_owned(),
+            })
+            .collect();
+        names.sort();
+        for name in names {
+            writeln!(out, "    {name}")?;
         }
     }
     if !record.network.is_empty() {

@@ -116,23 +116,6 @@ impl Snapshot {
         Some(candidates.find(|&i| self.fps[i] == *fp).unwrap_or(first))
     }
 
-    /// The uninstrumented functions present in both snapshots whose
-    /// fingerprints differ. A function only added or only removed changes no
-    /// test's behaviour by itself: an instrumented function had to change to
-    /// start or stop reaching it, and that change is seen there.
-    pub fn uninstrumented_changes(&self, new: &Snapshot) -> Vec<&str> {
-        self.other_names
-            .iter()
-            .zip(&self.other_fps)
-            .filter(|(name, fp)| {
-                new.other_names
-                    .binary_search(name)
-                    .is_ok_and(|i| new.other_fps[i] != **fp)
-            })
-            .map(|(name, _)| name.as_str())
-            .collect()
-    }
-
     /// The function whose entry is at `addr` (a coverage PC).
     pub fn at_entry(&self, addr: u64) -> Option<u32> {
         self.entries

@@ -1,0 +1,227 @@
+//! `cargo ekstazi history`: the commits that have records, and the history
+//! carried to other machines (`export`, `import`). Needs no build.
+
+use crate::cli::{HistoryAction, HistoryArgs};
+use crate::git::Repo;
+use crate::style::{self, BOLD, DIM};
+use anyhow::{Context, Result};
+use ekstazi_core::history::Manifest;
+use ekstazi_core::record::Outcome;
+use ekstazi_core::store::Store;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub fn run(args: HistoryArgs) -> Result<ExitCode> {
+    let (root, state) = match &args.state_dir {
+        Some(dir) => (None, std::path::absolute(dir)?),
+        None => {
+            let (root, state) = super::workspace_state_dir(args.manifest_path.as_deref())?;
+            (Some(root), state)
+        }
+    };
+    let store = Store::new(&state);
+    match args.action.unwrap_or(HistoryAction::List { json: false }) {
+        HistoryAction::List { json } => list(&store, root, json),
+        HistoryAction::Export { file } => export(&store, &file),
+        HistoryAction::Import { file } => import(&store, &file),
+    }
+}
+
+/// `history list --json` (docs/json.md).
+#[derive(Serialize)]
+struct HistoryJson {
+    version: u32,
+    /// Newest filed first.
+    commits: Vec<CommitJson>,
+    /// Bytes on disk: the manifests and record objects of the history, and
+    /// the current records (one per test).
+    history_bytes: u64,
+    current_bytes: u64,
+    current_records: usize,
+}
+
+#[derive(Serialize)]
+struct CommitJson {
+    commit: String,
+    subject: Option<String>,
+    filed_at_ms: u64,
+    tests: usize,
+    /// Tests that ran at this commit (the others were vouched for).
+    ran: usize,
+    failed: usize,
+    /// The manifest and the objects of the tests that ran here.
+    bytes: u64,
+}
+
+fn list(store: &Store, root: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+    let history = store.history();
+    let manifests = history.manifests();
+    let (manifest_sizes, object_bytes) = history.sizes();
+    let subjects = root
+        .as_deref()
+        .and_then(Repo::at)
+        .map(|repo| repo.subjects(manifests.iter().map(|m| m.commit.as_str())))
+        .unwrap_or_default();
+    let commits: Vec<CommitJson> = manifests
+        .iter()
+        .map(|m| CommitJson {
+            commit: m.commit.clone(),
+            subject: subjects.get(&m.commit).cloned(),
+            filed_at_ms: m.filed_at_ms,
+            tests: m.entries.len(),
+            ran: m.entries.iter().filter(|e| e.ran).count(),
+            failed: m
+                .entries
+                .iter()
+                .filter(|e| e.outcome != Outcome::Passed)
+                .count(),
+            bytes: manifest_sizes.get(&m.commit).copied().unwrap_or(0) + filed_bytes(store, m),
+        })
+        .collect();
+    let (current_records, current_bytes) = current_size(store);
+    let listing = HistoryJson {
+        version: 1,
+        history_bytes: manifest_sizes.values().sum::<u64>() + object_bytes,
+        current_bytes,
+        current_records,
+        commits,
+    };
+    let mut out = anstream::stdout().lock();
+    if json {
+        serde_json::to_writer(&mut out, &listing)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if listing.commits.is_empty() {
+        writeln!(
+            out,
+            "no commit has records in {} yet: a `cargo ekstazi test` on a clean work tree files \
+             them under HEAD",
+            store.root().display()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{BOLD}{:<12} {:>6} {:>6} {:>6} {:>10}  SUBJECT{BOLD:#}",
+            "COMMIT", "TESTS", "RAN", "FAILED", "SIZE"
+        )?;
+        for c in &listing.commits {
+            writeln!(
+                out,
+                "{:<12} {:>6} {:>6} {:>6} {:>10}  {}",
+                &c.commit[..12],
+                c.tests,
+                c.ran,
+                c.failed,
+                human(c.bytes),
+                c.subject.as_deref().unwrap_or("")
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "\n{} commit(s) with records: {} on disk; the current records ({} tests): {}",
+        listing.commits.len(),
+        human(listing.history_bytes),
+        listing.current_records,
+        human(listing.current_bytes),
+    )?;
+    writeln!(
+        out,
+        "{DIM}(size: a commit's list of records, and the records of the tests that ran there; \
+         a record unchanged since is not stored again){DIM:#}"
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The packed size of the records the tests that ran at a commit filed.
+fn filed_bytes(store: &Store, manifest: &Manifest) -> u64 {
+    let history = store.history();
+    manifest
+        .entries
+        .iter()
+        .filter(|e| e.ran)
+        .filter_map(|e| history.object_size(&e.record))
+        .sum()
+}
+
+/// The current records: how many, and their bytes.
+fn current_size(store: &Store) -> (usize, u64) {
+    let Ok(records) = store.records() else {
+        return (0, 0);
+    };
+    let bytes = records
+        .iter()
+        .filter_map(|(path, _)| std::fs::metadata(path).ok())
+        .map(|m| m.len())
+        .sum();
+    (records.len(), bytes)
+}
+
+fn export(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
+    let _lock = store
+        .lock(false, true)
+        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    let counted = ekstazi_core::archive::export(store, file)
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    let written = std::fs::metadata(file).map_or(0, |m| m.len());
+    println!(
+        "cargo-ekstazi: exported {} files ({}) to {} ({})",
+        counted.files,
+        human(counted.bytes),
+        file.display(),
+        human(written)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
+    let _lock = store
+        .lock(true, true)
+        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(".import")
+        .tempdir_in(store.root())
+        .context("cannot make a scratch directory in the state directory")?;
+    let counted = ekstazi_core::archive::unpack(file, scratch.path())
+        .with_context(|| format!("cannot import {}", file.display()))?;
+    let merged = ekstazi_core::merge::merge(store, &Store::new(scratch.path()))
+        .with_context(|| format!("cannot import {}", file.display()))?;
+    println!(
+        "cargo-ekstazi: imported {}: {} records added, {} newer, {} kept; {} commits of history; \
+         {} functions added to the table",
+        file.display(),
+        merged.added,
+        merged.replaced,
+        merged.kept,
+        merged.commits,
+        merged.functions
+    );
+    if counted.left_out > 0 {
+        style::warn(format!(
+            "{} entries of the file are not part of a state directory and were left out",
+            counted.left_out
+        ));
+    }
+    for why in &merged.refused {
+        style::warn(format!("not imported: {why} (its test runs next time)"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Bytes for people: `812 B`, `4.1 KiB`, `61.2 MiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}

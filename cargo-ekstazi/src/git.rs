@@ -1,0 +1,99 @@
+//! What the history needs to know of the repository: `HEAD`, its parents,
+//! and whether the work tree is clean.
+//!
+//! From the `git` command rather than a library: it reads the repository
+//! exactly as the user's own git does (worktrees, alternates, SHA-256,
+//! `safe.directory`), and three plumbing calls are all a run needs. Not a
+//! git repository, or no `git` on the `PATH`: no history, and the run
+//! behaves as it would without one.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository a workspace is in, as a run found it.
+#[derive(Clone, Debug)]
+pub struct Repo {
+    dir: PathBuf,
+    /// `HEAD`'s commit id.
+    pub head: String,
+    /// Its parents, in order (two or more at a merge, none at a root).
+    pub parents: Vec<String>,
+    /// No tracked file differed from `HEAD` (untracked files do not count:
+    /// a record names every file it read, untracked or not, and is checked
+    /// against each before it vouches).
+    pub clean: bool,
+}
+
+impl Repo {
+    /// The repository containing `dir`, if any.
+    pub fn at(dir: &Path) -> Option<Repo> {
+        let head = git(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?;
+        let head = head.trim().to_owned();
+        if !ekstazi_core::history::is_commit_id(&head) {
+            return None;
+        }
+        let parents = git(dir, &["rev-parse", &format!("{head}^@")])?
+            .lines()
+            .map(str::to_owned)
+            .filter(|id| ekstazi_core::history::is_commit_id(id))
+            .collect();
+        Some(Repo {
+            clean: is_clean(dir)?,
+            dir: dir.to_path_buf(),
+            head,
+            parents,
+        })
+    }
+
+    /// Whether the repository is still at the same clean `HEAD` (a run is
+    /// only filed under a commit if it saw that commit from start to end).
+    pub fn unchanged(&self) -> bool {
+        Repo::at(&self.dir).is_some_and(|now| now.clean && now.head == self.head)
+    }
+
+    /// The subject lines of these commits (those the repository has).
+    pub fn subjects<'a>(
+        &self,
+        commits: impl IntoIterator<Item = &'a str>,
+    ) -> std::collections::HashMap<String, String> {
+        let commits: Vec<&str> = commits.into_iter().collect();
+        let mut args = vec!["log", "--no-walk=unsorted", "--format=%H %s"];
+        args.extend(&commits);
+        // One call, not one per commit; a commit this clone lacks (filed on
+        // another machine) fails the whole call, so then each is asked alone.
+        let output = git(&self.dir, &args).unwrap_or_else(|| {
+            commits
+                .iter()
+                .filter_map(|c| git(&self.dir, &["log", "-1", "--format=%H %s", c]))
+                .collect()
+        });
+        output
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .map(|(id, subject)| (id.to_owned(), subject.to_owned()))
+            .collect()
+    }
+}
+
+fn is_clean(dir: &Path) -> Option<bool> {
+    git(dir, &["status", "--porcelain", "--untracked-files=no"]).map(|s| s.is_empty())
+}
+
+/// Runs git in `dir`; its standard output, if it succeeded.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        // `status` would otherwise take the index lock to refresh it, and
+        // fail a user's concurrent git command.
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    String::from_utf8(output.stdout).ok()
+}

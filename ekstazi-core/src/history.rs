@@ -1,0 +1,578 @@
+//! The history: the records that held at each commit, so that a record
+//! made on another branch, at a parent of a merge or before a revert can
+//! vouch for a test now.
+//!
+//! A record is a witness: *given exactly these dependencies, this test
+//! passed*. It stays true wherever its dependencies match, whatever commit
+//! it was made at. So a run on a clean tree files, under `HEAD`'s commit id,
+//! the record that held for each test it decided (the one it just wrote, or
+//! the one that vouched for a skipped test), and later runs look among the
+//! filed records for one that vouches for a test the current record does
+//! not ([`Candidates`]).
+//!
+//! ```text
+//! .history/
+//!   commits/<commit id>        a manifest: per test, the record that held
+//!   objects/<xx>/<digest>      a record, named by the blake3 of its bytes
+//! ```
+//! Records are content-addressed: a test unaffected across a hundred
+//! commits is one object. Manifests and objects are sealed and
+//! zstd-compressed; anything that does not decode, does not hash to its
+//! name or names another test is *no record* (its test runs), never an
+//! error. The history is bounded: [`History::prune`] keeps the newest
+//! commits and removes the objects no kept commit names.
+
+use crate::dep::Hash;
+use crate::record::{Outcome, Record};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
+/// A manifest names every test of a workspace once; this is far past any.
+const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// The records filed per commit, in a store.
+#[derive(Clone, Debug)]
+pub struct History {
+    dir: PathBuf,
+}
+
+/// Which record held for each test at one commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The commit id, lowercase hex.
+    pub commit: String,
+    /// When the newest run at this commit filed it (ms since the epoch).
+    pub filed_at_ms: u64,
+    /// Sorted by (binary, test), one per test.
+    pub entries: Vec<Entry>,
+}
+
+/// One test at one commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub binary: String,
+    pub test: String,
+    /// The record's object id (the blake3 of its encoding).
+    pub record: Hash,
+    /// That record's outcome (for listings, without reading it).
+    pub outcome: Outcome,
+    /// The test ran at this commit; else a record made earlier vouched for it.
+    pub ran: bool,
+}
+
+/// What [`History::prune`] removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub commits: usize,
+    pub objects: usize,
+}
+
+/// A commit id as git prints it: 40 (SHA-1) or 64 (SHA-256) hex digits.
+pub fn is_commit_id(id: &str) -> bool {
+    matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A record's object id.
+pub fn object_id(encoded: &[u8]) -> Hash {
+    *blake3::hash(encoded).as_bytes()
+}
+
+impl History {
+    pub fn new(dir: &Path) -> History {
+        History {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn commits_dir(&self) -> PathBuf {
+        self.dir.join("commits")
+    }
+
+    fn objects_dir(&self) -> PathBuf {
+        self.dir.join("objects")
+    }
+
+    fn object_path(&self, id: &Hash) -> PathBuf {
+        let hex = blake3::Hash::from_bytes(*id).to_hex();
+        self.objects_dir().join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// Files records under `commit`: each `(record, ran here)`, merged into
+    /// what the commit already holds (an earlier run at the same commit, a
+    /// shard's). Objects are written before the manifest that names them.
+    pub fn file(&self, commit: &str, records: &[(&Record, bool)], now_ms: u64) -> io::Result<()> {
+        if !is_commit_id(commit) {
+            return Err(io::Error::other(format!("`{commit}` is not a commit id")));
+        }
+        let mut entries: HashMap<(String, String), Entry> = self
+            .manifest(commit)
+            .map(|m| {
+                m.entries
+                    .into_iter()
+                    .map(|e| ((e.binary.clone(), e.test.clone()), e))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (record, ran) in records {
+            let encoded = record.encode();
+            let id = object_id(&encoded);
+            self.put_object(&id, &encoded)?;
+            entries.insert(
+                (record.binary.clone(), record.test.clone()),
+                Entry {
+                    binary: record.binary.clone(),
+                    test: record.test.clone(),
+                    record: id,
+                    outcome: record.outcome,
+                    ran: *ran,
+                },
+            );
+        }
+        let mut entries: Vec<Entry> = entries.into_values().collect();
+        entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
+        self.put_manifest(&Manifest {
+            commit: commit.to_owned(),
+            filed_at_ms: now_ms,
+            entries,
+        })
+    }
+
+    /// Writes a manifest as it is (filing, importing, merging).
+    pub fn put_manifest(&self, manifest: &Manifest) -> io::Result<()> {
+        let body = postcard::to_stdvec(manifest).map_err(io::Error::other)?;
+        let sealed = crate::record::seal(MANIFEST_MAGIC, &body);
+        let dir = self.commits_dir();
+        crate::store::real_dirs(&[&self.dir, &dir])?;
+        write_atomically(
+            &dir,
+            &dir.join(&manifest.commit),
+            &crate::record::pack(&sealed),
+        )
+    }
+
+    /// Writes a record object, unless it is there already.
+    pub fn put_object(&self, id: &Hash, encoded: &[u8]) -> io::Result<()> {
+        let path = self.object_path(id);
+        if path.is_file() {
+            return Ok(());
+        }
+        let parent = path.parent().expect("an object has a fan-out directory");
+        crate::store::real_dirs(&[&self.dir, &self.objects_dir(), parent])?;
+        write_atomically(parent, &path, &crate::record::pack(encoded))
+    }
+
+    /// The manifest of a commit, if filed and intact.
+    pub fn manifest(&self, commit: &str) -> Option<Manifest> {
+        if !is_commit_id(commit) {
+            return None;
+        }
+        let packed = read_regular(&self.commits_dir().join(commit), MAX_MANIFEST_BYTES)?;
+        let sealed = crate::record::unpack(&packed, MAX_MANIFEST_BYTES)?;
+        let manifest: Manifest = crate::record::open(MANIFEST_MAGIC, &sealed).ok()?;
+        let ordered = manifest
+            .entries
+            .windows(2)
+            .all(|w| (&w[0].binary, &w[0].test) < (&w[1].binary, &w[1].test));
+        (manifest.commit == commit && ordered).then_some(manifest)
+    }
+
+    /// The ids of the commits filed (intact or not), sorted.
+    pub fn commit_ids(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(self.commits_dir()) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| is_commit_id(name))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Every intact manifest, newest filed first; damaged ones are left out
+    /// (their commits hold no record).
+    pub fn manifests(&self) -> Vec<Manifest> {
+        let mut all: Vec<Manifest> = self
+            .commit_ids()
+            .iter()
+            .filter_map(|id| self.manifest(id))
+            .collect();
+        all.sort_by(|a, b| {
+            b.filed_at_ms
+                .cmp(&a.filed_at_ms)
+                .then(a.commit.cmp(&b.commit))
+        });
+        all
+    }
+
+    /// The record object `id`, if present and intact: it must hash to its
+    /// id and decode whole.
+    pub fn object(&self, id: &Hash) -> Option<Record> {
+        let encoded = self.object_bytes(id)?;
+        Record::decode(&encoded).ok()
+    }
+
+    /// The encoded record `id`, checked against its id.
+    pub fn object_bytes(&self, id: &Hash) -> Option<Vec<u8>> {
+        let limit = crate::record::MAX_RECORD_BYTES;
+        let packed = read_regular(&self.object_path(id), limit)?;
+        let encoded = crate::record::unpack(&packed, limit)?;
+        (object_id(&encoded) == *id).then_some(encoded)
+    }
+
+    /// Keeps the `keep` newest commits (by when they were filed), removes
+    /// the others and every object no kept commit names. Damaged manifests
+    /// and leftovers of interrupted writes go too. (The current records are
+    /// files of their own: pruning never touches them.)
+    pub fn prune(&self, keep: usize) -> io::Result<Pruned> {
+        let mut pruned = Pruned::default();
+        let manifests = self.manifests();
+        let kept: HashSet<&str> = manifests
+            .iter()
+            .take(keep)
+            .map(|m| m.commit.as_str())
+            .collect();
+        if let Ok(entries) = fs::read_dir(self.commits_dir()) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if !kept.contains(name.as_ref()) {
+                    remove(&entry.path())?;
+                    pruned.commits += usize::from(is_commit_id(&name));
+                }
+            }
+        }
+        let named: HashSet<Hash> = manifests
+            .iter()
+            .take(keep)
+            .flat_map(|m| m.entries.iter().map(|e| e.record))
+            .collect();
+        pruned.objects = self.retain_objects(&named)?;
+        Ok(pruned)
+    }
+
+    /// Removes every object not in `keep`, and leftovers of interrupted
+    /// writes; returns how many objects went.
+    fn retain_objects(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        let mut removed = 0;
+        let Ok(fans) = fs::read_dir(self.objects_dir()) else {
+            return Ok(0);
+        };
+        for fan in fans.flatten() {
+            let fan_name = fan.file_name().to_string_lossy().into_owned();
+            let Ok(objects) = fs::read_dir(fan.path()) else {
+                remove(&fan.path())?;
+                continue;
+            };
+            let mut left = 0;
+            for object in objects.flatten() {
+                let name = format!("{fan_name}{}", object.file_name().to_string_lossy());
+                let wanted =
+                    blake3::Hash::from_hex(&name).is_ok_and(|id| keep.contains(id.as_bytes()));
+                if wanted {
+                    left += 1;
+                } else {
+                    remove(&object.path())?;
+                    removed += 1;
+                }
+            }
+            if left == 0 {
+                let _ = fs::remove_dir(fan.path());
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Bytes on disk: per commit, its manifest; and all objects together.
+    pub fn sizes(&self) -> (HashMap<String, u64>, u64) {
+        let manifests = self
+            .commit_ids()
+            .into_iter()
+            .filter_map(|id| {
+                let len = fs::symlink_metadata(self.commits_dir().join(&id))
+                    .ok()?
+                    .len();
+                Some((id, len))
+            })
+            .collect();
+        let mut objects = 0;
+        if let Ok(fans) = fs::read_dir(self.objects_dir()) {
+            for fan in fans.flatten() {
+                if let Ok(files) = fs::read_dir(fan.path()) {
+                    objects += files
+                        .flatten()
+                        .filter_map(|f| f.metadata().ok())
+                        .map(|m| m.len())
+                        .sum::<u64>();
+                }
+            }
+        }
+        (manifests, objects)
+    }
+
+    /// The packed size of one object (what filing it cost), if present.
+    pub fn object_size(&self, id: &Hash) -> Option<u64> {
+        fs::symlink_metadata(self.object_path(id))
+            .ok()
+            .map(|m| m.len())
+    }
+}
+
+fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+fn remove(path: &Path) -> io::Result<()> {
+    let result = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A regular file's bytes, if it is one and not larger than `limit`.
+fn read_regular(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    fs::read(path).ok()
+}
+
+/// Which commit a vouching record was filed under, seen from `HEAD`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Vouch {
+    pub commit: String,
+    /// 1-based: the first parent of `HEAD` is 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<usize>,
+}
+
+impl std::fmt::Display for Vouch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = &self.commit[..self.commit.len().min(7)];
+        match self.parent {
+            Some(n) => write!(f, "as at {short}, parent {n}"),
+            None => write!(f, "as at {short}"),
+        }
+    }
+}
+
+/// Per test, the filed records that may vouch for it, in the order they
+/// are tried: those filed under `HEAD`, under each parent of `HEAD` in
+/// order (so a merge is at least as selective as selecting against each
+/// parent and intersecting), then under the other commits, newest first.
+/// Only passing records; each object once.
+#[derive(Debug, Default)]
+pub struct Candidates {
+    by_test: HashMap<(String, String), Vec<(Hash, usize)>>,
+    /// Per manifest position, who filed it.
+    vouches: Vec<Vouch>,
+}
+
+impl Candidates {
+    /// From the manifests (any order), `HEAD`'s id and its parents' ids.
+    pub fn new(manifests: Vec<Manifest>, head: Option<&str>, parents: &[String]) -> Candidates {
+        let rank = |m: &Manifest| {
+            if Some(m.commit.as_str()) == head {
+                (0, 0)
+            } else if let Some(i) = parents.iter().position(|p| *p == m.commit) {
+                (1, i)
+            } else {
+                (2, 0)
+            }
+        };
+        let mut ordered = manifests;
+        ordered.sort_by_key(|m| std::cmp::Reverse(m.filed_at_ms));
+        // Stable: the others keep their newest-first order.
+        ordered.sort_by_key(|m| rank(m));
+        let mut candidates = Candidates::default();
+        for manifest in ordered {
+            let parent = parents
+                .iter()
+                .position(|p| *p == manifest.commit)
+                .filter(|_| Some(manifest.commit.as_str()) != head)
+                .map(|i| i + 1);
+            let position = candidates.vouches.len();
+            candidates.vouches.push(Vouch {
+                commit: manifest.commit,
+                parent,
+            });
+            for entry in manifest.entries {
+                if entry.outcome != Outcome::Passed {
+                    continue;
+                }
+                let list = candidates
+                    .by_test
+                    .entry((entry.binary, entry.test))
+                    .or_default();
+                if !list.iter().any(|(id, _)| *id == entry.record) {
+                    list.push((entry.record, position));
+                }
+            }
+        }
+        candidates
+    }
+
+    /// The records that may vouch for a test, in order, with who filed them.
+    pub fn of(&self, binary: &str, test: &str) -> impl Iterator<Item = (&Hash, &Vouch)> {
+        self.by_test
+            .get(&(binary.to_owned(), test.to_owned()))
+            .into_iter()
+            .flatten()
+            .map(|(id, position)| (id, &self.vouches[*position]))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_test.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::tests_support::sample;
+
+    const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+    #[test]
+    fn filed_records_are_shared_and_merged_per_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let record = sample();
+        let mut other = sample();
+        other.test = "other".into();
+        history.file(A, &[(&record, true)], 1).unwrap();
+        history.file(B, &[(&record, false)], 2).unwrap();
+        history.file(B, &[(&other, true)], 3).unwrap();
+        let b = history.manifest(B).unwrap();
+        assert_eq!(b.entries.len(), 2, "a second run at B adds to it");
+        assert_eq!(b.filed_at_ms, 3);
+        let id = object_id(&record.encode());
+        assert_eq!(history.object(&id), Some(record.clone()));
+        let (_, objects) = history.sizes();
+        assert!(objects > 0);
+        assert_eq!(
+            history.object_size(&id).unwrap()
+                + history.object_size(&object_id(&other.encode())).unwrap(),
+            objects,
+            "one object per distinct record"
+        );
+        assert_eq!(
+            history
+                .manifests()
+                .iter()
+                .map(|m| m.commit.as_str())
+                .collect::<Vec<_>>(),
+            [B, A]
+        );
+        assert!(history.file("HEAD", &[(&record, true)], 4).is_err());
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_commits_and_their_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let mut old = sample();
+        old.duration_us = 1;
+        let new = sample();
+        history.file(A, &[(&old, true)], 1).unwrap();
+        history.file(B, &[(&new, true)], 2).unwrap();
+        history.file(C, &[(&new, false)], 3).unwrap();
+        let pruned = history.prune(2).unwrap();
+        assert_eq!(
+            pruned,
+            Pruned {
+                commits: 1,
+                objects: 1
+            }
+        );
+        assert!(history.manifest(A).is_none());
+        assert!(history.object(&object_id(&old.encode())).is_none());
+        assert!(history.object(&object_id(&new.encode())).is_some());
+    }
+
+    #[test]
+    fn damage_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let record = sample();
+        history.file(A, &[(&record, true)], 1).unwrap();
+        let id = object_id(&record.encode());
+        // An object swapped for another record's bytes does not hash to its name.
+        let mut other = sample();
+        other.test = "other".into();
+        fs::write(
+            history.object_path(&id),
+            crate::record::pack(&other.encode()),
+        )
+        .unwrap();
+        assert!(history.object(&id).is_none());
+        // A manifest filed under another commit's name is not that commit's.
+        fs::copy(history.commits_dir().join(A), history.commits_dir().join(B)).unwrap();
+        assert!(history.manifest(B).is_none());
+        fs::write(history.commits_dir().join(A), b"garbage").unwrap();
+        assert!(history.manifest(A).is_none());
+        assert!(history.manifests().is_empty());
+        // A planted symbolic link is not followed.
+        fs::remove_file(history.commits_dir().join(C)).ok();
+        std::os::unix::fs::symlink("/dev/zero", history.commits_dir().join(C)).unwrap();
+        assert!(history.manifest(C).is_none());
+    }
+
+    #[test]
+    fn candidates_come_head_then_parents_then_the_newest_others_and_never_failures() {
+        let manifest = |commit: &str, at, record: u8, outcome| Manifest {
+            commit: commit.into(),
+            filed_at_ms: at,
+            entries: vec![Entry {
+                binary: "b".into(),
+                test: "t".into(),
+                record: [record; 32],
+                outcome,
+                ran: true,
+            }],
+        };
+        let d = "dddddddddddddddddddddddddddddddddddddddd";
+        let candidates = Candidates::new(
+            vec![
+                manifest(A, 4, 1, Outcome::Passed),
+                manifest(B, 1, 2, Outcome::Passed),
+                manifest(C, 3, 3, Outcome::Failed),
+                manifest(d, 2, 2, Outcome::Passed),
+            ],
+            Some(C),
+            &[B.to_owned(), A.to_owned()],
+        );
+        let found: Vec<(u8, String)> = candidates
+            .of("b", "t")
+            .map(|(id, vouch)| (id[0], vouch.to_string()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (2, "as at bbbbbbb, parent 1".to_owned()),
+                (1, "as at aaaaaaa, parent 2".to_owned())
+            ],
+            "C's record failed; d's is B's object again"
+        );
+        assert_eq!(candidates.of("b", "other").count(), 0);
+    }
+}
