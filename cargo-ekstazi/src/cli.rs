@@ -349,6 +349,10 @@ pub struct SelectionOpts {
     /// vouch: only the current records decide [env: EKSTAZI_HISTORY=0]
     #[arg(long)]
     pub no_history: bool,
+    /// Evaluation aid (`cargo xtask eval replay --graph`): select as if the
+    /// only records were those filed under this commit
+    #[arg(long, value_name = "COMMIT", hide = true)]
+    pub vouch_only_from: Option<String>,
 }
 
 impl SelectionOpts {
@@ -368,6 +372,7 @@ impl SelectionOpts {
                 _ => None,
             },
             history: self.no_history.then_some(false),
+            vouch_only_from: self.vouch_only_from.clone(),
             ..Layer::default()
         }
     }

@@ -51,6 +51,21 @@ impl Repo {
         Repo::at(&self.dir).is_some_and(|now| now.clean && now.head == self.head)
     }
 
+    /// The full id of the commit `rev` names.
+    pub fn resolve(&self, rev: &str) -> Option<String> {
+        let id = git(
+            &self.dir,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ],
+        )?;
+        let id = id.trim();
+        ekstazi_core::history::is_commit_id(id).then(|| id.to_owned())
+    }
+
     /// The subject lines of these commits (those the repository has).
     pub fn subjects<'a>(
         &self,

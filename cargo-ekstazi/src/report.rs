@@ -365,6 +365,9 @@ pub struct RunTest {
     /// `passed`, `failed`, `crashed`, `timed out`; absent for a test that did not run.
     pub outcome: Option<&'static str>,
     pub duration: Option<f64>,
+    /// Skipped on the word of a record filed under another commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vouched_by: Option<ekstazi_core::history::Vouch>,
 }
 
 pub fn run_json(
@@ -390,6 +393,7 @@ pub fn run_json(
             reasons: planned.reasons.iter().map(ToString::to_string).collect(),
             outcome: result.map(|r| r.outcome.as_str()),
             duration: result.map(|r| r.duration.as_secs_f64()),
+            vouched_by: planned.vouched.clone(),
         })
         .collect();
     RunJson { timings, tests }

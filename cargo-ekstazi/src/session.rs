@@ -121,10 +121,16 @@ impl Session {
         };
         let ws = Workspace::load(cargo)?;
         let mut config = Config::load(&ws.root)?;
-        let settings = resolve_settings(cli, &config, &ws.root)?;
+        let mut settings = resolve_settings(cli, &config, &ws.root)?;
         // Before the build: a run is filed under `HEAD` only if the tree
         // was clean from start to end.
         let repo = settings.history.then(|| Repo::at(&ws.root)).flatten();
+        if let Some(rev) = &settings.vouch_only_from {
+            let commit = repo.as_ref().and_then(|r| r.resolve(rev));
+            settings.vouch_only_from = Some(commit.with_context(|| {
+                format!("--vouch-only-from: `{rev}` is not a commit of this repository")
+            })?);
+        }
         config
             .ignore
             .paths
@@ -300,12 +306,16 @@ impl Session {
                 (decision != Decision::Out).then(|| (case.clone(), decision))
             })
             .collect();
+        let only_filed = self.only_filed();
         let loaded: Vec<Option<Loaded>> = scoped
             .par_iter()
             .map(|(case, decision)| {
                 (*decision == Decision::Run).then(|| {
-                    self.store
-                        .load(&self.built.binaries[case.binary].key, &case.name)
+                    let key = &self.built.binaries[case.binary].key;
+                    match &only_filed {
+                        Some(filed) => filed.load(key, &case.name),
+                        None => self.store.load(key, &case.name),
+                    }
                 })
             })
             .collect();
@@ -374,7 +384,8 @@ impl Session {
                 // A failure last time runs again, whatever passed elsewhere:
                 // a failed run records no dependencies, so nothing says it
                 // failed in another world than this one.
-                let may_vouch = !reasons.is_empty()
+                let may_vouch = only_filed.is_none()
+                    && !reasons.is_empty()
                     && rules.is_empty()
                     && !present.forced
                     && !reasons.iter().any(|r| matches!(r, Reason::NotPassed(_)));
@@ -396,6 +407,23 @@ impl Session {
                 }
             })
             .collect()
+    }
+
+    /// With `--vouch-only-from`, the records filed under that commit, which
+    /// then stand for the current records.
+    fn only_filed(&self) -> Option<Filed> {
+        let commit = self.settings.vouch_only_from.as_deref()?;
+        let history = self.store.history();
+        let entries = history
+            .manifest(commit)
+            .map(|m| {
+                m.entries
+                    .into_iter()
+                    .map(|e| ((e.binary, e.test), e.record))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Filed { history, entries })
     }
 
     /// A record filed under a commit that vouches for the test now, if any
@@ -538,6 +566,28 @@ impl Session {
     pub fn save_record(&self, record: &Record) -> std::io::Result<()> {
         self.snapshots.table().flush()?;
         self.store.save(record)
+    }
+}
+
+/// The records filed under one commit, by test.
+struct Filed {
+    history: ekstazi_core::history::History,
+    entries: std::collections::HashMap<(String, String), ekstazi_core::dep::Hash>,
+}
+
+impl Filed {
+    fn load(&self, binary: &str, test: &str) -> Loaded {
+        let Some(id) = self.entries.get(&(binary.to_owned(), test.to_owned())) else {
+            return Loaded::Missing;
+        };
+        match self.history.object(id) {
+            Some(record) if record.binary == binary && record.test == test => {
+                Loaded::Found(Box::new(record))
+            }
+            _ => Loaded::Invalid(ekstazi_core::store::Invalid::Decode(
+                ekstazi_core::record::DecodeError::BadDigest,
+            )),
+        }
     }
 }
 

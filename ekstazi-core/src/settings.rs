@@ -115,6 +115,9 @@ pub struct Layer {
     pub doctests: Option<Doctests>,
     pub history: Option<bool>,
     pub history_commits: Option<usize>,
+    /// Command line only (an evaluation aid): the records filed under this
+    /// commit are the only ones.
+    pub vouch_only_from: Option<String>,
 }
 
 /// Whether doctests run, as `cargo test` runs them.
@@ -205,6 +208,7 @@ impl Layer {
                     })
                 })
                 .transpose()?,
+            vouch_only_from: None,
         })
     }
 
@@ -262,6 +266,7 @@ impl Layer {
                     n => Ok(n),
                 })
                 .transpose()?,
+            vouch_only_from: None,
         })
     }
 }
@@ -292,6 +297,9 @@ pub struct Settings {
     pub history: bool,
     /// How many commits with records are kept.
     pub history_commits: usize,
+    /// Select as if the records filed under this commit were the only ones
+    /// (`cargo xtask eval replay --graph` measures seed 000's S¹ and Sᵏ so).
+    pub vouch_only_from: Option<String>,
 }
 
 /// How many commits with records are kept unless configured.
@@ -341,6 +349,7 @@ impl Settings {
             doctests: first!(doctests).unwrap_or_default(),
             history: first!(history).unwrap_or(true),
             history_commits: first!(history_commits).unwrap_or(DEFAULT_HISTORY_COMMITS),
+            vouch_only_from: cli.vouch_only_from.clone(),
         })
     }
 }

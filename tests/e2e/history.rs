@@ -134,6 +134,12 @@ fn branch_switches_merges_and_reverts_run_only_what_no_filed_record_vouches_for(
         labels(&[PRICES, TOTALS]),
         "the linear rule reruns a's tests"
     );
+    // Seed 000's Sk: each parent's records alone, intersected.
+    let from_a = selected(&f, &["--vouch-only-from", &a]);
+    let from_b = selected(&f, &["--vouch-only-from", &b[..10]]);
+    assert_eq!(from_a, labels(&[TAXES, TOTALS]));
+    assert_eq!(from_b, labels(&[PRICES, TOTALS]));
+    assert_eq!(&from_a & &from_b, selected(&f, &[]));
     let prices = listed(&f, PRICES);
     assert_eq!(prices["vouched_by"]["commit"], a.as_str());
     assert_eq!(prices["vouched_by"]["parent"], 2);
