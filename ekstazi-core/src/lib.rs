@@ -35,6 +35,7 @@ pub mod env;
 pub mod filter;
 pub mod fingerprint;
 pub mod functions;
+pub mod gc;
 pub mod history;
 pub mod ignore;
 pub mod key;

@@ -390,6 +390,15 @@ impl Store {
         Ok(())
     }
 
+    /// Removes every uninstrumented table not in `keep`; returns how many went.
+    pub fn retain_uninstrumented(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        let keep: HashSet<String> = keep
+            .iter()
+            .map(|id| blake3::Hash::from_bytes(*id).to_hex().to_string())
+            .collect();
+        self.retain_files(&self.records.join(UNINSTRUMENTED_DIR), &keep)
+    }
+
     /// A stored uninstrumented table, if present, intact and the one its
     /// digest names.
     pub fn load_uninstrumented(&self, id: &Hash) -> Option<Uninstrumented> {

@@ -135,10 +135,17 @@ fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
 
 /// What a recording run does once its tests have finished: files the
 /// records that held for each test it decided under `HEAD` (see
-/// [`file_history`]), and drops the fingerprints of builds it did not use.
+/// [`file_history`]), drops the fingerprints of builds it did not use, and,
+/// when the function table has grown well past what records name, collects
+/// it (`ekstazi_core::gc`).
 pub fn finish_recording(session: &Session, plan: &[Planned], written: &[Record]) {
     file_history(session, plan, written);
     forget_unused_snapshots(session);
+    let table = session.snapshots.table();
+    if ekstazi_core::gc::due(&session.store, table) {
+        // Not fatal: what is left over costs only disk until the next time.
+        let _ = ekstazi_core::gc::collect(&session.store, table);
+    }
 }
 
 /// Files under `HEAD`, for every test this run decided, the record that
