@@ -9,12 +9,15 @@
 //! - `bench-granularity`: what function granularity costs (`granularity`).
 //! - `bench-selection`: the per-binary stages of the selection cost
 //!   (`selection_bench`).
+//! - `bench-history`: what a history of filed records costs the analysis
+//!   (`history_bench`).
 //! - `eval replay`: history replay with a safety check (`replay`).
 //! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
 //! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
 
 mod evidence;
 mod granularity;
+mod history_bench;
 mod mutate;
 mod plot;
 mod replay;
@@ -68,6 +71,28 @@ enum Task {
         /// Timed runs
         #[arg(long, default_value_t = 5)]
         runs: usize,
+    },
+    /// Time the analysis (`cargo ekstazi list`) on a state directory with its
+    /// history against the same state without it, and print the ratio
+    BenchHistory {
+        /// The project's checkout, at the commit to analyse
+        #[arg(long)]
+        project: PathBuf,
+        /// Its state directory (with a history: an `eval replay`'s `state-function`, say)
+        #[arg(long)]
+        state: PathBuf,
+        /// The target directory its state was recorded with
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+        /// A cargo-ekstazi binary to measure [default: built from this workspace]
+        #[arg(long)]
+        ekstazi: Option<PathBuf>,
+        /// Timed runs of each
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Cargo options (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
     },
     /// Time opening, stat'ing and listing many files with and without the shim
     BenchShim {
@@ -218,6 +243,21 @@ fn main() -> Result<()> {
         Task::BenchSelection { project, runs } => {
             selection_bench::bench(&std::path::absolute(project)?, runs)
         }
+        Task::BenchHistory {
+            project,
+            state,
+            target_dir,
+            ekstazi,
+            runs,
+            cargo_args,
+        } => history_bench::bench(&history_bench::Args {
+            ekstazi: ekstazi_binary(ekstazi)?,
+            project: std::path::absolute(project)?,
+            state: std::path::absolute(state)?,
+            target_dir: target_dir.map(std::path::absolute).transpose()?,
+            runs: runs.max(1),
+            cargo_args,
+        }),
         Task::BenchGranularity {
             project,
             cargo_args,
@@ -468,7 +508,7 @@ pub(crate) fn tempfile_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let name = entry.file_name();

@@ -1,0 +1,130 @@
+//! `cargo xtask bench-history`: what keeping records per commit costs the
+//! analysis. The same `cargo ekstazi list` is timed on a state directory
+//! with its history and on a copy of it without, alternating, and the
+//! medians of the `analysis` stage (loading records, checksums, the
+//! vouching candidates) are compared. Both copies have the same current
+//! records, so the difference is what the history adds: its manifests read,
+//! and the filed records tried for the tests the current records do not
+//! vouch for.
+
+use crate::evidence::output;
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Args {
+    pub ekstazi: PathBuf,
+    /// The project's checkout (at the commit to analyse).
+    pub project: PathBuf,
+    /// Its state directory, with a history.
+    pub state: PathBuf,
+    pub target_dir: Option<PathBuf>,
+    pub runs: usize,
+    pub cargo_args: Vec<String>,
+}
+
+pub fn bench(args: &Args) -> Result<()> {
+    let scratch = crate::tempfile_dir()?.join("bench-history");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let with = scratch.join("with-history");
+    let without = scratch.join("one-state");
+    for copy in [&with, &without] {
+        std::fs::create_dir_all(copy)?;
+        crate::copy_tree(&args.state, copy)?;
+    }
+    let version = std::fs::read_dir(&without)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.join(".history").is_dir())
+        .context(
+            "the state directory has no history (run `cargo ekstazi test` on clean commits first)",
+        )?;
+    std::fs::remove_dir_all(version.join(".history"))?;
+    let commits = count_commits(&with)?;
+
+    let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut selected = [String::new(), String::new()];
+    // One untimed run each first: the build, and the page cache.
+    for run in 0..=args.runs {
+        for (i, state) in [&with, &without].into_iter().enumerate() {
+            let (analysis, line) = analyse(args, state)?;
+            if run > 0 {
+                times[i].push(analysis);
+            }
+            selected[i] = line;
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (h, one) = (median(&mut times[0]), median(&mut times[1]));
+    println!(
+        "{} at {}, {} runs each, alternating",
+        args.project.display(),
+        output(Command::new("git").arg("-C").arg(&args.project).args([
+            "log",
+            "-1",
+            "--format=%h %s"
+        ]))?
+        .trim(),
+        args.runs
+    );
+    println!("| state | commits kept | analysis (median) | selection |");
+    println!("|---|---:|---:|---|");
+    println!(
+        "| with its history | {commits} | {h:.3}s | {} |",
+        selected[0]
+    );
+    println!("| one state | 0 | {one:.3}s | {} |", selected[1]);
+    println!("ratio: {:.2}x", h / one);
+    Ok(())
+}
+
+fn count_commits(state: &Path) -> Result<usize> {
+    let mut n = 0;
+    for version in std::fs::read_dir(state)? {
+        let commits = version?.path().join(".history/commits");
+        if let Ok(entries) = std::fs::read_dir(commits) {
+            n += entries.count();
+        }
+    }
+    Ok(n)
+}
+
+/// One `cargo ekstazi list -v`: the analysis stage's seconds, and the
+/// summary line (`N of M tests selected`).
+fn analyse(args: &Args, state: &Path) -> Result<(f64, String)> {
+    let mut command = Command::new(&args.ekstazi);
+    command
+        .args(["ekstazi", "list", "-v", "--state-dir"])
+        .arg(state)
+        .args(&args.cargo_args)
+        .current_dir(&args.project);
+    if let Some(target) = &args.target_dir {
+        command.arg("--target-dir").arg(target);
+    }
+    let out = command.output()?;
+    if !out.status.success() {
+        bail!(
+            "cargo ekstazi list failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let analysis = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("cargo-ekstazi: "))
+        .flat_map(|l| l.split(", "))
+        .find_map(|stage| stage.strip_prefix("analysis "))
+        .and_then(|s| s.trim_end_matches('s').parse::<f64>().ok())
+        .context("`list -v` printed no analysis time")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.contains("tests selected"))
+        .unwrap_or("")
+        .to_owned();
+    Ok((analysis, line))
+}
