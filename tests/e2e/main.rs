@@ -9,4 +9,5 @@ mod faults;
 mod functions;
 mod nextest;
 mod selection;
+mod stability;
 mod ux;
