@@ -22,3 +22,38 @@ fn a_directory_run_as_a_program_is_a_dependency_that_holds() {
         )]
     );
 }
+
+/// `cargo ekstazi list` as a terminal shows it: cargo's messages (on
+/// stderr) and the table (on stdout) in one stream.
+#[test]
+fn list_shows_cargo_once_and_ends_its_last_line() {
+    let f = Fixture::new("stability");
+    f.edit(
+        "nodocs/src/lib.rs",
+        "#[cfg(test)]",
+        "fn never_called() {}\n\n#[cfg(test)]",
+    );
+    let (reader, writer) = std::io::pipe().unwrap();
+    let mut command = f.command(&["list"]);
+    command
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .stdin(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    drop(command);
+    let mut output = String::new();
+    std::io::Read::read_to_string(&mut { reader }, &mut output).unwrap();
+    assert!(child.wait().unwrap().success(), "{output}");
+    assert_eq!(output.matches("    Finished ").count(), 1, "{output}");
+    assert_eq!(
+        output
+            .matches("function `never_called` is never used")
+            .count(),
+        1,
+        "{output}"
+    );
+    let (before, table) = output.split_once("RUN ").expect("the table");
+    assert!(before.contains("Finished"), "{output}");
+    assert!(!table.contains("Finished"), "{output}");
+    assert!(table.ends_with(" tests selected\n"), "{output:?}");
+}
