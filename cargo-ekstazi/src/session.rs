@@ -183,7 +183,8 @@ impl Session {
             &ws.root,
             &ws.target_dir,
             ws.cargo_home.as_deref(),
-        ));
+        ))
+        .with_toolchain(&ws.sysroot);
         // `Unknown` for a binary that cannot be read: its tests always run
         // (and for doctests, which no record makes depend on a binary).
         let binary_sums: Vec<Sum> = built

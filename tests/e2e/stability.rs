@@ -57,3 +57,18 @@ fn list_shows_cargo_once_and_ends_its_last_line() {
     assert!(!table.contains("Finished"), "{output}");
     assert!(table.ends_with(" tests selected\n"), "{output:?}");
 }
+
+#[test]
+fn a_moved_workspace_selects_nothing_doctests_included() {
+    let f = Fixture::new("doctests");
+    let first = f.test_ok(&[]);
+    assert!(
+        first.ran().iter().any(|t| t.ends_with("(doctests)")),
+        "{first:?}"
+    );
+    // rustc's dep-info files name the sources by absolute paths.
+    let moved = f.moved_to("a-much-longer-directory-name");
+    let selected = moved.selected(&[]);
+    assert!(selected.is_empty(), "{selected:?}");
+    assert!(moved.test_ok(&[]).ran().is_empty());
+}

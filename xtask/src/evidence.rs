@@ -338,6 +338,7 @@ fn kind_of(target: &ekstazi_core::dep::Target) -> &'static str {
         Target::Link(_) => "link",
         Target::Resolved(_) => "resolved",
         Target::Library(_) => "library",
+        Target::BuildFile(_) => "build file",
     }
 }
 

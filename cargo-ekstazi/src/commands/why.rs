@@ -157,6 +157,7 @@ fn kind(target: &Target) -> (&'static str, &'static str, &'static str) {
         Target::Link(_) => ("link", "symbolic link", "symbolic links"),
         Target::Resolved(_) => ("realpath", "resolved path", "resolved paths"),
         Target::Library(_) => ("library", "shared library", "shared libraries"),
+        Target::BuildFile(_) => ("build", "build file", "build files"),
     }
 }
 
