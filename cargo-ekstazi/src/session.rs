@@ -436,6 +436,9 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
                 build_outputs.extend(built.build_outputs.get(&dep.id).cloned());
             }
             dep_info.extend(outside.iter().map(|p| (*p).clone()));
+            if !may_have_doctests(&ws.root, &dep_info) {
+                return None;
+            }
             let manifests = ws
                 .path_closure(package)
                 .into_iter()
@@ -459,6 +462,32 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
             })
         })
         .collect()
+}
+
+/// Whether the library whose dep-info comes first may have doctests (see
+/// [`ekstazi_core::doctests`]); a dep-info that cannot be read says yes.
+fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
+    let sources = |path: &PathBuf| -> Option<Vec<PathBuf>> {
+        let text = std::fs::read_to_string(path).ok()?;
+        Some(ekstazi_core::depinfo::parse(&text, root).sources)
+    };
+    let Some((own, deps)) = dep_info.split_first() else {
+        return true;
+    };
+    let Some(own) = sources(own) else {
+        return true;
+    };
+    let mut dep_sources = Vec::new();
+    for dep in deps {
+        match sources(dep) {
+            Some(found) => dep_sources.extend(found),
+            None => return true,
+        }
+    }
+    ekstazi_core::doctests::may_have_doctests(
+        own.iter().map(PathBuf::as_path),
+        dep_sources.iter().map(PathBuf::as_path),
+    )
 }
 
 fn rustflags() -> String {

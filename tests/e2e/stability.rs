@@ -1,7 +1,7 @@
 //! Nothing changed, nothing runs: the causes of reruns found on real
 //! projects on the run after a full one, each with the case that made it.
 
-use crate::support::Fixture;
+use crate::support::{Fixture, labels};
 
 #[test]
 fn a_directory_run_as_a_program_is_a_dependency_that_holds() {
@@ -71,4 +71,40 @@ fn a_moved_workspace_selects_nothing_doctests_included() {
     let selected = moved.selected(&[]);
     assert!(selected.is_empty(), "{selected:?}");
     assert!(moved.test_ok(&[]).ran().is_empty());
+}
+
+#[test]
+fn a_library_without_doctests_runs_none_until_it_has_one() {
+    let f = Fixture::new("stability");
+    let nodocs = &["-p", "nodocs"];
+    let first = f.test_ok(nodocs);
+    assert_eq!(
+        first.ran(),
+        labels(&["nodocs tests::three", "nodocs tests::two"]),
+        "no doctest run: {first:?}"
+    );
+
+    f.edit("nodocs/src/lib.rs", "    3\n", "    two() + 1\n");
+    let selected: Vec<String> = f.selected(nodocs).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(selected, ["nodocs tests::three"]);
+    assert_eq!(f.test_ok(nodocs).ran(), labels(&["nodocs tests::three"]));
+
+    // Its first example: now it has doctests, and they run.
+    f.edit(
+        "nodocs/src/lib.rs",
+        "/// Two, as in `1 + 1`.",
+        "/// Two.\n///\n/// ```\n/// assert_eq!(nodocs::two(), 2);\n/// ```",
+    );
+    assert_eq!(
+        f.selected(nodocs),
+        [(
+            "nodocs::doc/nodocs (doctests)".to_owned(),
+            vec!["new".to_owned()]
+        )]
+    );
+    assert_eq!(
+        f.test_ok(nodocs).ran(),
+        labels(&["nodocs::doc/nodocs (doctests)"])
+    );
+    assert!(f.selected(nodocs).is_empty());
 }
