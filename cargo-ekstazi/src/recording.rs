@@ -18,7 +18,8 @@ use std::time::SystemTime;
 /// The record of a finished test. Only a pass carries dependencies: any
 /// other outcome runs again next time whatever changed.
 pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Record {
-    record_in(session, case, finished, &session.environments[case.binary])
+    let env = session.environment_of(case, finished.tmpdir.as_deref());
+    record_in(session, case, finished, &env)
 }
 
 /// [`record_of`] a test that was given the environment `env` (another

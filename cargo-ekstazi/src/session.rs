@@ -6,6 +6,7 @@ use crate::build::{self, Built};
 use crate::cli::CargoOpts;
 use crate::env::test_env;
 use crate::list::{self, TestCase};
+use crate::scratch::Scratch;
 use crate::workspace::Workspace;
 use anyhow::Context as _;
 use anyhow::Result;
@@ -24,9 +25,11 @@ use ekstazi_core::select::{self, Present, Reason};
 use ekstazi_core::settings::{Doctests, External, Granularity, Layer, Settings};
 use ekstazi_core::store::{Loaded, Store};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,8 +59,12 @@ pub struct Session {
     pub settings: Settings,
     pub network_policy: NetworkPolicy,
     /// Per binary, the environment its tests are given (what `getenv`
-    /// dependencies are compared with).
+    /// dependencies are compared with), but for each test's own `TMPDIR`
+    /// ([`Session::environment_of`]).
     pub environments: Vec<Environment>,
+    /// cargo-ekstazi's temporary directories; `None` if the root could not
+    /// be made (tests then share the environment's `TMPDIR`).
+    pub scratch: Option<Scratch>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
 }
@@ -223,15 +230,36 @@ impl Session {
             "toolchain (part of the global fingerprint)",
         );
         ignore.add(ekstazi_core::path::normalize(&shim), "cargo-ekstazi's shim");
+        // Made before the analysis: a test that lists the system's temporary
+        // directory saw the root there, and must find it there again.
+        let scratch = match Scratch::open(&ws.root, &state_dir) {
+            Ok(scratch) => {
+                ignore.add(
+                    ekstazi_core::path::normalize(scratch.root()),
+                    "cargo-ekstazi's temporary directories (a test's own starts empty)",
+                );
+                Some(scratch)
+            }
+            Err(e) => {
+                crate::style::warn(format!(
+                    "{e:#}: tests share the temporary directory of the environment"
+                ));
+                None
+            }
+        };
         let environments = envs
             .iter()
             .map(|vars| {
-                Environment::new(
+                let env = Environment::new(
                     crate::run::test_environment(vars, &shim),
                     checksums.anchors(),
                     Some(&ws.sysroot),
                     shim.parent().unwrap_or(&ws.target_dir),
-                )
+                );
+                match &scratch {
+                    Some(scratch) => env.with_private_tmp(scratch.root()),
+                    None => env,
+                }
             })
             .collect();
         Ok(Session {
@@ -252,8 +280,39 @@ impl Session {
             network_policy: config.network_policy(),
             settings,
             environments,
+            scratch,
             timings,
         })
+    }
+
+    /// The root under which tests get their own temporary directories, if
+    /// they get one (a run that records nothing, and so holds no lock, puts
+    /// them in a directory of its own under it).
+    pub fn private_tmp(&self) -> Option<&Path> {
+        let scratch = self.scratch.as_ref()?;
+        (self.settings.private_tmpdir && !self.settings.skipme).then(|| scratch.root())
+    }
+
+    /// The `TMPDIR` a test is given when its directory is under `parent`.
+    pub fn tmpdir_of(&self, case: &TestCase, parent: &Path) -> PathBuf {
+        let key = &self.built.binaries[case.binary].key;
+        crate::scratch::test_dir(parent, key, &case.name)
+    }
+
+    /// The environment a test is given: its binary's, with its own `TMPDIR`.
+    pub fn environment_of(&self, case: &TestCase, tmpdir: Option<&Path>) -> Cow<'_, Environment> {
+        let env = &self.environments[case.binary];
+        match tmpdir {
+            Some(dir) => Cow::Owned(env.with_var(b"TMPDIR", dir.as_os_str().as_bytes())),
+            None => Cow::Borrowed(env),
+        }
+    }
+
+    /// The environment the selection compares a test's record with: the
+    /// one a run that records gives it.
+    pub fn selection_environment_of(&self, case: &TestCase) -> Cow<'_, Environment> {
+        let tmpdir = self.private_tmp().map(|root| self.tmpdir_of(case, root));
+        self.environment_of(case, tmpdir.as_deref())
     }
 
     /// Decides, for every test the filter keeps, whether it runs and why;
@@ -349,7 +408,8 @@ impl Session {
                         elsewhere: false,
                     };
                 };
-                let mut reasons = select::reasons(&loaded, &self.present(case.binary));
+                let env = self.selection_environment_of(&case);
+                let mut reasons = select::reasons(&loaded, &self.present(case.binary, &env));
                 reasons.extend(self.rules(&case));
                 let last = match loaded {
                     Loaded::Found(record) => Some(record),
@@ -366,15 +426,16 @@ impl Session {
             .collect()
     }
 
-    /// What the selection compares a record of a test of `binary` with.
-    pub fn present(&self, binary: usize) -> Present<'_> {
+    /// What the selection compares a record of a test of `binary`, given
+    /// `env`, with.
+    pub fn present<'a>(&'a self, binary: usize, env: &'a Environment) -> Present<'a> {
         Present {
             global: &self.global,
             binary: &self.binary_sums[binary],
             binary_path: &self.built.binaries[binary].path,
             checksums: &self.checksums,
             snapshots: &self.snapshots,
-            env: &self.environments[binary],
+            env,
             network: &self.network_policy,
             always_run_external: self.settings.external == External::AlwaysRun,
             forced: self.settings.forceall,

@@ -66,6 +66,21 @@ impl Environment {
         }
     }
 
+    /// `root` holds the tests' private temporary directories: a test's is
+    /// compared by its place under it, wherever the tool put the root (it
+    /// depends on the checkout's path).
+    pub fn with_private_tmp(mut self, root: &Path) -> Environment {
+        self.placeholders.add(root, b"${PRIVATE_TMP}");
+        self
+    }
+
+    /// The same environment with one variable set (a test's own `TMPDIR`).
+    pub fn with_var(&self, name: &[u8], value: &[u8]) -> Environment {
+        let mut env = self.clone();
+        env.vars.insert(name.to_vec(), value.to_vec());
+        env
+    }
+
     /// The value the test process is given.
     pub fn given(&self, name: &[u8]) -> Option<&[u8]> {
         self.vars.get(name).map(Vec::as_slice)
@@ -209,6 +224,29 @@ mod tests {
         assert_eq!(here.sum(&name("MODE")), there.sum(&name("MODE")));
         assert_eq!(here.sum(&name("NOPE")), Sum::Absent);
         assert_ne!(here.sum(&name("MODE")), here.sum(&name("DIR")));
+    }
+
+    #[test]
+    fn a_private_tmpdir_is_compared_by_its_place_under_its_root() {
+        let here = env(&[("TMPDIR", "/tmp")]).with_private_tmp(Path::new("/tmp/ekstazi-1"));
+        let there = env(&[]).with_private_tmp(Path::new("/var/tmp/ekstazi-2"));
+        let name = EnvName(b"TMPDIR".to_vec());
+        let a = here.with_var(b"TMPDIR", b"/tmp/ekstazi-1/t-a");
+        assert_eq!(a.given(b"TMPDIR"), Some(&b"/tmp/ekstazi-1/t-a"[..]));
+        assert_eq!(here.given(b"TMPDIR"), Some(&b"/tmp"[..]), "a copy");
+        assert_eq!(
+            a.sum(&name),
+            there
+                .with_var(b"TMPDIR", b"/var/tmp/ekstazi-2/t-a")
+                .sum(&name)
+        );
+        assert_ne!(
+            a.sum(&name),
+            there
+                .with_var(b"TMPDIR", b"/var/tmp/ekstazi-2/t-b")
+                .sum(&name)
+        );
+        assert_ne!(a.sum(&name), here.sum(&name));
     }
 
     #[test]

@@ -312,3 +312,25 @@ fn cargo_options_after_the_separator_are_refused() {
     assert_eq!(run.code(), Some(1), "{run:?}");
     assert!(run.stderr.contains("give it before `--`"), "{run:?}");
 }
+
+#[test]
+fn under_nextest_each_test_gets_its_own_temporary_directory_too() {
+    if !nextest_installed() {
+        return;
+    }
+    let f = Fixture::new("stability");
+    let tmp_tests = ["-p", "scratch", "--test", "tmp"];
+    let run = nextest_ok(&f, &[&tmp_tests[..], &["--", "-j", "4"]].concat());
+    assert_eq!(nextest_ran(&run).len(), 4, "{run:?}");
+    let selected = f.selected(&tmp_tests);
+    assert!(selected.is_empty(), "{selected:?}");
+    // The tests' directories are gone; the root stays, for the next run.
+    let roots: Vec<_> = std::fs::read_dir(f.tmp())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
+    // And `test` agrees.
+    assert!(f.test_ok(&tmp_tests).ran().is_empty());
+}

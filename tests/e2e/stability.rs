@@ -108,3 +108,52 @@ fn a_library_without_doctests_runs_none_until_it_has_one() {
     );
     assert!(f.selected(nodocs).is_empty());
 }
+
+/// Tests that list the temporary directory while the others make and
+/// remove theirs there: each has its own, so none depends on the others.
+#[test]
+fn tests_that_meet_in_the_temporary_directory_each_get_their_own() {
+    let f = Fixture::new("stability");
+    let tmp_tests = &["-p", "scratch", "--test", "tmp"];
+    let all = labels(&[
+        "scratch::tmp finds_no_configuration_above",
+        "scratch::tmp scratch_a",
+        "scratch::tmp scratch_b",
+        "scratch::tmp scratch_c",
+    ]);
+    let first = f.test_ok(&[tmp_tests, &["-j", "4"][..]].concat());
+    assert_eq!(first.ran(), all, "{first:?}");
+    let selected = f.selected(tmp_tests);
+    assert!(selected.is_empty(), "{selected:?}");
+    // Nothing of theirs is left in the tool's root.
+    let roots: Vec<_> = std::fs::read_dir(f.tmp())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
+
+    // Sharing the environment's temporary directory: a different TMPDIR
+    // for every test, and then they meet.
+    let shared = &[tmp_tests, &["--no-private-tmpdir"][..]].concat();
+    let selected = f.selected(shared);
+    assert_eq!(
+        selected
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect::<std::collections::BTreeSet<_>>(),
+        all
+    );
+    assert!(
+        selected
+            .iter()
+            .all(|(_, why)| why.contains(&"environment variable changed: TMPDIR".to_owned())),
+        "{selected:?}"
+    );
+    f.test_ok(&[shared.as_slice(), &["-j", "4"][..]].concat());
+    let selected = f.selected(shared);
+    assert!(
+        selected.iter().any(|(t, _)| t == "scratch::tmp scratch_a"),
+        "made an entry, then listed the directory: {selected:?}"
+    );
+}

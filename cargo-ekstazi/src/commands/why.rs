@@ -212,7 +212,8 @@ fn details(
             writeln!(out, "    {why}")?;
         }
     }
-    let present = session.present(planned.case.binary);
+    let env = session.selection_environment_of(&planned.case);
+    let present = session.present(planned.case.binary, &env);
     writeln!(
         out,
         "  {BOLD}dependencies{BOLD:#} ({}; checksum when it ran, and now if different):",
