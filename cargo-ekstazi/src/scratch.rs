@@ -101,10 +101,10 @@ pub fn test_dir(parent: &Path, key: &str, name: &str) -> PathBuf {
     parent.join(format!("{TEST_PREFIX}{}", &digest[..16]))
 }
 
-/// Makes the test's directory, empty, and returns it. What a test left
-/// there and cannot be removed (a directory it made read-only, then was
-/// killed) gives way to a new directory of another name: the test then sees
-/// another `TMPDIR`, which makes it run again next time.
+/// Makes the test's directory, empty, and returns it. What cannot be
+/// removed there (another user's entries) gives way to a new directory of
+/// another name: the test then sees another `TMPDIR`, which makes it run
+/// again next time.
 pub fn prepare_test_dir(parent: &Path, key: &str, name: &str) -> io::Result<PathBuf> {
     let dir = test_dir(parent, key, name);
     if remove_tree(&dir).is_ok() {
