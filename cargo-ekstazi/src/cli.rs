@@ -333,6 +333,10 @@ pub struct SelectionOpts {
     /// `select` them on their local dependencies [default: always-run] [env: EKSTAZI_EXTERNAL]
     #[arg(long, value_name = "WHAT", value_parser = parse_external)]
     pub external: Option<External>,
+    /// Give tests the temporary directory of the environment, not each its
+    /// own empty one [env: EKSTAZI_PRIVATE_TMPDIR=0]
+    #[arg(long)]
+    pub no_private_tmpdir: bool,
     /// Run only this CI job's share of the selected tests: `hash:M/N` or `count:M/N`
     #[arg(long, value_name = "PARTITION", value_parser = parse_partition)]
     pub partition: Option<Partition>,
@@ -365,6 +369,7 @@ impl SelectionOpts {
             always_run: self.always_run.clone(),
             never_record: self.never_record.clone(),
             ignore_paths: self.ignore_path.clone(),
+            private_tmpdir: self.no_private_tmpdir.then_some(false),
             partition: self.partition,
             doctests: match (self.doc, self.no_doc) {
                 (true, _) => Some(Doctests::Only),

@@ -22,6 +22,7 @@ mod progress;
 mod recording;
 mod report;
 mod run;
+mod scratch;
 mod session;
 mod shim;
 mod style;

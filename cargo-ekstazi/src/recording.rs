@@ -17,7 +17,8 @@ use std::time::SystemTime;
 /// The record of a finished test. Only a pass carries dependencies: any
 /// other outcome runs again next time whatever changed.
 pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Record {
-    record_in(session, case, finished, &session.environments[case.binary])
+    let env = session.environment_of(case, finished.tmpdir.as_deref());
+    record_in(session, case, finished, &env)
 }
 
 /// [`record_of`] a test that was given the environment `env` (another
@@ -130,12 +131,13 @@ fn doctest_deps(
     record: &mut Record,
 ) {
     let anchors = session.checksums.anchors();
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
     for dep_info in &doctests.dep_info {
         match std::fs::read_to_string(dep_info) {
             Ok(text) => {
-                files.extend(ekstazi_core::depinfo::parse(&text, &session.ws.root).sources);
-                files.push(dep_info.clone());
+                let sources = ekstazi_core::depinfo::parse(&text, &session.ws.root).sources;
+                targets.extend(sources.iter().map(|f| Target::Content(anchors.store(f))));
+                targets.push(Target::BuildFile(anchors.store(dep_info)));
             }
             Err(e) => record.always.push(format!(
                 "the dep-info {} cannot be read: {e}",
@@ -143,13 +145,23 @@ fn doctest_deps(
             )),
         }
     }
-    files.extend(doctests.build_outputs.iter().cloned());
-    files.extend(doctests.manifests.iter().cloned());
-    files.push(session.ws.root.join("Cargo.lock"));
-    files.sort();
-    files.dedup();
-    for file in files {
-        let target = Target::Content(anchors.store(&file));
+    // Build files name this checkout's directories: compared without them.
+    targets.extend(
+        doctests
+            .build_outputs
+            .iter()
+            .map(|f| Target::BuildFile(anchors.store(f))),
+    );
+    targets.extend(
+        doctests
+            .manifests
+            .iter()
+            .chain(std::iter::once(&session.ws.root.join("Cargo.lock")))
+            .map(|f| Target::Content(anchors.store(f))),
+    );
+    targets.sort();
+    targets.dedup();
+    for target in targets {
         let sum = session.checksums.as_seen_since(&target, since);
         record.deps.push(Dep { target, sum });
     }

@@ -16,6 +16,8 @@ use std::time::Duration;
 /// Counts for the summary line.
 #[derive(Default)]
 pub struct Tally {
+    /// Selected to run in this run (not the tests of other shards).
+    pub selected: usize,
     pub passed: usize,
     pub failed: usize,
     pub ignored: usize,
@@ -35,6 +37,9 @@ impl Tally {
     pub fn of_plan(plan: &[Planned]) -> Tally {
         let mut tally = Tally::default();
         for planned in plan {
+            if planned.selected() {
+                tally.selected += 1;
+            }
             if planned.decision == Decision::Ignored {
                 tally.ignored += 1;
             } else if planned.unaffected() {
@@ -173,11 +178,28 @@ pub fn summary_line(tally: &Tally, elapsed: Duration) -> String {
     } else {
         format!("{FAIL}FAILED{FAIL:#}")
     };
-    let selected = tally.passed + tally.failed;
-    let mut line = format!(
-        "test result: {verdict}. {selected} selected: {} passed; {} failed; {} ignored; {SKIP}{} skipped as unaffected{SKIP:#}",
-        tally.passed, tally.failed, tally.ignored, tally.skipped
-    );
+    // What ran is said apart from what was selected only when they differ:
+    // a runner may stop early (nextest's fail-fast, an interrupt).
+    let ran = tally.passed + tally.failed + tally.interrupted;
+    let mut line = if ran == tally.selected {
+        format!("test result: {verdict}. {} selected: ", tally.selected)
+    } else {
+        format!(
+            "test result: {verdict}. {} selected, {ran} ran: ",
+            tally.selected
+        )
+    };
+    line.push_str(&format!(
+        "{} passed; {} failed; ",
+        tally.passed, tally.failed
+    ));
+    if tally.interrupted > 0 {
+        line.push_str(&format!("{} interrupted; ", tally.interrupted));
+    }
+    line.push_str(&format!(
+        "{} ignored; {SKIP}{} skipped as unaffected{SKIP:#}",
+        tally.ignored, tally.skipped
+    ));
     if tally.skipped > 0 {
         line.push_str(&format!(" (~{:.2}s saved)", tally.saved.as_secs_f64()));
     }
@@ -397,4 +419,49 @@ pub fn run_json(
         })
         .collect();
     RunJson { timings, tests }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(tally: &Tally) -> String {
+        let line = summary_line(tally, Duration::from_secs(1));
+        anstream::adapter::strip_str(&line).to_string()
+    }
+
+    #[test]
+    fn the_summary_counts_what_was_selected_and_what_ran() {
+        let mut tally = Tally {
+            selected: 14,
+            passed: 2,
+            failed: 2,
+            skipped: 3,
+            ..Tally::default()
+        };
+        assert!(
+            summary(&tally).starts_with(
+                "test result: FAILED. 14 selected, 4 ran: 2 passed; 2 failed; 0 ignored; \
+                 3 skipped as unaffected"
+            ),
+            "{}",
+            summary(&tally)
+        );
+        tally.interrupted = 1;
+        assert!(
+            summary(&tally).contains("14 selected, 5 ran: 2 passed; 2 failed; 1 interrupted;"),
+            "{}",
+            summary(&tally)
+        );
+        let all = Tally {
+            selected: 4,
+            passed: 4,
+            ..Tally::default()
+        };
+        assert!(
+            summary(&all).starts_with("test result: ok. 4 selected: 4 passed; 0 failed;"),
+            "{}",
+            summary(&all)
+        );
+    }
 }

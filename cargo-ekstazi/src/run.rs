@@ -22,6 +22,9 @@ pub struct RunConfig {
     pub shim: Option<PathBuf>,
     /// Where trace files go (a private temporary directory).
     pub trace_dir: PathBuf,
+    /// Where each test's own `TMPDIR` is made; `None`: tests get the
+    /// environment's.
+    pub tmp: Option<PathBuf>,
     /// Extra arguments for `harness = false` binaries (the user's filter);
     /// when not empty such a run is partial and is not recorded.
     pub custom_harness_args: Vec<String>,
@@ -51,6 +54,8 @@ pub struct Finished {
     /// Its stdout and stderr, interleaved as written.
     pub output: Vec<u8>,
     pub trace: PathBuf,
+    /// The `TMPDIR` it was given, if its own.
+    pub tmpdir: Option<PathBuf>,
     /// A partial run that must not be recorded.
     pub partial: bool,
     /// Stopped because the run was interrupted: it did not finish, so it
@@ -219,10 +224,31 @@ fn run_one(
 ) -> Result<Finished> {
     let binary = &session.built.binaries[case.binary];
     let trace = config.trace_dir.join(format!("{job}.trace"));
-    if let Some(doctests) = &binary.doctests {
-        return run_doctests(session, config, running, job, doctests, trace);
+    let tmpdir = match &config.tmp {
+        Some(parent) => Some(
+            crate::scratch::prepare_test_dir(parent, &binary.key, &case.name).with_context(
+                || format!("cannot make a temporary directory in {}", parent.display()),
+            )?,
+        ),
+        None => None,
+    };
+    let _removed = RemoveOnDrop(tmpdir.clone());
+    let mut command = match &binary.doctests {
+        Some(doctests) => doctests_command(session, config, doctests),
+        None => Command::new(&binary.path),
+    };
+    if let Some(dir) = &tmpdir {
+        command.env("TMPDIR", dir);
     }
-    let mut command = Command::new(&binary.path);
+    if binary.doctests.is_some() {
+        let ran = supervise(command, running, job, Path::new("cargo"))?;
+        let outcome = match ran.killed {
+            Some(Kill::Timeout) => Outcome::TimedOut,
+            _ => exit_outcome(ran.status),
+        };
+        let partial = !config.custom_harness_args.is_empty();
+        return Ok(ran.finished(job, outcome, trace, tmpdir, partial, config));
+    }
     let whole = case.name == WHOLE_BINARY && binary.custom_harness;
     if whole {
         command.args(&config.custom_harness_args);
@@ -261,22 +287,31 @@ fn run_one(
         job,
         outcome,
         trace,
+        tmpdir,
         whole && !config.custom_harness_args.is_empty(),
         config,
     ))
 }
 
+/// A test's own temporary directory goes when the test has ended.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = crate::scratch::remove_tree(dir);
+        }
+    }
+}
+
 /// A library's doctests, run as `cargo test --doc` runs them (in the
 /// user's target directory, not under the shim: what they depend on is
 /// read from rustc's dep-info instead). With a filter, the run is partial.
-fn run_doctests(
+fn doctests_command(
     session: &Session,
     config: &RunConfig,
-    running: &Running,
-    job: usize,
     doctests: &crate::build::Doctests,
-    trace: PathBuf,
-) -> Result<Finished> {
+) -> Command {
     let mut command = Command::new(&session.ws.cargo);
     command
         .args(session.cargo.doctest_args(&doctests.package))
@@ -287,13 +322,7 @@ fn run_doctests(
     if !config.custom_harness_args.is_empty() {
         command.arg("--").args(&config.custom_harness_args);
     }
-    let ran = supervise(command, running, job, Path::new("cargo"))?;
-    let outcome = match ran.killed {
-        Some(Kill::Timeout) => Outcome::TimedOut,
-        _ => exit_outcome(ran.status),
-    };
-    let partial = !config.custom_harness_args.is_empty();
-    Ok(ran.finished(job, outcome, trace, partial, config))
+    command
 }
 
 /// A process that ran to its end (or was killed).
@@ -311,6 +340,7 @@ impl Ran {
         job: usize,
         outcome: Outcome,
         trace: PathBuf,
+        tmpdir: Option<PathBuf>,
         partial: bool,
         config: &RunConfig,
     ) -> Finished {
@@ -327,6 +357,7 @@ impl Ran {
             started: self.started,
             output: self.output,
             trace,
+            tmpdir,
             partial,
             interrupted: self.killed == Some(Kill::Interrupt),
         }

@@ -7,6 +7,7 @@ use crate::cli::CargoOpts;
 use crate::env::test_env;
 use crate::git::Repo;
 use crate::list::{self, TestCase};
+use crate::scratch::Scratch;
 use crate::workspace::Workspace;
 use anyhow::Context as _;
 use anyhow::Result;
@@ -25,9 +26,11 @@ use ekstazi_core::select::{self, Present, Reason};
 use ekstazi_core::settings::{Doctests, External, Granularity, Layer, Settings};
 use ekstazi_core::store::{Loaded, Store};
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -57,8 +60,12 @@ pub struct Session {
     pub settings: Settings,
     pub network_policy: NetworkPolicy,
     /// Per binary, the environment its tests are given (what `getenv`
-    /// dependencies are compared with).
+    /// dependencies are compared with), but for each test's own `TMPDIR`
+    /// ([`Session::environment_of`]).
     pub environments: Vec<Environment>,
+    /// cargo-ekstazi's temporary directories; `None` if the root could not
+    /// be made (tests then share the environment's `TMPDIR`).
+    pub scratch: Option<Scratch>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
     /// The repository, when the history is on and the workspace is in one.
@@ -201,7 +208,8 @@ impl Session {
             &ws.root,
             &ws.target_dir,
             ws.cargo_home.as_deref(),
-        ));
+        ))
+        .with_toolchain(&ws.sysroot);
         // `Unknown` for a binary that cannot be read: its tests always run
         // (and for doctests, which no record makes depend on a binary).
         let binary_sums: Vec<Sum> = built
@@ -240,15 +248,36 @@ impl Session {
             "toolchain (part of the global fingerprint)",
         );
         ignore.add(ekstazi_core::path::normalize(&shim), "cargo-ekstazi's shim");
+        // Made before the analysis: a test that lists the system's temporary
+        // directory saw the root there, and must find it there again.
+        let scratch = match Scratch::open(&ws.root, &state_dir) {
+            Ok(scratch) => {
+                ignore.add(
+                    ekstazi_core::path::normalize(scratch.root()),
+                    "cargo-ekstazi's temporary directories (a test's own starts empty)",
+                );
+                Some(scratch)
+            }
+            Err(e) => {
+                crate::style::warn(format!(
+                    "{e:#}: tests share the temporary directory of the environment"
+                ));
+                None
+            }
+        };
         let environments = envs
             .iter()
             .map(|vars| {
-                Environment::new(
+                let env = Environment::new(
                     crate::run::test_environment(vars, &shim),
                     checksums.anchors(),
                     Some(&ws.sysroot),
                     shim.parent().unwrap_or(&ws.target_dir),
-                )
+                );
+                match &scratch {
+                    Some(scratch) => env.with_private_tmp(scratch.root()),
+                    None => env,
+                }
             })
             .collect();
         Ok(Session {
@@ -269,10 +298,41 @@ impl Session {
             network_policy: config.network_policy(),
             settings,
             environments,
+            scratch,
             timings,
             repo,
             candidates: OnceLock::new(),
         })
+    }
+
+    /// The root under which tests get their own temporary directories, if
+    /// they get one (a run that records nothing, and so holds no lock, puts
+    /// them in a directory of its own under it).
+    pub fn private_tmp(&self) -> Option<&Path> {
+        let scratch = self.scratch.as_ref()?;
+        (self.settings.private_tmpdir && !self.settings.skipme).then(|| scratch.root())
+    }
+
+    /// The `TMPDIR` a test is given when its directory is under `parent`.
+    pub fn tmpdir_of(&self, case: &TestCase, parent: &Path) -> PathBuf {
+        let key = &self.built.binaries[case.binary].key;
+        crate::scratch::test_dir(parent, key, &case.name)
+    }
+
+    /// The environment a test is given: its binary's, with its own `TMPDIR`.
+    pub fn environment_of(&self, case: &TestCase, tmpdir: Option<&Path>) -> Cow<'_, Environment> {
+        let env = &self.environments[case.binary];
+        match tmpdir {
+            Some(dir) => Cow::Owned(env.with_var(b"TMPDIR", dir.as_os_str().as_bytes())),
+            None => Cow::Borrowed(env),
+        }
+    }
+
+    /// The environment the selection compares a test's record with: the
+    /// one a run that records gives it.
+    pub fn selection_environment_of(&self, case: &TestCase) -> Cow<'_, Environment> {
+        let tmpdir = self.private_tmp().map(|root| self.tmpdir_of(case, root));
+        self.environment_of(case, tmpdir.as_deref())
     }
 
     /// Decides, for every test the filter keeps, whether it runs and why;
@@ -373,7 +433,8 @@ impl Session {
                         elsewhere: false,
                     };
                 };
-                let present = self.present(case.binary);
+                let env = self.selection_environment_of(&case);
+                let present = self.present(case.binary, &env);
                 let mut reasons = select::reasons(&loaded, &present);
                 let rules = self.rules(&case);
                 let mut last = match loaded {
@@ -453,15 +514,16 @@ impl Session {
             })
     }
 
-    /// What the selection compares a record of a test of `binary` with.
-    pub fn present(&self, binary: usize) -> Present<'_> {
+    /// What the selection compares a record of a test of `binary`, given
+    /// `env`, with.
+    pub fn present<'a>(&'a self, binary: usize, env: &'a Environment) -> Present<'a> {
         Present {
             global: &self.global,
             binary: &self.binary_sums[binary],
             binary_path: &self.built.binaries[binary].path,
             checksums: &self.checksums,
             snapshots: &self.snapshots,
-            env: &self.environments[binary],
+            env,
             network: &self.network_policy,
             always_run_external: self.settings.external == External::AlwaysRun,
             forced: self.settings.forceall,
@@ -523,6 +585,9 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
                 build_outputs.extend(built.build_outputs.get(&dep.id).cloned());
             }
             dep_info.extend(outside.iter().map(|p| (*p).clone()));
+            if !may_have_doctests(&ws.root, &dep_info) {
+                return None;
+            }
             let manifests = ws
                 .path_closure(package)
                 .into_iter()
@@ -546,6 +611,32 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
             })
         })
         .collect()
+}
+
+/// Whether the library whose dep-info comes first may have doctests (see
+/// [`ekstazi_core::doctests`]); a dep-info that cannot be read says yes.
+fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
+    let sources = |path: &PathBuf| -> Option<Vec<PathBuf>> {
+        let text = std::fs::read_to_string(path).ok()?;
+        Some(ekstazi_core::depinfo::parse(&text, root).sources)
+    };
+    let Some((own, deps)) = dep_info.split_first() else {
+        return true;
+    };
+    let Some(own) = sources(own) else {
+        return true;
+    };
+    let mut dep_sources = Vec::new();
+    for dep in deps {
+        match sources(dep) {
+            Some(found) => dep_sources.extend(found),
+            None => return true,
+        }
+    }
+    ekstazi_core::doctests::may_have_doctests(
+        own.iter().map(PathBuf::as_path),
+        dep_sources.iter().map(PathBuf::as_path),
+    )
 }
 
 fn rustflags() -> String {

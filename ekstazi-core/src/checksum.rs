@@ -6,7 +6,7 @@
 //! what records hold.
 
 use crate::dep::{FileKind, Hash, Sum, Target};
-use crate::path::Anchors;
+use crate::path::{Anchors, Placeholders};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -35,6 +35,22 @@ pub fn content(path: &Path) -> Sum {
     });
     match hash {
         Ok(hash) => Sum::Hash(hash),
+        Err(e) => absent_or_unknown(&e),
+    }
+}
+
+/// The checksum of a build file ([`Target::BuildFile`]): its bytes with
+/// this checkout's directories replaced by placeholders.
+pub fn build_file(path: &Path, placeholders: &Placeholders) -> Sum {
+    let meta = match fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => return absent_or_unknown(&e),
+    };
+    if !meta.is_file() {
+        return Sum::Kind(meta.file_type().into());
+    }
+    match fs::read(path) {
+        Ok(bytes) => Sum::Hash(*blake3::hash(&placeholders.replace(&bytes)).as_bytes()),
         Err(e) => absent_or_unknown(&e),
     }
 }
@@ -284,6 +300,8 @@ fn hash_erasing(hasher: &mut blake3::Hasher, mut bytes: &[u8], erase: &[&[u8]]) 
 pub struct Checksums {
     anchors: Anchors,
     erase: Vec<Vec<u8>>,
+    /// For build files, which name directories as a Makefile spells them.
+    placeholders: Placeholders,
     /// Computed before any test ran: the authoritative present.
     known: Mutex<HashMap<Target, Sum>>,
     /// Computed after a test, valid while the entry's stamp is unchanged:
@@ -336,10 +354,18 @@ impl Checksums {
     pub fn new(anchors: Anchors) -> Checksums {
         Checksums {
             erase: anchors.erase_list(),
+            placeholders: Placeholders::new(&anchors, None).with_makefile_spelling(),
             anchors,
             known: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The toolchain's root is a placeholder in build files too.
+    pub fn with_toolchain(mut self, sysroot: &Path) -> Checksums {
+        self.placeholders =
+            Placeholders::new(&self.anchors, Some(sysroot)).with_makefile_spelling();
+        self
     }
 
     /// The smart checksum of an executable, with this checkout's directories
@@ -360,6 +386,12 @@ impl Checksums {
         match smart(path, &erase) {
             Ok(hash) => Sum::Hash(hash),
             Err(_) => match content(path) {
+                // Nothing can run a directory (`execve` and `dlopen` fail the
+                // same way whatever it holds), so its kind is all a test that
+                // tried saw; while it stays a directory the test is unaffected,
+                // and a file there is another checksum.
+                sum @ Sum::Kind(FileKind::Dir) => sum,
+                // A device or a FIFO: what it would yield cannot be known.
                 Sum::Kind(_) => Sum::Unknown,
                 other => other,
             },
@@ -485,6 +517,7 @@ impl Checksums {
             Target::Kind { follow, .. } => kind(&path, *follow),
             Target::Program(_) | Target::Library(_) => self.program(&path),
             Target::Listing(_) => listing(&path),
+            Target::BuildFile(_) => build_file(&path, &self.placeholders),
             Target::Link(_) => link(&path, &self.anchors),
             Target::Resolved(_) => resolved(&path, &self.anchors),
             // Not a path: the caller's (see `select::Present`).
@@ -693,6 +726,64 @@ mod tests {
             "which anchor matters"
         );
         assert_ne!(hash(b"abc"), hash(b"abd"));
+    }
+
+    #[test]
+    fn build_files_checksum_alike_in_a_moved_checkout() {
+        let sum_in = |ws: &Path, text: &str| {
+            fs::create_dir_all(ws.join("target/debug/deps")).unwrap();
+            let file = ws.join("target/debug/deps/a-1.d");
+            fs::write(&file, text.replace("WS", ws.to_str().unwrap())).unwrap();
+            let checksums = Checksums::new(Anchors::new(ws, &ws.join("target"), None))
+                .with_toolchain(Path::new("/opt/rust"));
+            let target = Target::BuildFile(checksums.anchors().store(&file));
+            checksums.get(&target)
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let text = "WS/target/debug/deps/a-1.d: WS/src/lib.rs /opt/rust/lib/x.rs\n\n\
+                    # env-dep:CARGO_MANIFEST_DIR=WS\n";
+        let here = sum_in(&dir.path().join("here"), text);
+        assert!(matches!(here, Sum::Hash(_)), "{here:?}");
+        let moved = sum_in(&dir.path().join("a-longer-name"), text);
+        assert_eq!(here, moved);
+        let other = sum_in(
+            &dir.path().join("other"),
+            &text.replace("src/lib.rs", "src/main.rs"),
+        );
+        assert_ne!(here, other, "what it says still counts");
+        assert_eq!(
+            build_file(&dir.path().join("nope"), &Placeholders::default()),
+            Sum::Absent
+        );
+    }
+
+    #[test]
+    fn a_directory_run_as_a_program_checksums_as_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("target"), None));
+        let editor = dir.path().join("editor");
+        fs::create_dir(&editor).unwrap();
+        let target = Target::Program(checksums.anchors().store(&editor));
+        let as_dir = checksums.get(&target);
+        assert_eq!(as_dir, Sum::Kind(FileKind::Dir));
+        assert!(as_dir.matches(&Checksums::new(checksums.anchors().clone()).get(&target)));
+        let later = SystemTime::now() + Duration::from_secs(1);
+        let fresh = Checksums::new(checksums.anchors().clone());
+        assert_eq!(
+            fresh.as_seen_since(&target, later),
+            as_dir,
+            "recorded as such"
+        );
+        fs::remove_dir(&editor).unwrap();
+        fs::write(&editor, "#!/bin/sh\n").unwrap();
+        let as_file = Checksums::new(checksums.anchors().clone()).get(&target);
+        assert!(matches!(as_file, Sum::Hash(_)), "{as_file:?}");
+        assert!(!as_dir.matches(&as_file));
+        assert_eq!(
+            checksums.program(Path::new("/dev/null")),
+            Sum::Unknown,
+            "a device"
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@
 //! jobs = 4                   # tests at once (default: the cores)
 //! timeout = 300              # seconds before a test is killed (default: none)
 //! slow-timeout = 60          # seconds before a test is reported slow
+//! private-tmpdir = true      # each test's own, empty TMPDIR
 //! state-dir = ".ekstazi"     # relative to the workspace root
 //! forceall = false
 //! skipme = false
@@ -85,6 +86,7 @@ pub struct RunConfig {
     pub jobs: Option<usize>,
     pub timeout: Option<f64>,
     pub slow_timeout: Option<f64>,
+    pub private_tmpdir: Option<bool>,
     pub state_dir: Option<PathBuf>,
     pub forceall: Option<bool>,
     pub skipme: Option<bool>,
@@ -221,6 +223,7 @@ mod tests {
             jobs = 2
             timeout = 1.5
             slow-timeout = 30
+            private-tmpdir = false
             state-dir = "state"
             forceall = true
             skipme = false
@@ -237,6 +240,7 @@ mod tests {
         assert!(config.libraries.system);
         assert_eq!(config.run.jobs, Some(2));
         assert_eq!(config.run.slow_timeout, Some(30.0));
+        assert_eq!(config.run.private_tmpdir, Some(false));
         assert_eq!(config.select.never_record, ["b*"]);
         assert_ne!(config.recording_digest(), "");
     }

@@ -34,6 +34,12 @@ pub enum Target {
     /// A shared library mapped into a process of the test, by the smart
     /// checksum of programs.
     Library(StoredPath),
+    /// A file cargo or rustc wrote about a build (rustc's dep-info, a build
+    /// script's output), by its content with this checkout's directories
+    /// replaced by placeholders ([`crate::path::Placeholders`]): such files
+    /// name sources by absolute paths, which a moved checkout changes
+    /// without changing what they say.
+    BuildFile(StoredPath),
 }
 
 /// The name of an environment variable (bytes: need not be UTF-8).
@@ -56,7 +62,8 @@ impl Target {
             | Target::Listing(path)
             | Target::Link(path)
             | Target::Resolved(path)
-            | Target::Library(path) => Some(path),
+            | Target::Library(path)
+            | Target::BuildFile(path) => Some(path),
             Target::TestBinary | Target::Env(_) => None,
         }
     }

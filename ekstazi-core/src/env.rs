@@ -20,7 +20,7 @@
 //! the set of all variables itself).
 
 use crate::dep::{EnvName, Sum};
-use crate::path::{Anchors, normalize};
+use crate::path::{Anchors, Placeholders, normalize};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -39,8 +39,8 @@ pub fn is_own(name: &[u8]) -> bool {
 #[derive(Clone, Debug)]
 pub struct Environment {
     vars: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// Directory prefixes replaced by placeholders, longest first.
-    placeholders: Vec<(Vec<u8>, &'static [u8])>,
+    /// Directories replaced by placeholders.
+    placeholders: Placeholders,
     /// The directory the shim is written to: its `LD_PRELOAD` entry is ours.
     shim_dir: Vec<u8>,
 }
@@ -59,25 +59,26 @@ impl Environment {
             .into_iter()
             .map(|(k, v)| (k.into_vec(), v.into_vec()))
             .collect();
-        let (workspace, target, cargo_home) = anchors.dirs();
-        let mut placeholders: Vec<(Vec<u8>, &'static [u8])> = [
-            (Some(target), &b"${CARGO_TARGET_DIR}"[..]),
-            (Some(workspace), b"${WORKSPACE}"),
-            (cargo_home, b"${CARGO_HOME}"),
-            (sysroot, b"${SYSROOT}"),
-        ]
-        .into_iter()
-        .filter_map(|(dir, name)| {
-            let dir = normalize(dir?);
-            (dir != Path::new("/")).then(|| (dir.as_os_str().as_bytes().to_vec(), name))
-        })
-        .collect();
-        placeholders.sort_by_key(|(dir, _)| std::cmp::Reverse(dir.len()));
         Environment {
             vars,
-            placeholders,
+            placeholders: Placeholders::new(anchors, sysroot),
             shim_dir: normalize(shim_dir).as_os_str().as_bytes().to_vec(),
         }
+    }
+
+    /// `root` holds the tests' private temporary directories: a test's is
+    /// compared by its place under it, wherever the tool put the root (it
+    /// depends on the checkout's path).
+    pub fn with_private_tmp(mut self, root: &Path) -> Environment {
+        self.placeholders.add(root, b"${PRIVATE_TMP}");
+        self
+    }
+
+    /// The same environment with one variable set (a test's own `TMPDIR`).
+    pub fn with_var(&self, name: &[u8], value: &[u8]) -> Environment {
+        let mut env = self.clone();
+        env.vars.insert(name.to_vec(), value.to_vec());
+        env
     }
 
     /// The value the test process is given.
@@ -105,7 +106,7 @@ impl Environment {
         } else {
             value.to_vec()
         };
-        self.replace_dirs(&value)
+        self.placeholders.replace(&value)
     }
 
     /// `LD_PRELOAD` without the shim's entry (entries are separated by
@@ -122,36 +123,6 @@ impl Environment {
             .collect();
         kept.join(&b':')
     }
-
-    /// Replaces every directory prefix that ends at a path boundary.
-    fn replace_dirs(&self, value: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(value.len());
-        let mut i = 0;
-        'scan: while i < value.len() {
-            let at_start = i == 0 || !is_name_byte(value[i - 1]);
-            if at_start && value[i] == b'/' {
-                for (dir, name) in &self.placeholders {
-                    if value[i..].starts_with(dir) {
-                        let end = i + dir.len();
-                        if end == value.len() || !is_name_byte(value[end]) {
-                            out.extend_from_slice(name);
-                            i = end;
-                            continue 'scan;
-                        }
-                    }
-                }
-            }
-            out.push(value[i]);
-            i += 1;
-        }
-        out
-    }
-}
-
-/// Bytes that continue a file name (a prefix followed by one of these is not
-/// the whole directory).
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'+' | b'@' | b'~')
 }
 
 /// What an environment event says: the name, and the value seen (`None`:
@@ -253,6 +224,29 @@ mod tests {
         assert_eq!(here.sum(&name("MODE")), there.sum(&name("MODE")));
         assert_eq!(here.sum(&name("NOPE")), Sum::Absent);
         assert_ne!(here.sum(&name("MODE")), here.sum(&name("DIR")));
+    }
+
+    #[test]
+    fn a_private_tmpdir_is_compared_by_its_place_under_its_root() {
+        let here = env(&[("TMPDIR", "/tmp")]).with_private_tmp(Path::new("/tmp/ekstazi-1"));
+        let there = env(&[]).with_private_tmp(Path::new("/var/tmp/ekstazi-2"));
+        let name = EnvName(b"TMPDIR".to_vec());
+        let a = here.with_var(b"TMPDIR", b"/tmp/ekstazi-1/t-a");
+        assert_eq!(a.given(b"TMPDIR"), Some(&b"/tmp/ekstazi-1/t-a"[..]));
+        assert_eq!(here.given(b"TMPDIR"), Some(&b"/tmp"[..]), "a copy");
+        assert_eq!(
+            a.sum(&name),
+            there
+                .with_var(b"TMPDIR", b"/var/tmp/ekstazi-2/t-a")
+                .sum(&name)
+        );
+        assert_ne!(
+            a.sum(&name),
+            there
+                .with_var(b"TMPDIR", b"/var/tmp/ekstazi-2/t-b")
+                .sum(&name)
+        );
+        assert_ne!(a.sum(&name), here.sum(&name));
     }
 
     #[test]

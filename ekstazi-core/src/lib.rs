@@ -31,6 +31,7 @@ pub mod collect;
 pub mod config;
 pub mod dep;
 pub mod depinfo;
+pub mod doctests;
 pub mod env;
 pub mod filter;
 pub mod fingerprint;

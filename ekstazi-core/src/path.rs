@@ -165,6 +165,100 @@ impl Anchors {
     }
 }
 
+/// The absolute directories of this checkout (workspace, target directory,
+/// cargo's home, toolchain, ...), each with the placeholder that stands for
+/// it in text that names them: environment values, rustc's dep-info, a build
+/// script's output. Two texts equal after replacement say the same thing
+/// about their own checkouts.
+#[derive(Clone, Debug, Default)]
+pub struct Placeholders {
+    /// Longest first, so that a directory inside another is replaced whole.
+    dirs: Vec<(Vec<u8>, &'static [u8])>,
+}
+
+impl Placeholders {
+    /// The anchors' directories, and the toolchain's root if known.
+    pub fn new(anchors: &Anchors, sysroot: Option<&Path>) -> Placeholders {
+        let mut placeholders = Placeholders::default();
+        placeholders.add(&anchors.target, b"${CARGO_TARGET_DIR}");
+        placeholders.add(&anchors.workspace, b"${WORKSPACE}");
+        if let Some(home) = &anchors.cargo_home {
+            placeholders.add(home, b"${CARGO_HOME}");
+        }
+        if let Some(sysroot) = sysroot {
+            placeholders.add(sysroot, b"${SYSROOT}");
+        }
+        placeholders
+    }
+
+    /// Replaces `dir` (absolute) by `name`. The root is never replaced: it
+    /// would replace every path.
+    pub fn add(&mut self, dir: &Path, name: &'static [u8]) {
+        let dir = normalize(dir);
+        if dir == Path::new("/") || !dir.is_absolute() {
+            return;
+        }
+        self.dirs.push((dir.as_os_str().as_bytes().to_vec(), name));
+        self.dirs
+            .sort_by_key(|(dir, _)| std::cmp::Reverse(dir.len()));
+    }
+
+    /// Also the directories as a Makefile spells them (rustc's dep-info
+    /// escapes spaces and `#` with a backslash, and doubles `$`).
+    pub fn with_makefile_spelling(mut self) -> Placeholders {
+        let escaped: Vec<(Vec<u8>, &'static [u8])> = self
+            .dirs
+            .iter()
+            .filter_map(|(dir, name)| {
+                let mut out = Vec::with_capacity(dir.len());
+                for &b in dir {
+                    match b {
+                        b' ' | b'#' => out.extend_from_slice(&[b'\\', b]),
+                        b'$' => out.extend_from_slice(b"$$"),
+                        b => out.push(b),
+                    }
+                }
+                (out != *dir).then_some((out, *name))
+            })
+            .collect();
+        self.dirs.extend(escaped);
+        self.dirs
+            .sort_by_key(|(dir, _)| std::cmp::Reverse(dir.len()));
+        self
+    }
+
+    /// `text` with every directory that starts a path and ends at a path
+    /// boundary replaced by its placeholder.
+    pub fn replace(&self, text: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(text.len());
+        let mut i = 0;
+        'scan: while i < text.len() {
+            let at_start = i == 0 || !is_name_byte(text[i - 1]);
+            if at_start && text[i] == b'/' {
+                for (dir, name) in &self.dirs {
+                    if text[i..].starts_with(dir) {
+                        let end = i + dir.len();
+                        if end == text.len() || !is_name_byte(text[end]) {
+                            out.extend_from_slice(name);
+                            i = end;
+                            continue 'scan;
+                        }
+                    }
+                }
+            }
+            out.push(text[i]);
+            i += 1;
+        }
+        out
+    }
+}
+
+/// Bytes that continue a file name (a prefix followed by one of these is not
+/// the whole directory).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'+' | b'@' | b'~')
+}
+
 /// Removes `.` and `..` components and repeated separators without touching
 /// the file system: traced paths may no longer exist, and the meaning the
 /// test gave a path is the lexical one it passed to the kernel (symbolic
@@ -247,6 +341,24 @@ mod tests {
         }
         assert!(StoredPath::new(Anchor::Workspace, &b"a/b.txt"[..]).is_some());
         assert!(StoredPath::new(Anchor::Workspace, &b""[..]).is_some());
+    }
+
+    #[test]
+    fn placeholders_replace_whole_directories_at_path_starts() {
+        let mut p = Placeholders::new(&anchors(), Some(Path::new("/opt/rust")));
+        p.add(Path::new("/"), b"${NEVER}");
+        let replace = |text: &str| String::from_utf8(p.replace(text.as_bytes())).unwrap();
+        assert_eq!(
+            replace("/ws/target/debug/x.d: /ws/src/lib.rs /opt/rust/lib/x"),
+            "${CARGO_TARGET_DIR}/debug/x.d: ${WORKSPACE}/src/lib.rs ${SYSROOT}/lib/x"
+        );
+        assert_eq!(replace("/wsx/a a/ws/b /ws"), "/wsx/a a/ws/b ${WORKSPACE}");
+        let spaced = Anchors::new(Path::new("/my ws"), Path::new("/my ws/target"), None);
+        let make = Placeholders::new(&spaced, None).with_makefile_spelling();
+        assert_eq!(
+            make.replace(b"/my\\ ws/src/a.rs /my ws/b"),
+            b"${WORKSPACE}/src/a.rs ${WORKSPACE}/b"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! | jobs | `-j`/`--jobs` | `[run] jobs` | `EKSTAZI_JOBS` |
 //! | timeout (seconds) | `--timeout` | `[run] timeout` | `EKSTAZI_TIMEOUT` |
 //! | slow threshold (seconds) | `--slow-timeout` | `[run] slow-timeout` | `EKSTAZI_SLOW_TIMEOUT` |
+//! | a private `TMPDIR` per test | `--no-private-tmpdir` | `[run] private-tmpdir` | `EKSTAZI_PRIVATE_TMPDIR` |
 //! | external tests | `--external` | `[network] always-run-external` | `EKSTAZI_EXTERNAL` |
 //! | always-run tests | `--always-run` | `[select] always-run` | `EKSTAZI_ALWAYS_RUN` |
 //! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
@@ -107,6 +108,7 @@ pub struct Layer {
     pub timeout: Option<f64>,
     /// Seconds.
     pub slow_timeout: Option<f64>,
+    pub private_tmpdir: Option<bool>,
     pub external: Option<External>,
     pub always_run: Vec<String>,
     pub never_record: Vec<String>,
@@ -186,6 +188,7 @@ impl Layer {
                 .transpose()?,
             timeout: seconds("EKSTAZI_TIMEOUT")?,
             slow_timeout: seconds("EKSTAZI_SLOW_TIMEOUT")?,
+            private_tmpdir: flag("EKSTAZI_PRIVATE_TMPDIR")?,
             external: parsed("EKSTAZI_EXTERNAL")
                 .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_EXTERNAL", m))))
                 .transpose()?,
@@ -244,6 +247,7 @@ impl Layer {
                 .transpose()?,
             timeout: seconds("run.timeout", run.timeout)?,
             slow_timeout: seconds("run.slow-timeout", run.slow_timeout)?,
+            private_tmpdir: run.private_tmpdir,
             external: config.network.always_run_external.map(|always| {
                 if always {
                     External::AlwaysRun
@@ -285,6 +289,8 @@ pub struct Settings {
     pub timeout: Option<Duration>,
     /// A test running longer is reported slow.
     pub slow_timeout: Duration,
+    /// Each test gets a `TMPDIR` of its own, empty when it starts.
+    pub private_tmpdir: bool,
     pub external: External,
     pub always_run: TestPatterns,
     pub never_record: TestPatterns,
@@ -338,6 +344,7 @@ impl Settings {
             slow_timeout: first!(slow_timeout)
                 .filter(|s| *s > 0.0)
                 .map_or(DEFAULT_SLOW_TIMEOUT, Duration::from_secs_f64),
+            private_tmpdir: first!(private_tmpdir).unwrap_or(true),
             external: first!(external).unwrap_or(External::AlwaysRun),
             always_run: patterns("always-run patterns", |l| &l.always_run)?,
             never_record: patterns("never-record patterns", |l| &l.never_record)?,
@@ -543,12 +550,26 @@ mod tests {
             forceall: Some(false),
             ..Layer::default()
         };
-        let env = Layer::from_env(env(&[("EKSTAZI_FORCEALL", "1")])).unwrap();
+        let from_env = Layer::from_env(env(&[("EKSTAZI_FORCEALL", "1")])).unwrap();
         assert!(
-            !Settings::resolve(Layer::default(), file, env)
+            !Settings::resolve(Layer::default(), file, from_env)
                 .unwrap()
                 .forceall
         );
+        // On unless a source turns it off.
+        let private = |file: Option<bool>, vars: &[(&str, &str)]| {
+            let file = Layer {
+                private_tmpdir: file,
+                ..Layer::default()
+            };
+            let from_env = Layer::from_env(env(vars)).unwrap();
+            Settings::resolve(Layer::default(), file, from_env)
+                .unwrap()
+                .private_tmpdir
+        };
+        assert!(private(None, &[]));
+        assert!(!private(None, &[("EKSTAZI_PRIVATE_TMPDIR", "0")]));
+        assert!(!private(Some(false), &[("EKSTAZI_PRIVATE_TMPDIR", "1")]));
     }
 
     #[test]

@@ -46,6 +46,10 @@ fn sample(name: &str, functions: Vec<u64>) -> Record {
                 target: Target::Program(path(Anchor::Target, "debug/helper")),
                 sum: Sum::Unknown,
             },
+            Dep {
+                target: Target::BuildFile(path(Anchor::Target, "debug/deps/pkg-1.d")),
+                sum: Sum::Hash([3; 32]),
+            },
         ],
         code: vec![CodeDep {
             unit: CodeUnit::TestBinary,

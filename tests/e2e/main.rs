@@ -10,4 +10,5 @@ mod functions;
 mod history;
 mod nextest;
 mod selection;
+mod stability;
 mod ux;

@@ -165,9 +165,22 @@ fn a_failing_test_is_not_recorded_as_passed_and_runs_again() {
         &[("FIXTURE_FAIL", "1")],
     );
     assert_eq!(stopped.code(), Some(100), "{stopped:?}");
-    if nextest_ran(&stopped).len() < ALL.len() {
-        assert!(stopped.stderr.contains("have no result"), "{stopped:?}");
-    }
+    // The summary counts the selection and what nextest ran, apart.
+    let ran = nextest_ran(&stopped).len();
+    let passed = ran - nextest_failed(&stopped).len();
+    let counts = if ran < ALL.len() {
+        assert!(
+            stopped.stderr.contains(&format!(
+                "{} selected test(s) have no result",
+                ALL.len() - ran
+            )),
+            "{stopped:?}"
+        );
+        format!("12 selected, {ran} ran: {passed} passed; 1 failed;")
+    } else {
+        "12 selected: 11 passed; 1 failed;".to_owned()
+    };
+    assert!(stopped.stdout.contains(&counts), "{counts}: {stopped:?}");
     assert_eq!(
         selected_labels(&f),
         labels(&["beta::files fails_on_request"])
@@ -269,6 +282,11 @@ fn nextest_filtersets_narrow_the_selection_and_the_rest_keeps_its_records() {
         run.stderr.contains("10 selected test(s) have no result"),
         "{run:?}"
     );
+    assert!(
+        run.stdout
+            .contains("12 selected, 2 ran: 2 passed; 0 failed;"),
+        "{run:?}"
+    );
     assert_eq!(f.records(), before);
     assert!(f.selected(&[]).is_empty());
 }
@@ -293,4 +311,26 @@ fn cargo_options_after_the_separator_are_refused() {
     let run = f.run(&["nextest", "--", "-p", "nx"]);
     assert_eq!(run.code(), Some(1), "{run:?}");
     assert!(run.stderr.contains("give it before `--`"), "{run:?}");
+}
+
+#[test]
+fn under_nextest_each_test_gets_its_own_temporary_directory_too() {
+    if !nextest_installed() {
+        return;
+    }
+    let f = Fixture::new("stability");
+    let tmp_tests = ["-p", "scratch", "--test", "tmp"];
+    let run = nextest_ok(&f, &[&tmp_tests[..], &["--", "-j", "4"]].concat());
+    assert_eq!(nextest_ran(&run).len(), 4, "{run:?}");
+    let selected = f.selected(&tmp_tests);
+    assert!(selected.is_empty(), "{selected:?}");
+    // The tests' directories are gone; the root stays, for the next run.
+    let roots: Vec<_> = std::fs::read_dir(f.tmp())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(roots.len(), 1, "{roots:?}");
+    assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
+    // And `test` agrees.
+    assert!(f.test_ok(&tmp_tests).ran().is_empty());
 }

@@ -11,6 +11,10 @@ pub struct Fixture {
     _root: tempfile::TempDir,
     /// The checkout, inside `_root`.
     dir: PathBuf,
+    /// The temporary directory of every command run in it (cargo-ekstazi
+    /// keeps its own root there): removed with the fixture, and apart from
+    /// the other fixtures' and the machine's.
+    tmp: tempfile::TempDir,
     /// Set for every command run in it.
     env: Vec<(String, String)>,
 }
@@ -76,6 +80,7 @@ impl Fixture {
         Fixture {
             dir: dir.path().to_path_buf(),
             _root: dir,
+            tmp: new_tmp(),
             env: Vec::new(),
         }
     }
@@ -85,6 +90,7 @@ impl Fixture {
         Fixture {
             dir: dir.to_path_buf(),
             _root: tempfile::tempdir().unwrap(),
+            tmp: new_tmp(),
             env: Vec::new(),
         }
     }
@@ -109,6 +115,7 @@ impl Fixture {
         Fixture {
             dir: dir.path().to_path_buf(),
             _root: dir,
+            tmp: new_tmp(),
             env: self.env.clone(),
         }
     }
@@ -125,12 +132,18 @@ impl Fixture {
         Fixture {
             _root: root,
             dir,
+            tmp: self.tmp,
             env: self.env,
         }
     }
 
     pub fn path(&self) -> &Path {
         self.dir.as_path()
+    }
+
+    /// The `TMPDIR` of the commands run in it.
+    pub fn tmp(&self) -> &Path {
+        self.tmp.path()
     }
 
     pub fn file(&self, rel: &str) -> PathBuf {
@@ -217,6 +230,7 @@ impl Fixture {
                 command.env_remove(&name);
             }
         }
+        command.env("TMPDIR", self.tmp.path());
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
         command
     }
@@ -313,6 +327,13 @@ impl Fixture {
             .map(|e| e.path().strip_prefix(self.path()).unwrap().to_path_buf())
             .collect()
     }
+}
+
+fn new_tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("ekstazi-tmp")
+        .tempdir()
+        .unwrap()
 }
 
 /// Copies a fixture, leaving out build output and (unless asked) state.

@@ -340,6 +340,7 @@ fn kind_of(target: &ekstazi_core::dep::Target) -> &'static str {
         Target::Link(_) => "link",
         Target::Resolved(_) => "resolved",
         Target::Library(_) => "library",
+        Target::BuildFile(_) => "build file",
     }
 }
 
@@ -418,7 +419,9 @@ const PRIVATE_TMP: &str = "tmp";
 /// one machine cannot meet in fixed scratch paths (ripgrep's tests use
 /// `$TMPDIR/ripgrep-tests/<test>/<n>`: two replays running at once made
 /// each other's `cargo test` fail, which the safety check reported as
-/// misses).
+/// misses). `cargo ekstazi` makes its per-workspace root in it, and gives
+/// each test its own `TMPDIR` there (the default); emptying it before a run
+/// removes that root too, which the run makes again before its analysis.
 fn private_tmp(worktree: &Path) -> PathBuf {
     worktree.parent().unwrap_or(worktree).join(PRIVATE_TMP)
 }

@@ -93,10 +93,12 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     }
     stdout.flush()?;
 
-    let private = tempfile::Builder::new()
-        .prefix("ekstazi-nextest")
-        .tempdir()
-        .context("cannot create a directory for nextest's report and the traces")?;
+    let private = match &session.scratch {
+        Some(scratch) => scratch.run_dir("nextest"),
+        None => tempfile::Builder::new().prefix("ekstazi-nextest").tempdir(),
+    }
+    .context("cannot create a directory for nextest's report and the traces")?;
+    let (tmp, _own_tmp) = super::test::tests_tmp(&session, recording)?;
     let traces = private.path().join("traces");
     let profile = user
         .profile
@@ -157,11 +159,18 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         shim.map(|s| (s, traces.as_path())),
         user_runner.as_deref(),
     )?;
+    if let Some(tmp) = &tmp {
+        command.env(runner::TMP_ENV, tmp);
+    }
 
     let launched = SystemTime::now();
     let run_clock = Instant::now();
     let (status, interrupted) = wait_for(command)?;
     session.timings.push(("nextest", run_clock.elapsed()));
+    // The runner made each test's directory; nothing removes them but us.
+    if recording && let Some(scratch) = &session.scratch {
+        scratch.sweep();
+    }
 
     // Results: ours, or the repository's report if it is from this run.
     let junit = match &user_junit {
@@ -245,6 +254,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
                 .unwrap_or(launched),
             output: Vec::new(),
             trace,
+            tmpdir: tmp.as_ref().map(|t| session.tmpdir_of(&planned.case, t)),
             partial: false,
             interrupted: false,
         };
@@ -305,12 +315,16 @@ fn binary_key<'a>(session: &'a Session, case: &TestCase) -> &'a str {
 
 /// The environment a test was given, as the selection compares it.
 fn given_environment(session: &Session, vars: Vec<(OsString, OsString)>) -> Environment {
-    Environment::new(
+    let env = Environment::new(
         vars,
         session.checksums.anchors(),
         Some(&session.ws.sysroot),
         session.shim.parent().unwrap_or(&session.ws.target_dir),
-    )
+    );
+    match &session.scratch {
+        Some(scratch) => env.with_private_tmp(scratch.root()),
+        None => env,
+    }
 }
 
 /// `cargo nextest run` with the cargo options of the session's build; with

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use ekstazi_core::record::Outcome;
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -49,10 +50,14 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         writeln!(stdout, "{why}")?;
     }
 
-    let trace_dir = tempfile::Builder::new()
-        .prefix("ekstazi-traces")
-        .tempdir()
-        .context("cannot create a directory for traces")?;
+    // In the tool's own root, when there is one: a test that lists the
+    // system's temporary directory must not see this run's come and go.
+    let trace_dir = match &session.scratch {
+        Some(scratch) => scratch.run_dir("traces"),
+        None => tempfile::Builder::new().prefix("ekstazi-traces").tempdir(),
+    }
+    .context("cannot create a directory for traces")?;
+    let (tmp, _own_tmp) = tests_tmp(&session, recording)?;
     let jobs = settings
         .jobs
         .or(harness.test_threads)
@@ -63,6 +68,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         jobs,
         shim: (!settings.skipme).then(|| session.shim.clone()),
         trace_dir: trace_dir.path().to_path_buf(),
+        tmp,
         custom_harness_args,
         timeout: settings.timeout,
         slow: settings.slow_timeout,
@@ -184,6 +190,27 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(crate::TESTS_FAILED)
     })
+}
+
+/// Where the tests' own temporary directories go: in the root, where each
+/// test finds the same `TMPDIR` every run, when this run records (it holds
+/// the state directory's lock, so no other run uses them); else in a
+/// directory of this run's own (returned, to be removed at the end).
+pub fn tests_tmp(
+    session: &Session,
+    recording: bool,
+) -> Result<(Option<PathBuf>, Option<tempfile::TempDir>)> {
+    let (Some(root), Some(scratch)) = (session.private_tmp(), &session.scratch) else {
+        return Ok((None, None));
+    };
+    if recording {
+        scratch.sweep();
+        return Ok((Some(root.to_path_buf()), None));
+    }
+    let own = scratch
+        .run_dir("tmp")
+        .context("cannot create a directory for the tests' temporary directories")?;
+    Ok((Some(own.path().to_path_buf()), Some(own)))
 }
 
 /// How long each selected test is expected to take: its last recorded

@@ -162,6 +162,7 @@ fn kind(target: &Target) -> (&'static str, &'static str, &'static str) {
         Target::Link(_) => ("link", "symbolic link", "symbolic links"),
         Target::Resolved(_) => ("realpath", "resolved path", "resolved paths"),
         Target::Library(_) => ("library", "shared library", "shared libraries"),
+        Target::BuildFile(_) => ("build", "build file", "build files"),
     }
 }
 
@@ -216,7 +217,8 @@ fn details(
             writeln!(out, "    {why}")?;
         }
     }
-    let present = session.present(planned.case.binary);
+    let env = session.selection_environment_of(&planned.case);
+    let present = session.present(planned.case.binary, &env);
     writeln!(
         out,
         "  {BOLD}dependencies{BOLD:#} ({}; checksum when it ran, and now if different):",

@@ -40,6 +40,9 @@ pub const INNER_ENV: &str = "EKSTAZI_NEXTEST_INNER";
 /// The variables to put back before the test runs: `NAME=VALUE` (it had that
 /// value) or `NAME` (it was unset), separated by `\x1f`.
 pub const RESTORE_ENV: &str = "EKSTAZI_NEXTEST_RESTORE";
+/// Where each test's own `TMPDIR` is made; unset: tests keep the
+/// environment's.
+pub const TMP_ENV: &str = "EKSTAZI_NEXTEST_TMP";
 /// Separates list entries in the variables above.
 pub const SEPARATOR: char = '\x1f';
 
@@ -98,6 +101,7 @@ pub fn exec(args: Vec<OsString>) -> ! {
     };
     let get = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let trace_dir = get(TRACE_DIR_ENV).map(PathBuf::from);
+    let tmp = get(TMP_ENV).map(PathBuf::from);
     let shim = get(SHIM_ENV).map(PathBuf::from);
     let inner: Vec<OsString> = get(INNER_ENV)
         .map(|v| split(&v).map(OsStr::to_owned).collect())
@@ -134,11 +138,31 @@ pub fn exec(args: Vec<OsString>) -> ! {
             ));
         }
     }
-    for own in [TRACE_DIR_ENV, SHIM_ENV, WHOLE_ENV, INNER_ENV, RESTORE_ENV] {
+    for own in [
+        TRACE_DIR_ENV,
+        SHIM_ENV,
+        WHOLE_ENV,
+        INNER_ENV,
+        RESTORE_ENV,
+        TMP_ENV,
+    ] {
         env.retain(|(k, _)| k != own);
     }
-    let traced = match (&trace_dir, &shim, listing) {
-        (Some(dir), Some(shim), false) => test_identity(rest, whole).map(|(id, test, attempt)| {
+    let identity = (!listing).then(|| test_identity(rest, whole)).flatten();
+    if let (Some(parent), Some((id, test, _))) = (&tmp, &identity) {
+        match crate::scratch::prepare_test_dir(parent, id, test) {
+            Ok(dir) => set(&mut env, "TMPDIR", dir.into_os_string()),
+            Err(e) => {
+                eprintln!(
+                    "cargo-ekstazi: cannot make a temporary directory in {}: {e}",
+                    parent.display()
+                );
+                std::process::exit(126);
+            }
+        }
+    }
+    let traced = match (&trace_dir, &shim, identity) {
+        (Some(dir), Some(shim), Some((id, test, attempt))) => {
             let trace = trace_path(dir, &id, &test, attempt);
             let preload = preload(shim, &env);
             set(&mut env, "LD_PRELOAD", preload);
@@ -148,8 +172,8 @@ pub fn exec(args: Vec<OsString>) -> ! {
                 // binary (the shim compares with `/proc/self/exe`).
                 set(&mut env, "EKSTAZI_LIBTEST", canonical.clone().into());
             }
-            trace
-        }),
+            Some(trace)
+        }
         _ => None,
     };
 
