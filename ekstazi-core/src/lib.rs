@@ -25,6 +25,7 @@
 //! ```
 
 pub mod archive;
+pub mod bisect;
 pub mod checksum;
 pub mod code;
 pub mod collect;
