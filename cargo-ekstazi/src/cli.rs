@@ -106,6 +106,22 @@ The history keeps the newest 100 commits ([history] commits in
 .config/ekstazi.toml, or EKSTAZI_HISTORY_COMMITS); --no-history turns it off
 for one run, [history] enabled = false for the workspace.")]
     History(HistoryArgs),
+    /// Find the latest commit that broke tests, with as few builds as possible
+    ///
+    /// A commit is bad when one of the named tests fails there. The search
+    /// (the Regression Predecessors Algorithm) walks back from each bad
+    /// commit along the shortest path to a good one, and finds the
+    /// regression point nearest the bad commit, where `git bisect` may
+    /// return an older one that was already fixed. Each commit is judged
+    /// from the records filed in the history when they say, else by
+    /// building and running the tests there in a scratch worktree.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi bisect tests::totals                   from HEAD back to the newest good commit the history knows
+  cargo ekstazi bisect it::parses --good v1.2.0        from HEAD back to a known good tag
+  cargo ekstazi bisect tests::a --bad main --bad dev   each bad branch gets its own regression point
+  cargo ekstazi bisect tests::a --json                 one JSON object (docs/json.md)")]
+    Bisect(BisectArgs),
     /// Run the affected tests through `cargo nextest run`, and record them
     ///
     /// The same build, selection and records as `cargo ekstazi test`, but
@@ -257,6 +273,47 @@ pub struct MergeStateArgs {
     /// The shards' state directories
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BisectArgs {
+    /// The tests: a name (`module::test`), `<binary id> <name>`, or a unique part of either
+    #[arg(required = true, value_name = "TEST")]
+    pub tests: Vec<String>,
+    /// A commit where a named test fails (repeatable) [default: HEAD]
+    #[arg(long, value_name = "REV")]
+    pub bad: Vec<String>,
+    /// A commit where every named test passes (repeatable) [default: the
+    /// newest first-parent ancestor the history shows passing, else found
+    /// by building HEAD~1, HEAD~3, HEAD~7, ...]
+    #[arg(long, value_name = "REV")]
+    pub good: Vec<String>,
+    /// Follow only the first parent of merge commits
+    #[arg(long)]
+    pub first_parent: bool,
+    /// How a path is searched: `multiplying` (from the bad end, finds the
+    /// latest point) or `binary`
+    #[arg(long, value_enum, default_value_t = SearchArg::Multiplying)]
+    pub search: SearchArg,
+    /// Give a regression point found for one bad commit to every other bad
+    /// commit it precedes (fewer builds; a later point of theirs may be missed)
+    #[arg(long)]
+    pub propagate: bool,
+    /// Print one JSON object (schema: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Path to Cargo.toml
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchArg {
+    Multiplying,
+    Binary,
 }
 
 #[derive(Args, Debug)]

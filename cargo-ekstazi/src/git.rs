@@ -51,6 +51,12 @@ impl Repo {
         Repo::at(&self.dir).is_some_and(|now| now.clean && now.head == self.head)
     }
 
+    /// The top directory of the work tree.
+    pub fn toplevel(&self) -> Option<PathBuf> {
+        let dir = git(&self.dir, &["rev-parse", "--show-toplevel"])?;
+        Some(PathBuf::from(dir.trim_end()))
+    }
+
     /// The full id of the commit `rev` names.
     pub fn resolve(&self, rev: &str) -> Option<String> {
         let id = git(

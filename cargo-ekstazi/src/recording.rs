@@ -7,15 +7,17 @@ use ekstazi_core::code::{self, Build, CodeDep, CodeUnit};
 use ekstazi_core::collect::{Context, collect};
 use ekstazi_core::dep::{Dep, Sum, Target};
 use ekstazi_core::env::Environment;
-use ekstazi_core::record::{Outcome, Record};
+use ekstazi_core::record::Record;
 use ekstazi_core::trace;
 use ekstazi_core::trace::CoverageEvent;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// The record of a finished test. Only a pass carries dependencies: any
-/// other outcome runs again next time whatever changed.
+/// The record of a finished test, with the dependencies its run observed.
+/// Only a pass lets the record vouch (any other outcome runs again next
+/// time whatever changed); a failure's dependencies say what it failed on
+/// (`bisect` compares them with a pass's).
 pub fn record_of(session: &Session, case: &TestCase, finished: &Finished) -> Record {
     let env = session.environment_of(case, finished.tmpdir.as_deref());
     record_in(session, case, finished, &env)
@@ -46,9 +48,6 @@ pub fn record_in(
         network: Vec::new(),
         ignored: Vec::new(),
     };
-    if finished.outcome != Outcome::Passed {
-        return record;
-    }
     if let Some(doctests) = &binary.doctests {
         doctest_deps(session, case, doctests, finished.started, &mut record);
         return record;

@@ -38,10 +38,14 @@
 //! let found = regressions(&dag, &["12".into()], &["0".into()], &mut oracle, Search::Multiplying, false);
 //! let point = found[0].as_ref().unwrap();
 //! assert_eq!((point.good.as_str(), point.bad.as_str()), ("9", "10"));
-//! // The leaf, then 11 (bad), 9 (good), 10 (bad); git bisect from 0 finds 3 → 4.
-//! assert_eq!(oracle.0, 4);
+//! // 11 (bad), 9 (good), 10 (bad); git bisect from 0 finds 3 → 4.
+//! assert_eq!(oracle.0, 3);
 //! ```
 
+use crate::code::CodeUnit;
+use crate::dep::{Sum, Target, describe_change};
+use crate::functions::FunctionTable;
+use crate::record::Record;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// What a query says of a commit.
@@ -176,11 +180,18 @@ pub fn regressions(
             out.insert(at, Err(Unsolved::NoGoodCommit(leaf.clone())));
             continue;
         };
-        if answer(leaf, &mut answers, oracle) == Answer::Good {
+        // The leaf is taken to be bad, as `git bisect` takes it; it is asked
+        // only when the history answers for free, or when the point found
+        // ends at it (a build, then, that proves the point).
+        if free(leaf, &answers, &*oracle) == Some(Answer::Good) {
             out.insert(at, Err(Unsolved::LeafIsGood(leaf.clone())));
             continue;
         }
         let point = search_path(&path, &mut answers, oracle, search);
+        if point.1 == *leaf && answer(leaf, &mut answers, oracle) != Answer::Bad {
+            out.insert(at, Err(Unsolved::LeafIsGood(leaf.clone())));
+            continue;
+        }
         let regression = Regression {
             leaf: leaf.clone(),
             good: point.0,
@@ -320,9 +331,127 @@ fn search_path(
     }
 }
 
+/// At most this many differences are named per kind.
+const NAMED: usize = 10;
+
+/// What differs between a test's record at the last good commit and at the
+/// first bad one — the regression explained, from the two records alone:
+/// the global fingerprint, every dependency both name whose checksum
+/// differs, and the functions that changed, stopped or started being
+/// executed (by name, through the function table).
+pub fn explain(good: &Record, bad: &Record, table: &FunctionTable) -> Vec<String> {
+    let mut out: Vec<String> = good
+        .global
+        .changes(&bad.global)
+        .into_iter()
+        .map(|component| format!("global: {component} changed"))
+        .collect();
+    let now: HashMap<&Target, &Sum> = bad.deps.iter().map(|d| (&d.target, &d.sum)).collect();
+    out.extend(
+        good.deps
+            .iter()
+            .filter_map(|dep| {
+                let sum = now.get(&dep.target)?;
+                (!dep.sum.matches(sum)).then(|| describe_change(&dep.target, &dep.sum, sum))
+            })
+            .take(NAMED),
+    );
+    for before in &good.code {
+        let Some(after) = bad.code.iter().find(|c| c.unit == before.unit) else {
+            continue;
+        };
+        if before.build == after.build {
+            continue;
+        }
+        let place = match &before.unit {
+            CodeUnit::TestBinary => String::new(),
+            unit => format!(" (in {unit})"),
+        };
+        let names = |ids: &[crate::functions::FnId]| -> HashMap<String, crate::fingerprint::Fp> {
+            ids.iter()
+                .filter_map(|id| table.get(id))
+                .map(|f| (f.name.to_string(), f.fp))
+                .collect()
+        };
+        let (was, is) = (names(&before.functions), names(&after.functions));
+        let mut changed: Vec<String> = Vec::new();
+        let mut stopped: Vec<String> = Vec::new();
+        for (name, fp) in &was {
+            match is.get(name) {
+                Some(now) if now != fp => changed.push(crate::fingerprint::demangle(name)),
+                Some(_) => {}
+                None => stopped.push(crate::fingerprint::demangle(name)),
+            }
+        }
+        let mut started: Vec<String> = is
+            .keys()
+            .filter(|name| !was.contains_key(*name))
+            .map(|name| crate::fingerprint::demangle(name))
+            .collect();
+        // Which functions ran differently is a symptom (a failing test
+        // panics past the code a pass runs): said only when no function it
+        // executed changed.
+        let lists: Vec<(&str, &mut Vec<String>)> = if changed.is_empty() {
+            vec![
+                ("function no longer executed", &mut stopped),
+                ("function now executed", &mut started),
+            ]
+        } else {
+            vec![("function changed", &mut changed)]
+        };
+        for (verdict, list) in lists {
+            list.sort();
+            out.extend(
+                list.iter()
+                    .take(NAMED)
+                    .map(|name| format!("{verdict}: {name}{place}")),
+            );
+            if list.len() > NAMED {
+                out.push(format!("{} more: {verdict}{place}", list.len() - NAMED));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_two_records_explain_the_regression() {
+        use crate::record::tests_support::sample;
+        let dir = tempfile::tempdir().unwrap();
+        let table = FunctionTable::load(dir.path());
+        let id = |name: &str, fp: u8| table.intern(name, &[fp; 16]).unwrap();
+        let mut good = sample();
+        good.code[0].functions = vec![
+            id("_ZN4shop3tax17h0123456789abcdefE", 1),
+            id("_ZN4shop5price17h0123456789abcdefE", 2),
+        ];
+        let mut bad = good.clone();
+        bad.outcome = crate::record::Outcome::Failed;
+        bad.code[0].build = [9; 32];
+        bad.code[0].functions = vec![
+            id("_ZN4shop3tax17h0123456789abcdefE", 7),
+            id("_ZN4shop5total17h0123456789abcdefE", 3),
+        ];
+        bad.deps[0].sum = crate::dep::Sum::Hash([8; 32]);
+        assert_eq!(
+            explain(&good, &bad, &table),
+            ["file changed: data/a.txt", "function changed: shop::tax"]
+        );
+        // With no function changed, which ran differently is the lead.
+        bad.code[0].functions = vec![id("_ZN4shop3tax17h0123456789abcdefE", 1)];
+        assert_eq!(
+            explain(&good, &bad, &table),
+            [
+                "file changed: data/a.txt",
+                "function no longer executed: shop::price"
+            ]
+        );
+        assert!(explain(&good, &good, &table).is_empty());
+    }
 
     fn linear(n: usize) -> Dag {
         Dag::new((0..n).map(|i| {

@@ -34,6 +34,18 @@ pub struct Merged {
 
 /// Merges the records and function tables of `source` into `dest`.
 pub fn merge(dest: &Store, source: &Store) -> io::Result<Merged> {
+    merge_parts(dest, source, true)
+}
+
+/// Merges only what `source` filed per commit (its history, and the
+/// functions and tables those records name) into `dest`, leaving `dest`'s
+/// current records as they are: a run at another commit (`bisect`'s) must
+/// not become the current state.
+pub fn merge_filed(dest: &Store, source: &Store) -> io::Result<Merged> {
+    merge_parts(dest, source, false)
+}
+
+fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged> {
     let mut merged = Merged::default();
     // The table first: a record is never written before the functions it names.
     let ours = FunctionTable::load(&dest.functions_dir());
@@ -48,7 +60,12 @@ pub fn merge(dest: &Store, source: &Store) -> io::Result<Merged> {
     merged.functions = ours.len().0 - before;
     ours.flush()?;
     let mut tables = HashSet::new();
-    for (path, record) in source.records()? {
+    let records = if current {
+        source.records()?
+    } else {
+        Vec::new()
+    };
+    for (path, record) in records {
         let record = match record {
             Ok(record) => {
                 tables.extend(record.code.iter().map(|c| c.uninstrumented));

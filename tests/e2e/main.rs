@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bisect;
 mod capture;
 mod doctests;
 mod faults;

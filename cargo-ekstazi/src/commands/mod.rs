@@ -1,6 +1,7 @@
 //! What the commands share: the state directory's lock, notes about the
 //! records, and the housekeeping a recording run does.
 
+pub mod bisect;
 pub mod history;
 pub mod list;
 pub mod merge_state;

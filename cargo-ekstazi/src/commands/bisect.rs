@@ -1,0 +1,674 @@
+//! `cargo ekstazi bisect <TEST>...`: the latest commit that broke the
+//! tests, with as few builds as possible.
+//!
+//! The search is `ekstazi_core::bisect` (the Regression Predecessors
+//! Algorithm). A commit is good when every named test passes there, bad
+//! when one fails. Each question is answered cheapest first: from the
+//! history (a record of the test filed at that commit: `history` if it ran
+//! there, `inherited` if a record vouched for it there), else by building
+//! and running the tests at that commit (`built`) in a scratch git worktree
+//! with one instrumented target directory for every query, so builds are
+//! incremental. What a build learns is filed into the history (not into
+//! the current records). A commit that does not build, or lacks a test, is
+//! skipped. Ctrl-C stops the build, removes the worktree and leaves the
+//! state directory as it was after the last finished query.
+
+use crate::cli::{BisectArgs, SearchArg};
+use crate::git::Repo;
+use crate::style;
+use anyhow::{Context, Result, bail};
+use ekstazi_core::bisect::{self, Answer, Dag, Oracle, Regression, Search, Unsolved};
+use ekstazi_core::history::History;
+use ekstazi_core::record::{Outcome, Record};
+use ekstazi_core::store::Store;
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A test: its binary id and name.
+type TestId = (String, String);
+
+pub fn run(args: BisectArgs) -> Result<ExitCode> {
+    let (root, state) = super::workspace_state_dir(args.manifest_path.as_deref())?;
+    let state = match &args.state_dir {
+        Some(dir) => std::path::absolute(dir)?,
+        None => state,
+    };
+    let store = Store::new(&state);
+    let _lock = store
+        .lock(true, true)
+        .with_context(|| format!("cannot lock the state directory {}", state.display()))?;
+    let repo = Repo::at(&root).context("bisect needs the workspace to be in a git repository")?;
+    let history = store.history();
+    let tests = resolve_tests(&args.tests, &store, &history)?;
+    if tests.iter().any(|(binary, _)| binary.contains("::doc/")) {
+        bail!("doctests cannot be bisected: name the tests of a test binary");
+    }
+    let revs = |given: &[String], default: &[&str]| -> Result<Vec<String>> {
+        let given: Vec<&str> = if given.is_empty() {
+            default.to_vec()
+        } else {
+            given.iter().map(String::as_str).collect()
+        };
+        given
+            .iter()
+            .map(|rev| {
+                repo.resolve(rev)
+                    .with_context(|| format!("`{rev}` is not a commit of this repository"))
+            })
+            .collect()
+    };
+    let bad = revs(&args.bad, &["HEAD"])?;
+    let mut good = revs(&args.good, &[])?;
+    let dag = commit_dag(&root, &bad, &good, args.first_parent)?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, interrupted.clone())?;
+    }
+    let mut oracle = Answers {
+        history: history.clone(),
+        tests: tests.clone(),
+        seen: RefCell::new(HashMap::new()),
+        log: RefCell::new(Vec::new()),
+        builder: Builder::new(&repo, &root, &store, interrupted.clone())?,
+        builds: 0,
+        test_runs: 0,
+        failure: None,
+    };
+    for commit in &good {
+        if oracle
+            .history_answer(commit)
+            .is_some_and(|(a, _)| a == Answer::Bad)
+        {
+            bail!(
+                "a named test fails at the good commit {} (its filed records say so)",
+                short(commit)
+            );
+        }
+    }
+    if good.is_empty() {
+        good.push(find_good(&root, &bad[0], &mut oracle)?);
+    }
+    let search = match args.search {
+        SearchArg::Multiplying => Search::Multiplying,
+        SearchArg::Binary => Search::Binary,
+    };
+    let found = bisect::regressions(&dag, &bad, &good, &mut oracle, search, args.propagate);
+    if let Some(e) = oracle.failure.take() {
+        return Err(e);
+    }
+    let builds = oracle.builds;
+    let test_runs = oracle.test_runs;
+    let queries = oracle.log.take();
+    drop(oracle);
+
+    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    let subjects = repo.subjects(
+        found
+            .iter()
+            .flatten()
+            .flat_map(|r| [r.good.as_str(), r.bad.as_str()]),
+    );
+    let regressions: Vec<RegressionJson> = found
+        .iter()
+        .flatten()
+        .map(|r| RegressionJson {
+            good: r.good.clone(),
+            bad: r.bad.clone(),
+            leaf: r.leaf.clone(),
+            subject: subjects.get(&r.bad).cloned(),
+            skipped: r.skipped.clone(),
+            changed: explain(&history, &tests, r, &table),
+        })
+        .collect();
+    let unsolved: Vec<String> = found
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .map(|e| match e {
+            Unsolved::NoGoodCommit(leaf) => {
+                format!("no commit known to be good precedes {}", short(leaf))
+            }
+            Unsolved::LeafIsGood(leaf) => {
+                format!("the tests pass at the bad commit {}", short(leaf))
+            }
+        })
+        .collect();
+    let report = BisectJson {
+        regressions,
+        queries,
+        builds,
+        test_runs,
+        git_bisect_builds: None,
+    };
+    let mut out = anstream::stdout().lock();
+    if args.json {
+        serde_json::to_writer(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_report(&mut out, &report)?;
+    }
+    if report.regressions.is_empty() {
+        bail!(
+            "no regression point found: {}",
+            if unsolved.is_empty() {
+                "every commit was skipped".to_owned()
+            } else {
+                unsolved.join("; ")
+            }
+        );
+    }
+    for why in unsolved {
+        style::warn(why);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bisect --json` (docs/json.md).
+#[derive(Serialize)]
+struct BisectJson {
+    regressions: Vec<RegressionJson>,
+    queries: Vec<Query>,
+    builds: usize,
+    test_runs: usize,
+    /// Not computed yet: always null.
+    git_bisect_builds: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct RegressionJson {
+    good: String,
+    bad: String,
+    /// The bad commit it was searched from.
+    leaf: String,
+    subject: Option<String>,
+    /// Commits between the two that could not be judged.
+    skipped: Vec<String>,
+    /// What differs between the tests' records at `good` and at `bad`.
+    changed: Vec<String>,
+}
+
+#[derive(Clone, Serialize)]
+struct Query {
+    commit: String,
+    answer: &'static str,
+    how: &'static str,
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(10)]
+}
+
+fn print_report(out: &mut impl Write, report: &BisectJson) -> Result<()> {
+    for query in &report.queries {
+        writeln!(
+            out,
+            "  {}  {:<4}  {}",
+            short(&query.commit),
+            query.answer,
+            query.how
+        )?;
+    }
+    for r in &report.regressions {
+        writeln!(
+            out,
+            "regression: {} (good) -> {} (bad){}",
+            short(&r.good),
+            short(&r.bad),
+            r.subject
+                .as_deref()
+                .map(|s| format!(" \"{s}\""))
+                .unwrap_or_default()
+        )?;
+        if !r.skipped.is_empty() {
+            writeln!(
+                out,
+                "    or one of the commits between, which could not be judged: {}",
+                r.skipped
+                    .iter()
+                    .map(|c| short(c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+        }
+        for change in &r.changed {
+            writeln!(out, "    {change}")?;
+        }
+    }
+    let from_history = report.queries.iter().filter(|q| q.how != "built").count();
+    writeln!(
+        out,
+        "{} commits judged: {} from the history, {} built; {} build(s), {} test run(s)",
+        report.queries.len(),
+        from_history,
+        report.queries.len() - from_history,
+        report.builds,
+        report.test_runs
+    )?;
+    Ok(())
+}
+
+/// The named tests, among those the state and the history know: an exact
+/// label (`<binary id> <name>`), else an exact name, else a unique part.
+fn resolve_tests(queries: &[String], store: &Store, history: &History) -> Result<Vec<TestId>> {
+    let mut known: BTreeSet<TestId> = store
+        .records()?
+        .into_iter()
+        .filter_map(|(_, r)| r.ok())
+        .map(|r| (r.binary, r.test))
+        .collect();
+    for manifest in history.manifests() {
+        known.extend(manifest.entries.into_iter().map(|e| (e.binary, e.test)));
+    }
+    let mut tests = Vec::new();
+    for query in queries {
+        let label = |t: &TestId| format!("{} {}", t.0, t.1);
+        let exact: Vec<&TestId> = known.iter().filter(|t| label(t) == *query).collect();
+        let named: Vec<&TestId> = known.iter().filter(|t| t.1 == *query).collect();
+        let partial: Vec<&TestId> = known
+            .iter()
+            .filter(|t| label(t).contains(query.as_str()))
+            .collect();
+        let found = [exact, named, partial]
+            .into_iter()
+            .find(|f| !f.is_empty())
+            .with_context(|| {
+                format!(
+                    "no recorded test matches `{query}` (bisect knows the tests the records and \
+                     the history name: run `cargo ekstazi test` first)"
+                )
+            })?;
+        if found.len() > 1 && !found.iter().all(|t| t.1 == *query) {
+            bail!(
+                "{} tests match `{query}`; name one: {}",
+                found.len(),
+                found
+                    .iter()
+                    .take(5)
+                    .map(|t| label(t))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        tests.extend(found.into_iter().cloned());
+    }
+    tests.sort();
+    tests.dedup();
+    Ok(tests)
+}
+
+/// The commits reachable from the bad ones and not from the good ones,
+/// with their parents (only the first with `--first-parent`).
+fn commit_dag(root: &Path, bad: &[String], good: &[String], first_parent: bool) -> Result<Dag> {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(root).args(["rev-list", "--parents"]);
+    if first_parent {
+        command.arg("--first-parent");
+    }
+    command.args(bad);
+    command.args(good.iter().map(|g| format!("^{g}")));
+    let output = command.output().context("cannot run git rev-list")?;
+    if !output.status.success() {
+        bail!(
+            "git rev-list failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let text = String::from_utf8(output.stdout)?;
+    Ok(Dag::new(text.lines().filter_map(|line| {
+        let mut ids = line.split_whitespace().map(str::to_owned);
+        let commit = ids.next()?;
+        let mut parents: Vec<String> = ids.collect();
+        if first_parent {
+            parents.truncate(1);
+        }
+        Some((commit, parents))
+    })))
+}
+
+/// Without `--good`: the newest first-parent ancestor of `bad` the history
+/// shows good, else the first good one of `bad~1`, `bad~3`, `bad~7`, …
+/// (built), as multiplying search would ask.
+fn find_good(root: &Path, bad: &str, oracle: &mut Answers) -> Result<String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-list", "--first-parent", bad])
+        .output()?;
+    let line: Vec<String> = String::from_utf8(output.stdout)?
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    if let Some(good) = line
+        .iter()
+        .skip(1)
+        .find(|c| oracle.known(c) == Some(Answer::Good))
+    {
+        return Ok(good.clone());
+    }
+    let mut step = 1;
+    while step < line.len() {
+        let commit = &line[step];
+        if oracle.query(commit) == Answer::Good {
+            return Ok(commit.clone());
+        }
+        if let Some(e) = oracle.failure.take() {
+            return Err(e);
+        }
+        step = step * 2 + 1;
+    }
+    bail!(
+        "no good commit found among the first-parent ancestors of {}: give one with --good",
+        short(bad)
+    )
+}
+
+/// What differs between the tests' records at the two commits.
+fn explain(
+    history: &History,
+    tests: &[TestId],
+    r: &Regression,
+    table: &ekstazi_core::functions::FunctionTable,
+) -> Vec<String> {
+    let record_at = |commit: &str, test: &TestId| -> Option<Record> {
+        let manifest = history.manifest(commit)?;
+        let entry = manifest
+            .entries
+            .iter()
+            .find(|e| e.binary == test.0 && e.test == test.1)?;
+        history.object(&entry.record)
+    };
+    let mut changed = Vec::new();
+    for test in tests {
+        let (Some(good), Some(bad)) = (record_at(&r.good, test), record_at(&r.bad, test)) else {
+            continue;
+        };
+        if bad.outcome == Outcome::Passed {
+            continue;
+        }
+        for change in bisect::explain(&good, &bad, table) {
+            if !changed.contains(&change) {
+                changed.push(change);
+            }
+        }
+    }
+    changed
+}
+
+/// The answers: the history's, else a build's.
+struct Answers {
+    history: History,
+    tests: Vec<TestId>,
+    /// Per commit, what the history says (read once).
+    seen: RefCell<HashMap<String, Option<(Answer, &'static str)>>>,
+    log: RefCell<Vec<Query>>,
+    builder: Builder,
+    builds: usize,
+    test_runs: usize,
+    /// Why the search had to stop (interrupted, or a build could not run).
+    failure: Option<anyhow::Error>,
+}
+
+impl Answers {
+    fn logged(&self, commit: &str, answer: Answer, how: &'static str) {
+        let mut log = self.log.borrow_mut();
+        if !log.iter().any(|q| q.commit == commit) {
+            log.push(Query {
+                commit: commit.to_owned(),
+                answer: match answer {
+                    Answer::Good => "good",
+                    Answer::Bad => "bad",
+                    Answer::Skip => "skip",
+                },
+                how,
+            });
+        }
+    }
+
+    /// The history's answer for a commit: every named test has a record
+    /// filed there.
+    fn history_answer(&self, commit: &str) -> Option<(Answer, &'static str)> {
+        if let Some(known) = self.seen.borrow().get(commit) {
+            return *known;
+        }
+        let answer = self.history.manifest(commit).and_then(|manifest| {
+            let mut verdict = (Answer::Good, "history");
+            for test in &self.tests {
+                let entry = manifest
+                    .entries
+                    .iter()
+                    .find(|e| e.binary == test.0 && e.test == test.1)?;
+                if !entry.ran {
+                    verdict.1 = "inherited";
+                }
+                if entry.outcome != Outcome::Passed {
+                    verdict.0 = Answer::Bad;
+                }
+            }
+            Some(verdict)
+        });
+        self.seen.borrow_mut().insert(commit.to_owned(), answer);
+        answer
+    }
+}
+
+impl Oracle for Answers {
+    fn known(&self, commit: &str) -> Option<Answer> {
+        let (answer, how) = self.history_answer(commit)?;
+        self.logged(commit, answer, how);
+        Some(answer)
+    }
+
+    fn query(&mut self, commit: &str) -> Answer {
+        // After a failure, every further question is skipped: the search
+        // ends without another build, and the failure is reported.
+        if self.failure.is_some() {
+            return Answer::Skip;
+        }
+        let answer = match self.builder.run(commit, &self.tests) {
+            Ok((answer, ran)) => {
+                self.builds += 1;
+                self.test_runs += ran;
+                answer
+            }
+            Err(e) => {
+                self.failure = Some(e);
+                return Answer::Skip;
+            }
+        };
+        self.seen.borrow_mut().remove(commit);
+        self.logged(commit, answer, "built");
+        answer
+    }
+}
+
+/// Builds and runs the tests at a commit, in a scratch worktree removed on
+/// drop.
+struct Builder {
+    toplevel: PathBuf,
+    /// The workspace's place within the repository.
+    workspace: PathBuf,
+    worktree: PathBuf,
+    created: bool,
+    target_dir: PathBuf,
+    store: Store,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Builder {
+    fn new(
+        repo: &Repo,
+        root: &Path,
+        store: &Store,
+        interrupted: Arc<AtomicBool>,
+    ) -> Result<Builder> {
+        let toplevel = repo
+            .toplevel()
+            .context("cannot find the repository's top level")?;
+        let workspace = root
+            .strip_prefix(&toplevel)
+            .unwrap_or(Path::new(""))
+            .to_path_buf();
+        let scratch = root.join("target").join("ekstazi").join("bisect");
+        Ok(Builder {
+            worktree: scratch.join("worktree"),
+            target_dir: scratch.join("target"),
+            toplevel,
+            workspace,
+            created: false,
+            store: store.clone(),
+            interrupted,
+        })
+    }
+
+    fn git(&self, dir: &Path, args: &[&str]) -> Result<()> {
+        let status = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if !status.success() {
+            bail!("git {} failed", args.join(" "));
+        }
+        Ok(())
+    }
+
+    /// The tests' verdict at `commit`, and how many of them ran.
+    fn run(&mut self, commit: &str, tests: &[TestId]) -> Result<(Answer, usize)> {
+        if self.interrupted.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        if self.created {
+            self.git(
+                &self.worktree,
+                &["checkout", "-q", "-f", "--detach", commit],
+            )?;
+            self.git(&self.worktree, &["clean", "-q", "-f", "-d", "-x"])?;
+        } else {
+            if self.worktree.exists() {
+                // A worktree an earlier, killed bisect left behind.
+                let _ = self.git(
+                    &self.toplevel,
+                    &[
+                        "worktree",
+                        "remove",
+                        "--force",
+                        &self.worktree.to_string_lossy(),
+                    ],
+                );
+                let _ = std::fs::remove_dir_all(&self.worktree);
+                let _ = self.git(&self.toplevel, &["worktree", "prune"]);
+            }
+            std::fs::create_dir_all(self.worktree.parent().expect("in target"))?;
+            self.git(
+                &self.toplevel,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "--detach",
+                    "--force",
+                    &self.worktree.to_string_lossy(),
+                    commit,
+                ],
+            )?;
+            self.created = true;
+        }
+        style::note(format!(
+            "building and running the tests at {}",
+            short(commit)
+        ));
+        let state = tempfile::Builder::new()
+            .prefix("ekstazi-bisect")
+            .tempdir()?;
+        let report = state.path().join("report.json");
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .args(["ekstazi", "test", "--state-dir"])
+            .arg(state.path().join("state"))
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .arg("--report-json")
+            .arg(&report)
+            .current_dir(self.worktree.join(&self.workspace))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
+        for binary in binaries {
+            command.args(ekstazi_core::key::cargo_target_args(binary));
+        }
+        command.args(["--", "--exact"]);
+        command.args(tests.iter().map(|(_, name)| name));
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+        let mut child = command.spawn().context("cannot start cargo ekstazi test")?;
+        loop {
+            if child.try_wait()?.is_some() {
+                break;
+            }
+            if self.interrupted.load(Ordering::SeqCst) {
+                // SAFETY: kill(2) on the child's own process group.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM) };
+                let _ = child.wait();
+                bail!("interrupted");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // What the run filed at this commit joins the history.
+        let scratch = Store::new(&state.path().join("state"));
+        ekstazi_core::merge::merge_filed(&self.store, &scratch)
+            .context("cannot keep what the build learnt")?;
+        let Ok(text) = std::fs::read_to_string(&report) else {
+            // No report: it did not build.
+            return Ok((Answer::Skip, 0));
+        };
+        let report: serde_json::Value = serde_json::from_str(&text)?;
+        let entries = report["tests"].as_array().cloned().unwrap_or_default();
+        let mut ran = 0;
+        let mut verdict = Answer::Good;
+        for (binary, name) in tests {
+            let Some(entry) = entries
+                .iter()
+                .find(|t| t["binary"] == binary.as_str() && t["name"] == name.as_str())
+            else {
+                // The test does not exist at this commit.
+                return Ok((Answer::Skip, ran));
+            };
+            match entry["outcome"].as_str() {
+                Some("passed") => ran += 1,
+                Some(_) => {
+                    ran += 1;
+                    verdict = Answer::Bad;
+                }
+                None => return Ok((Answer::Skip, ran)),
+            }
+        }
+        Ok((verdict, ran))
+    }
+}
+
+impl Drop for Builder {
+    fn drop(&mut self) {
+        if self.created {
+            let _ = self.git(
+                &self.toplevel,
+                &[
+                    "worktree",
+                    "remove",
+                    "--force",
+                    &self.worktree.to_string_lossy(),
+                ],
+            );
+            let _ = std::fs::remove_dir_all(&self.worktree);
+            let _ = self.git(&self.toplevel, &["worktree", "prune"]);
+        }
+    }
+}

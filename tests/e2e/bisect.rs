@@ -1,0 +1,207 @@
+//! `cargo ekstazi bisect`: the latest regression point in real git
+//! histories built in the test, with the change that caused it named, the
+//! history's answers taken before any build, and nothing left behind when
+//! interrupted.
+
+use crate::support::Fixture;
+use serde_json::Value;
+
+const TAX_OK: &str = "pub fn tax(amount: u32) -> u32 {\n    amount / 10\n}\n";
+/// `totals` fails: the total of 10 is 20.
+const TAX_BROKEN: &str = "pub fn tax(amount: u32) -> u32 {\n    amount\n}\n";
+
+/// The fixture in git, then commits 1..=n where the tax is broken at the
+/// commits `broken` says; the ids, base first.
+fn history(n: usize, broken: impl Fn(usize) -> bool) -> (Fixture, Vec<String>) {
+    let f = Fixture::new("history").in_git();
+    let mut ids = vec![f.git(&["rev-parse", "HEAD"])];
+    for i in 1..=n {
+        commit(&f, i, broken(i));
+        ids.push(f.git(&["rev-parse", "HEAD"]));
+    }
+    (f, ids)
+}
+
+fn commit(f: &Fixture, i: usize, broken: bool) {
+    f.write("src/tax.rs", if broken { TAX_BROKEN } else { TAX_OK });
+    f.write("notes.txt", &format!("commit {i}\n"));
+    f.git(&["add", "-A"]);
+    f.git(&["commit", "-q", "-m", &format!("c{i}")]);
+}
+
+fn bisect(f: &Fixture, args: &[&str]) -> Value {
+    let mut all = vec!["bisect", "--json"];
+    all.extend_from_slice(args);
+    let run = f.run(&all);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
+}
+
+/// The (good, bad) commits of each regression found.
+fn points(report: &Value) -> Vec<(String, String)> {
+    report["regressions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["good"].as_str().unwrap().to_owned(),
+                r["bad"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_regression_in_a_linear_history_is_found_and_explained() {
+    let (f, c) = history(12, |i| i >= 5);
+    // Records at the base only: every other answer is a build.
+    f.git(&["checkout", "-q", &c[0]]);
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "main"]);
+    let report = bisect(&f, &["tests::totals"]);
+    assert_eq!(points(&report), [(c[4].clone(), c[5].clone())]);
+    let changed = &report["regressions"][0]["changed"];
+    assert!(
+        changed
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("function changed: shop::tax::tax")),
+        "{report}"
+    );
+    assert_eq!(report["regressions"][0]["subject"], "c5");
+    let builds = report["builds"].as_u64().unwrap();
+    assert!((1..=8).contains(&builds), "{report}");
+    assert_eq!(
+        report["queries"][0]["how"], "history",
+        "the good commit came from the history: {report}"
+    );
+    // No worktree is left behind.
+    assert!(!f.file("target/ekstazi/bisect/worktree").exists());
+    assert_eq!(f.git(&["worktree", "list"]).lines().count(), 1);
+}
+
+#[test]
+fn the_latest_of_several_regressions_is_found() {
+    // Broken at 4, fixed at 7, broken again at 10: git bisect from the base
+    // would find 3 -> 4, already fixed.
+    let (f, c) = history(12, |i| (4..7).contains(&i) || i >= 10);
+    // The failure seen at HEAD, as a user sees it before bisecting.
+    assert_eq!(f.run(&["test"]).code(), Some(101));
+    let report = bisect(&f, &["tests::totals", "--good", &c[0]]);
+    assert_eq!(points(&report), [(c[9].clone(), c[10].clone())]);
+}
+
+#[test]
+fn each_bad_branch_gets_its_own_latest_point_and_a_broken_build_is_skipped() {
+    // base - c1 - c2 - x1 - x2(broken)
+    //              \- y1(broken) - y2(broken, and does not compile) - y3(broken)
+    let (f, c) = history(2, |_| false);
+    f.git(&["checkout", "-q", "-b", "x"]);
+    commit(&f, 3, false);
+    commit(&f, 4, true);
+    let x2 = f.git(&["rev-parse", "HEAD"]);
+    let x1 = f.git(&["rev-parse", "HEAD~1"]);
+    f.git(&["checkout", "-q", "-b", "y", &c[2]]);
+    commit(&f, 5, true);
+    let y1 = f.git(&["rev-parse", "HEAD"]);
+    f.write(
+        "src/lib.rs",
+        &(f.read("src/lib.rs") + "\nfn does_not_compile( {}\n"),
+    );
+    commit(&f, 6, true);
+    let y2 = f.git(&["rev-parse", "HEAD"]);
+    f.write(
+        "src/lib.rs",
+        &f.read("src/lib.rs")
+            .replace("\nfn does_not_compile( {}\n", ""),
+    );
+    commit(&f, 7, true);
+    assert_eq!(f.run(&["test"]).code(), Some(101));
+    let report = bisect(
+        &f,
+        &["tests::totals", "--bad", "x", "--bad", "y", "--good", &c[0]],
+    );
+    assert_eq!(
+        points(&report),
+        [(x1, x2.clone()), (c[2].clone(), y1)],
+        "{report}"
+    );
+    let y2_answer = report["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["commit"] == y2.as_str())
+        .map(|q| q["answer"].clone());
+    assert!(
+        y2_answer.is_none() || y2_answer == Some(Value::from("skip")),
+        "a commit that does not compile is skipped: {report}"
+    );
+}
+
+#[test]
+fn with_records_at_every_commit_no_build_is_spent_and_wrong_ends_are_refused() {
+    let (f, c) = history(8, |i| i >= 5);
+    // A CI that ran at every commit (the broken ones fail).
+    for commit in &c {
+        f.git(&["checkout", "-q", commit]);
+        let _ = f.run(&["test"]);
+    }
+    f.git(&["checkout", "-q", "main"]);
+    let report = bisect(&f, &["tests::totals"]);
+    assert_eq!(points(&report), [(c[4].clone(), c[5].clone())]);
+    assert_eq!(report["builds"], 0, "{report}");
+    assert!(
+        report["queries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|q| q["how"] == "history" || q["how"] == "inherited"),
+        "{report}"
+    );
+    // A good commit the history knows is bad is refused, and says why.
+    let wrong = f.run(&["bisect", "tests::totals", "--good", &c[5]]);
+    assert_ne!(wrong.code(), Some(0));
+    assert!(
+        wrong.stderr.contains("fails at the good commit"),
+        "{wrong:?}"
+    );
+    // So is a bad commit where the tests pass.
+    let passing = f.run(&["bisect", "tests::totals", "--bad", &c[3], "--good", &c[0]]);
+    assert_ne!(passing.code(), Some(0));
+    assert!(
+        passing.stderr.contains("the tests pass at the bad commit"),
+        "{passing:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_leaves_no_worktree_and_the_state_intact() {
+    let (f, c) = history(6, |i| i >= 3);
+    f.git(&["checkout", "-q", &c[0]]);
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "main"]);
+    let records = f.records();
+    let mut child = f.command(&["bisect", "tests::totals"]).spawn().unwrap();
+    let worktree = f.file("target/ekstazi/bisect/worktree");
+    let started = std::time::Instant::now();
+    while !worktree.join("Cargo.toml").exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the bisect never built"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the child we started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(!worktree.exists(), "the worktree is removed");
+    assert_eq!(f.git(&["worktree", "list"]).lines().count(), 1);
+    // The state holds the same records, and they still load.
+    assert_eq!(f.records(), records);
+    assert_eq!(f.list(&[])["total"], 4);
+    let listing = f.run(&["history", "list", "--json"]);
+    assert_eq!(listing.code(), Some(0), "{listing:?}");
+    assert!(listing.stdout.contains(&c[0]), "{listing:?}");
+}
