@@ -299,6 +299,10 @@ pub struct BisectArgs {
     /// commit it precedes (fewer builds; a later point of theirs may be missed)
     #[arg(long)]
     pub propagate: bool,
+    /// Also count the builds `git bisect` would spend from the same ends, on
+    /// the same answers (commits the search did not judge are built for it)
+    #[arg(long)]
+    pub compare_git_bisect: bool,
     /// Print one JSON object (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,

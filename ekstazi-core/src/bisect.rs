@@ -331,6 +331,81 @@ fn search_path(
     }
 }
 
+/// What `git bisect` would do from the same ends with the same answers:
+/// the point it finds (good parent → first bad commit, as it reports
+/// one), and how many commits it asks about. Every one of its questions
+/// is a build (it has no history), so that count is its builds.
+///
+/// Its algorithm (git's `bisect.c`): among the candidates — the commits
+/// that are ancestors of `bad` and not of any good one — ask the one whose
+/// ancestors among the candidates number closest to half; a bad answer
+/// keeps its ancestors, a good one removes them; a skipped commit is
+/// passed for the next best. One candidate left is the first bad commit.
+pub fn git_bisect(
+    dag: &Dag,
+    bad: &str,
+    good: &[String],
+    answer: &mut dyn FnMut(&str) -> Answer,
+) -> (Option<(String, String)>, usize) {
+    let ancestors = |of: &str, within: &HashSet<String>| -> HashSet<String> {
+        let mut seen = HashSet::from([of.to_owned()]);
+        let mut queue = VecDeque::from([of.to_owned()]);
+        while let Some(c) = queue.pop_front() {
+            for p in dag.parents(&c) {
+                if within.contains(p) && seen.insert(p.clone()) {
+                    queue.push_back(p.clone());
+                }
+            }
+        }
+        seen
+    };
+    let all: HashSet<String> = dag.parents.keys().cloned().collect();
+    let mut candidates = ancestors(bad, &all);
+    for g in good {
+        for a in ancestors(g, &all) {
+            candidates.remove(&a);
+        }
+    }
+    let mut bad_now = bad.to_owned();
+    let mut skipped: HashSet<String> = HashSet::new();
+    let mut asked = 0;
+    loop {
+        let n = candidates.len();
+        let mut best: Option<(usize, &String)> = None;
+        for c in candidates
+            .iter()
+            .filter(|c| **c != bad_now && !skipped.contains(*c))
+        {
+            let x = ancestors(c, &candidates).len();
+            let score = x.min(n - x);
+            if best.is_none_or(|(s, b)| score > s || (score == s && c < b)) {
+                best = Some((score, c));
+            }
+        }
+        let Some((_, probe)) = best else {
+            // The first bad commit is `bad_now` (or hides among skipped ones).
+            let parent = dag.parents(&bad_now).first().cloned().unwrap_or_default();
+            return (Some((parent, bad_now)), asked);
+        };
+        let probe = probe.clone();
+        asked += 1;
+        match answer(&probe) {
+            Answer::Bad => {
+                candidates = ancestors(&probe, &candidates);
+                bad_now = probe;
+            }
+            Answer::Good => {
+                for a in ancestors(&probe, &candidates) {
+                    candidates.remove(&a);
+                }
+            }
+            Answer::Skip => {
+                skipped.insert(probe);
+            }
+        }
+    }
+}
+
 /// At most this many differences are named per kind.
 const NAMED: usize = 10;
 
@@ -632,6 +707,25 @@ mod tests {
             })
             .collect();
         assert_eq!(points, [("4a", "5a"), ("3", "4b")]);
+    }
+
+    #[test]
+    fn git_bisect_finds_an_older_point_of_a_non_monotone_history() {
+        let valid = |i: usize| {
+            if (4..7).contains(&i) || i >= 10 {
+                Answer::Bad
+            } else {
+                Answer::Good
+            }
+        };
+        let mut asked = Vec::new();
+        let (point, count) = git_bisect(&linear(12), "11", &["0".into()], &mut |c: &str| {
+            asked.push(c.to_owned());
+            valid(c.parse().unwrap())
+        });
+        assert_eq!(point, Some(("3".into(), "4".into())), "asked {asked:?}");
+        assert_eq!(count, asked.len());
+        assert!(count <= 4, "about log2(11): {asked:?}");
     }
 
     #[test]

@@ -88,8 +88,13 @@ fn the_latest_of_several_regressions_is_found() {
     let (f, c) = history(12, |i| (4..7).contains(&i) || i >= 10);
     // The failure seen at HEAD, as a user sees it before bisecting.
     assert_eq!(f.run(&["test"]).code(), Some(101));
-    let report = bisect(&f, &["tests::totals", "--good", &c[0]]);
+    let report = bisect(
+        &f,
+        &["tests::totals", "--good", &c[0], "--compare-git-bisect"],
+    );
     assert_eq!(points(&report), [(c[9].clone(), c[10].clone())]);
+    let git_bisect = report["git_bisect_builds"].as_u64().unwrap();
+    assert!((3..=5).contains(&git_bisect), "{report}");
 }
 
 #[test]

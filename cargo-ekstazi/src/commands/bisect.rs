@@ -80,6 +80,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
         builds: 0,
         test_runs: 0,
         failure: None,
+        quiet: false,
     };
     for commit in &good {
         if oracle
@@ -106,6 +107,24 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     let builds = oracle.builds;
     let test_runs = oracle.test_runs;
     let queries = oracle.log.take();
+    // git bisect on the same answers: each of its questions is a build (it
+    // has no history); commits this search did not judge are built now.
+    let git_bisect_builds = if args.compare_git_bisect {
+        oracle.quiet = true;
+        let mut asked = 0;
+        for leaf in &bad {
+            asked += bisect::git_bisect(&dag, leaf, &good, &mut |c: &str| {
+                oracle.known(c).unwrap_or_else(|| oracle.query(c))
+            })
+            .1;
+        }
+        if let Some(e) = oracle.failure.take() {
+            return Err(e);
+        }
+        Some(asked)
+    } else {
+        None
+    };
     drop(oracle);
 
     let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
@@ -144,7 +163,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
         queries,
         builds,
         test_runs,
-        git_bisect_builds: None,
+        git_bisect_builds,
     };
     let mut out = anstream::stdout().lock();
     if args.json {
@@ -176,7 +195,8 @@ struct BisectJson {
     queries: Vec<Query>,
     builds: usize,
     test_runs: usize,
-    /// Not computed yet: always null.
+    /// With `--compare-git-bisect`: how many commits `git bisect` asks
+    /// about (each a build) from the same ends, on the same answers.
     git_bisect_builds: Option<usize>,
 }
 
@@ -243,12 +263,16 @@ fn print_report(out: &mut impl Write, report: &BisectJson) -> Result<()> {
     let from_history = report.queries.iter().filter(|q| q.how != "built").count();
     writeln!(
         out,
-        "{} commits judged: {} from the history, {} built; {} build(s), {} test run(s)",
+        "{} commits judged: {} from the history, {} built; {} build(s), {} test run(s){}",
         report.queries.len(),
         from_history,
         report.queries.len() - from_history,
         report.builds,
-        report.test_runs
+        report.test_runs,
+        report
+            .git_bisect_builds
+            .map(|n| format!("; git bisect from the same ends: {n} build(s)"))
+            .unwrap_or_default()
     )?;
     Ok(())
 }
@@ -412,10 +436,15 @@ struct Answers {
     test_runs: usize,
     /// Why the search had to stop (interrupted, or a build could not run).
     failure: Option<anyhow::Error>,
+    /// Answering for the git bisect comparison: not this search's queries.
+    quiet: bool,
 }
 
 impl Answers {
     fn logged(&self, commit: &str, answer: Answer, how: &'static str) {
+        if self.quiet {
+            return;
+        }
         let mut log = self.log.borrow_mut();
         if !log.iter().any(|q| q.commit == commit) {
             log.push(Query {
@@ -472,8 +501,10 @@ impl Oracle for Answers {
         }
         let answer = match self.builder.run(commit, &self.tests) {
             Ok((answer, ran)) => {
-                self.builds += 1;
-                self.test_runs += ran;
+                if !self.quiet {
+                    self.builds += 1;
+                    self.test_runs += ran;
+                }
                 answer
             }
             Err(e) => {
