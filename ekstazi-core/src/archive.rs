@@ -17,6 +17,7 @@
 //! v8/.uninstrumented/<digest>       uninstrumented functions of builds
 //! v8/.history/commits/<commit id>   which record held per test, per commit
 //! v8/.history/objects/<xx>/<rest>   the records the history names
+//! v8/.history/chunks/<xx>/<rest>    their long lists of executed functions
 //! ```
 
 use crate::record::FORMAT_VERSION;
@@ -183,7 +184,7 @@ fn is_store_path(path: &Path) -> bool {
             [".functions", name] => hex(name, 32),
             [".uninstrumented", name] => hex(name, 64),
             [".history", "commits", id] => crate::history::is_commit_id(id),
-            [".history", "objects", fan, rest] => hex(fan, 2) && hex(rest, 62),
+            [".history", "objects" | "chunks", fan, rest] => hex(fan, 2) && hex(rest, 62),
             [key, test] => !key.starts_with('.') && !test.starts_with(".tmp"),
             _ => false,
         },

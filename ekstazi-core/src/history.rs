@@ -23,6 +23,7 @@
 //! commits and removes the objects no kept commit names.
 
 use crate::dep::Hash;
+use crate::functions::FnId;
 use crate::record::{Outcome, Record};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -31,6 +32,26 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
+const SKELETON_MAGIC: &[u8; 4] = b"EKZO";
+const CHUNK_MAGIC: &[u8; 4] = b"EKZC";
+/// A list of executed functions this long or longer is kept in chunks.
+const CHUNKED_FROM: usize = 256;
+/// How many chunks a long list is cut into, by its ids' first byte.
+const BUCKETS: usize = 8;
+
+/// How a record is kept in the history: itself without its long lists of
+/// executed functions, and per program the chunks those lists were cut
+/// into. A test reruns because a function it executed changed, so its new
+/// record differs from the old one in a few ids: cut by id, only the chunks
+/// holding them are new, and the rest is shared with the old record. The
+/// object is still named by the digest of the whole record, checked when it
+/// is put back together.
+#[derive(Serialize, Deserialize)]
+struct Skeleton {
+    record: Record,
+    /// Per code dependency, its chunks in order (none when kept whole).
+    chunks: Vec<Vec<Hash>>,
+}
 /// A manifest names every test of a workspace once; this is far past any.
 const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
@@ -158,15 +179,78 @@ impl History {
         )
     }
 
-    /// Writes a record object, unless it is there already.
+    /// Writes a record object, unless it is there already. Its long lists
+    /// of executed functions are kept as chunks of their own (see
+    /// [`Skeleton`]), written first.
     pub fn put_object(&self, id: &Hash, encoded: &[u8]) -> io::Result<()> {
         let path = self.object_path(id);
         if path.is_file() {
             return Ok(());
         }
+        let record =
+            Record::decode(encoded).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let mut skeleton = Skeleton {
+            chunks: Vec::new(),
+            record,
+        };
+        for code in &mut skeleton.record.code {
+            if code.functions.len() < CHUNKED_FROM {
+                skeleton.chunks.push(Vec::new());
+                continue;
+            }
+            let mut buckets: Vec<Vec<FnId>> = vec![Vec::new(); BUCKETS];
+            for function in code.functions.drain(..) {
+                buckets[usize::from(function[0]) * BUCKETS / 256].push(function);
+            }
+            let mut ids = Vec::new();
+            for bucket in buckets.into_iter().filter(|b| !b.is_empty()) {
+                let body = postcard::to_stdvec(&bucket).map_err(io::Error::other)?;
+                let sealed = crate::record::seal(CHUNK_MAGIC, &body);
+                let chunk = *blake3::hash(&sealed).as_bytes();
+                let at = self.chunk_path(&chunk);
+                if !at.is_file() {
+                    let fan = at.parent().expect("a chunk has a fan-out directory");
+                    crate::store::real_dirs(&[&self.dir, &self.chunks_dir(), fan])?;
+                    write_atomically(fan, &at, &crate::record::pack(&sealed))?;
+                }
+                ids.push(chunk);
+            }
+            skeleton.chunks.push(ids);
+        }
+        let body = postcard::to_stdvec(&skeleton).map_err(io::Error::other)?;
+        let sealed = crate::record::seal(SKELETON_MAGIC, &body);
         let parent = path.parent().expect("an object has a fan-out directory");
         crate::store::real_dirs(&[&self.dir, &self.objects_dir(), parent])?;
-        write_atomically(parent, &path, &crate::record::pack(encoded))
+        write_atomically(parent, &path, &crate::record::pack(&sealed))
+    }
+
+    fn chunks_dir(&self) -> PathBuf {
+        self.dir.join("chunks")
+    }
+
+    fn chunk_path(&self, id: &Hash) -> PathBuf {
+        let hex = blake3::Hash::from_bytes(*id).to_hex();
+        self.chunks_dir().join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// A stored object's skeleton, unchecked against the object's id.
+    fn skeleton(&self, id: &Hash) -> Option<Skeleton> {
+        let limit = crate::record::MAX_RECORD_BYTES;
+        let packed = read_regular(&self.object_path(id), limit)?;
+        let sealed = crate::record::unpack(&packed, limit)?;
+        let skeleton: Skeleton = crate::record::open(SKELETON_MAGIC, &sealed).ok()?;
+        (skeleton.chunks.len() == skeleton.record.code.len()).then_some(skeleton)
+    }
+
+    /// A chunk's functions, if it is intact and the one its name says.
+    fn chunk(&self, id: &Hash) -> Option<Vec<FnId>> {
+        let limit = crate::record::MAX_RECORD_BYTES;
+        let packed = read_regular(&self.chunk_path(id), limit)?;
+        let sealed = crate::record::unpack(&packed, limit)?;
+        if blake3::hash(&sealed).as_bytes() != id {
+            return None;
+        }
+        crate::record::open(CHUNK_MAGIC, &sealed).ok()
     }
 
     /// The manifest of a commit, if filed and intact.
@@ -220,11 +304,16 @@ impl History {
         Record::decode(&encoded).ok()
     }
 
-    /// The encoded record `id`, checked against its id.
+    /// The encoded record `id`, put back together from its skeleton and
+    /// chunks and checked against its id.
     pub fn object_bytes(&self, id: &Hash) -> Option<Vec<u8>> {
-        let limit = crate::record::MAX_RECORD_BYTES;
-        let packed = read_regular(&self.object_path(id), limit)?;
-        let encoded = crate::record::unpack(&packed, limit)?;
+        let Skeleton { mut record, chunks } = self.skeleton(id)?;
+        for (code, chunks) in record.code.iter_mut().zip(chunks) {
+            for chunk in chunks {
+                code.functions.extend(self.chunk(&chunk)?);
+            }
+        }
+        let encoded = record.encode();
         (object_id(&encoded) == *id).then_some(encoded)
     }
 
@@ -256,42 +345,24 @@ impl History {
             .flat_map(|m| m.entries.iter().map(|e| e.record))
             .collect();
         pruned.objects = self.retain_objects(&named)?;
+        if pruned.objects > 0 {
+            let chunks: HashSet<Hash> = named
+                .iter()
+                .filter_map(|id| self.skeleton(id))
+                .flat_map(|s| s.chunks.into_iter().flatten())
+                .collect();
+            retain_fanned(&self.chunks_dir(), &chunks)?;
+        }
         Ok(pruned)
     }
 
     /// Removes every object not in `keep`, and leftovers of interrupted
     /// writes; returns how many objects went.
     fn retain_objects(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
-        let mut removed = 0;
-        let Ok(fans) = fs::read_dir(self.objects_dir()) else {
-            return Ok(0);
-        };
-        for fan in fans.flatten() {
-            let fan_name = fan.file_name().to_string_lossy().into_owned();
-            let Ok(objects) = fs::read_dir(fan.path()) else {
-                remove(&fan.path())?;
-                continue;
-            };
-            let mut left = 0;
-            for object in objects.flatten() {
-                let name = format!("{fan_name}{}", object.file_name().to_string_lossy());
-                let wanted =
-                    blake3::Hash::from_hex(&name).is_ok_and(|id| keep.contains(id.as_bytes()));
-                if wanted {
-                    left += 1;
-                } else {
-                    remove(&object.path())?;
-                    removed += 1;
-                }
-            }
-            if left == 0 {
-                let _ = fs::remove_dir(fan.path());
-            }
-        }
-        Ok(removed)
+        retain_fanned(&self.objects_dir(), keep)
     }
-
-    /// Bytes on disk: per commit, its manifest; and all objects together.
+    /// Bytes on disk: per commit, its manifest; and all objects (with their
+    /// chunks) together.
     pub fn sizes(&self) -> (HashMap<String, u64>, u64) {
         let manifests = self
             .commit_ids()
@@ -304,7 +375,10 @@ impl History {
             })
             .collect();
         let mut objects = 0;
-        if let Ok(fans) = fs::read_dir(self.objects_dir()) {
+        for dir in [self.objects_dir(), self.chunks_dir()] {
+            let Ok(fans) = fs::read_dir(dir) else {
+                continue;
+            };
             for fan in fans.flatten() {
                 if let Ok(files) = fs::read_dir(fan.path()) {
                     objects += files
@@ -324,6 +398,38 @@ impl History {
             .ok()
             .map(|m| m.len())
     }
+}
+
+/// Removes every file of a fanned-out directory (`<xx>/<rest>`, named by a
+/// digest) not in `keep`, and leftovers of interrupted writes; returns how
+/// many went.
+fn retain_fanned(dir: &Path, keep: &HashSet<Hash>) -> io::Result<usize> {
+    let mut removed = 0;
+    let Ok(fans) = fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    for fan in fans.flatten() {
+        let fan_name = fan.file_name().to_string_lossy().into_owned();
+        let Ok(objects) = fs::read_dir(fan.path()) else {
+            remove(&fan.path())?;
+            continue;
+        };
+        let mut left = 0;
+        for object in objects.flatten() {
+            let name = format!("{fan_name}{}", object.file_name().to_string_lossy());
+            let wanted = blake3::Hash::from_hex(&name).is_ok_and(|id| keep.contains(id.as_bytes()));
+            if wanted {
+                left += 1;
+            } else {
+                remove(&object.path())?;
+                removed += 1;
+            }
+        }
+        if left == 0 {
+            let _ = fs::remove_dir(fan.path());
+        }
+    }
+    Ok(removed)
 }
 
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -507,6 +613,68 @@ mod tests {
         assert!(history.manifest(A).is_none());
         assert!(history.object(&object_id(&old.encode())).is_none());
         assert!(history.object(&object_id(&new.encode())).is_some());
+    }
+
+    #[test]
+    fn long_function_lists_are_shared_in_chunks_and_checked_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let mut record = sample();
+        record.code[0].functions = (0..2000u32)
+            .map(|i| {
+                let mut id = [0; 8];
+                id.copy_from_slice(&blake3::hash(&i.to_le_bytes()).as_bytes()[..8]);
+                id
+            })
+            .collect();
+        record.code[0].functions.sort_unstable();
+        let chunks = |h: &History| walk(&h.chunks_dir()).len();
+        history.file(A, &[(&record, true)], 1).unwrap();
+        assert_eq!(chunks(&history), BUCKETS);
+        // A rerun after one function changed: one id out, another in.
+        let mut rerun = record.clone();
+        rerun.duration_us += 1;
+        rerun.code[0].functions[0] = [0xff; 8];
+        rerun.code[0].functions.sort_unstable();
+        history.file(B, &[(&rerun, true)], 2).unwrap();
+        assert!(
+            chunks(&history) <= BUCKETS + 2,
+            "only the chunks that changed are new"
+        );
+        assert_eq!(
+            history.object(&object_id(&record.encode())),
+            Some(record.clone())
+        );
+        assert_eq!(
+            history.object(&object_id(&rerun.encode())),
+            Some(rerun.clone())
+        );
+        // Pruning A keeps the chunks B still shares.
+        history.prune(1).unwrap();
+        assert_eq!(
+            history.object(&object_id(&rerun.encode())),
+            Some(rerun.clone())
+        );
+        assert!(chunks(&history) <= BUCKETS);
+        // A damaged chunk makes its record no record.
+        for chunk in walk(&history.chunks_dir()) {
+            fs::write(chunk, b"garbage").unwrap();
+        }
+        assert!(history.object(&object_id(&rerun.encode())).is_none());
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for fan in fs::read_dir(dir).into_iter().flatten().flatten() {
+            files.extend(
+                fs::read_dir(fan.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        }
+        files
     }
 
     #[test]
