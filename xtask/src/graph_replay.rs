@@ -322,30 +322,44 @@ pub struct Verdict {
     pub vouched_by: Option<usize>,
 }
 
-/// The misses at `here`, judged before the witnesses take this run in.
-pub fn misses(
+/// What the safety check saw at one commit.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub misses: Vec<Miss>,
+    /// Skipped tests compared with their witness (a check that compared
+    /// nothing would pass whatever happened).
+    pub compared: usize,
+    /// Skipped tests `cargo test` gave no outcome for here.
+    pub unknown: usize,
+}
+
+/// The safety check at `here`, judged before the witnesses take this run
+/// in.
+pub fn check(
     witnesses: &Witnesses,
     outcomes: &[Option<HashMap<TestId, String>>],
     here: usize,
     verdicts: &[Verdict],
-) -> Vec<Miss> {
+) -> Checked {
+    let mut checked = Checked::default();
     let Some(now) = &outcomes[here] else {
-        return Vec::new();
+        return checked;
     };
-    let mut found = Vec::new();
     for verdict in verdicts.iter().filter(|v| !v.selected) {
         let Some(outcome) = now.get(&verdict.id) else {
+            checked.unknown += 1;
             continue;
         };
         if outcome == "ignored" {
             continue;
         }
+        checked.compared += 1;
         let witness = witnesses.of(&verdict.id, verdict.vouched_by);
         let before = witness
             .and_then(|w| outcomes[w].as_ref())
             .and_then(|o| o.get(&verdict.id));
         if before != Some(outcome) {
-            found.push(Miss {
+            checked.misses.push(Miss {
                 id: verdict.id.clone(),
                 witness,
                 before: before.cloned(),
@@ -353,7 +367,7 @@ pub fn misses(
             });
         }
     }
-    found
+    checked
 }
 
 /// How a commit was made, as far as its parents and message tell.
@@ -536,10 +550,14 @@ struct Row {
     /// `S_sel`: the selection stored for S⁰ (the union over parents).
     stored: Option<usize>,
     misses: usize,
+    /// Skipped tests the safety check compared with their witness, and
+    /// those `cargo test` gave no outcome for.
+    compared: usize,
+    unknown: usize,
     notes: Vec<String>,
 }
 
-const CSV_HEADER: &str = "commit,parents,kind,auto_merge,tests,tool,linearisation,s1,sk,s0,stored_selection,tool_beyond_sk,misses,subject,notes";
+const CSV_HEADER: &str = "commit,parents,kind,auto_merge,tests,tool,linearisation,s1,sk,s0,stored_selection,tool_beyond_sk,misses,skipped_compared,skipped_unknown,subject,notes";
 
 /// What `cargo ekstazi list --json` printed (`docs/json.md`).
 #[derive(Deserialize)]
@@ -825,8 +843,9 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                     .and_then(|v| window.index.get(&v.commit).copied()),
             })
             .collect();
-        let found = misses(&witnesses, &outcomes, h, &verdicts);
-        for miss in &found {
+        let checked = check(&witnesses, &outcomes, h, &verdicts);
+        let found = &checked.misses;
+        for miss in found {
             let detail = format!(
                 "commit {} ({}): skipped, but went {} (at {}) -> {} under cargo test",
                 window.commits[h],
@@ -854,6 +873,8 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
         row.tests = Some(verdicts.len());
         row.tool = Some(selected.len());
         row.misses = found.len();
+        row.compared = checked.compared;
+        row.unknown = checked.unknown;
         if let Some(sk) = &sk {
             row.tool_beyond_sk = Some(selected.difference(sk).count());
         }
@@ -900,7 +921,7 @@ fn write_results(
         let opt = |v: Option<usize>| v.map_or(String::new(), |v| v.to_string());
         writeln!(
             csv,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.commit,
             r.parents.join(" "),
             r.kind,
@@ -914,6 +935,8 @@ fn write_results(
             opt(r.stored),
             opt(r.tool_beyond_sk),
             r.misses,
+            r.compared,
+            r.unknown,
             quote(&r.subject),
             quote(&r.notes.join("; "))
         )?;
@@ -929,14 +952,16 @@ fn write_results(
     )?;
     writeln!(
         s,
-        "Granularity {}; cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}. Misses: **{}**.\n",
+        "Granularity {}; cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}. Misses: **{}** (skipped tests compared with their witness: {}; skipped tests `cargo test` gave no outcome for: {}).\n",
         args.granularity,
         args.cargo_args.join(" "),
         not_built.len(),
         in_parens(not_built),
         ekstazi_failed.len(),
         in_parens(ekstazi_failed),
-        rows.iter().map(|r| r.misses).sum::<usize>()
+        rows.iter().map(|r| r.misses).sum::<usize>(),
+        rows.iter().map(|r| r.compared).sum::<usize>(),
+        rows.iter().map(|r| r.unknown).sum::<usize>()
     )?;
     for kind in ["merge", "revert", "cherry-pick"] {
         let at: Vec<&Row> = rows.iter().filter(|r| r.kind == kind).collect();
@@ -1239,12 +1264,14 @@ mod tests {
         };
         let mut w = Witnesses::default();
         let at0 = [verdict("a", true, None), verdict("b", true, None)];
-        assert!(misses(&w, &all, 0, &at0).is_empty());
+        assert!(check(&w, &all, 0, &at0).misses.is_empty());
         for v in &at0 {
             w.update(0, &v.id, v.ran, v.vouched_by);
         }
         let at1 = [verdict("a", true, None), verdict("b", false, None)];
-        assert!(misses(&w, &all, 1, &at1).is_empty());
+        let at1_checked = check(&w, &all, 1, &at1);
+        assert!(at1_checked.misses.is_empty());
+        assert_eq!(at1_checked.compared, 1);
         for v in &at1 {
             w.update(1, &v.id, v.ran, v.vouched_by);
         }
@@ -1257,7 +1284,7 @@ mod tests {
             verdict("b", false, None),
             verdict("i", false, None),
         ];
-        let found = misses(&w, &all, 2, &at2);
+        let found = check(&w, &all, 2, &at2).misses;
         assert_eq!(
             found,
             vec![Miss {
@@ -1275,7 +1302,7 @@ mod tests {
         let unknown = [verdict("c", false, None)];
         let all = vec![outcomes(&[("c", "ok")])];
         assert_eq!(
-            misses(&Witnesses::default(), &all, 0, &unknown)[0].witness,
+            check(&Witnesses::default(), &all, 0, &unknown).misses[0].witness,
             None
         );
     }
