@@ -454,7 +454,7 @@ const PRIVATE_TMP: &str = "tmp";
 /// `$TMPDIR/ripgrep-tests/<test>/<n>`: two replays running at once made
 /// each other's `cargo test` fail, which the safety check reported as
 /// misses).
-fn private_tmp(worktree: &Path) -> PathBuf {
+pub fn private_tmp(worktree: &Path) -> PathBuf {
     worktree.parent().unwrap_or(worktree).join(PRIVATE_TMP)
 }
 

@@ -592,10 +592,14 @@ struct Tool<'a> {
 }
 
 impl Tool<'_> {
+    /// The environment of `cargo ekstazi test` ([`evidence::ekstazi_test`]):
+    /// records name variables such as `TMPDIR`, so a listing in another
+    /// environment would select tests for that alone.
     fn command(&self) -> Command {
         let mut command = Command::new(self.ekstazi);
         command
             .current_dir(self.scratch)
+            .env("TMPDIR", evidence::private_tmp(self.scratch))
             .env("CARGO_TARGET_DIR", &self.target)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         command
@@ -1023,7 +1027,11 @@ fn comparison(kind: &str, rows: &[&Row]) -> String {
     s.push_str("\n| mean | ");
     for (_, f) in &options {
         let values = column(*f);
-        let _ = write!(s, "{:.1} (n={}) | ", evidence::mean(&values), values.len());
+        if values.is_empty() {
+            s.push_str("— | ");
+        } else {
+            let _ = write!(s, "{:.1} (n={}) | ", evidence::mean(&values), values.len());
+        }
     }
     s.push_str("\n\n");
     // Over the commits where both are known, so that one missing value
