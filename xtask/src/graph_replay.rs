@@ -541,7 +541,8 @@ struct Row {
     auto: Option<bool>,
     tests: Option<usize>,
     tool: Option<usize>,
-    /// Tests the tool selected that Sᵏ did not.
+    /// Tests the tool selected that Sᵏ did not (at an ordinary commit,
+    /// that its parent's records alone did not).
     tool_beyond_sk: Option<usize>,
     linearisation: Option<usize>,
     s1: Option<usize>,
@@ -765,6 +766,17 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
             }
             if !dag.outside[h] {
                 row.stored = stored.selection(dag, h).ok().map(|s| s.len());
+                // Sᵏ; at an ordinary commit, the traditional selection
+                // against its parent. The tool lets every parent's records
+                // vouch, so it must never select beyond it.
+                sk = per_parent
+                    .iter()
+                    .cloned()
+                    .collect::<Option<Vec<Tests>>>()
+                    .and_then(|sets| {
+                        sets.into_iter()
+                            .reduce(|a, b| a.intersection(&b).cloned().collect())
+                    });
             }
             if kind.compared() {
                 match tool.list(&format!("{h:03}-{short}-linearisation"), &["--no-history"]) {
@@ -783,18 +795,9 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                             .map(|l| l.selected.len()),
                     },
                 };
-                sk = if dag.outside[h] {
+                if dag.outside[h] {
                     row.notes.push("Sᵏ: a parent is outside the window".into());
-                    None
-                } else {
-                    per_parent
-                        .into_iter()
-                        .collect::<Option<Vec<Tests>>>()
-                        .and_then(|sets| {
-                            sets.into_iter()
-                                .reduce(|a, b| a.intersection(&b).cloned().collect())
-                        })
-                };
+                }
                 row.sk = sk.as_ref().map(BTreeSet::len);
                 let s0 = match kind {
                     Kind::Merge => s0_merge(dag, &idom, &stored, h),
@@ -956,7 +959,7 @@ fn write_results(
     )?;
     writeln!(
         s,
-        "Granularity {}; cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}. Misses: **{}** (skipped tests compared with their witness: {}; skipped tests `cargo test` gave no outcome for: {}).\n",
+        "Granularity {}; cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}. Misses: **{}** (skipped tests compared with their witness: {}; skipped tests `cargo test` gave no outcome for: {}). Tests the tool selected beyond Sᵏ (at an ordinary commit, beyond its parent's records alone), all commits: {}.\n",
         args.granularity,
         args.cargo_args.join(" "),
         not_built.len(),
@@ -965,7 +968,8 @@ fn write_results(
         in_parens(ekstazi_failed),
         rows.iter().map(|r| r.misses).sum::<usize>(),
         rows.iter().map(|r| r.compared).sum::<usize>(),
-        rows.iter().map(|r| r.unknown).sum::<usize>()
+        rows.iter().map(|r| r.unknown).sum::<usize>(),
+        rows.iter().filter_map(|r| r.tool_beyond_sk).sum::<usize>()
     )?;
     for kind in ["merge", "revert", "cherry-pick"] {
         let at: Vec<&Row> = rows.iter().filter(|r| r.kind == kind).collect();
