@@ -49,9 +49,30 @@ pub fn retest_all(
     limit: Duration,
     log: &Path,
 ) -> Result<RetestAll> {
+    retest_all_in(dir, None, cargo_args, limit, log)
+}
+
+/// [`retest_all`] with a target directory of its own: one the harness
+/// chooses, rather than whatever `CARGO_TARGET_DIR` the harness inherited
+/// (the graph replay keeps every build out of the worktree it files
+/// records from).
+pub fn retest_all_in(
+    dir: &Path,
+    target: Option<&Path>,
+    cargo_args: &[String],
+    limit: Duration,
+    log: &Path,
+) -> Result<RetestAll> {
+    let cargo = |args: &[&str]| {
+        let mut command = cargo(dir, args, cargo_args);
+        if let Some(target) = target {
+            command.env("CARGO_TARGET_DIR", target);
+        }
+        command
+    };
     empty_private_tmp(dir)?;
     let clock = Instant::now();
-    let built = cargo(dir, &["test", "--no-run", "-q"], cargo_args)
+    let built = cargo(&["test", "--no-run", "-q"])
         .stdout(Stdio::null())
         .stderr(log_file(log)?)
         .status()?
@@ -67,13 +88,9 @@ pub fn retest_all(
             timed_out: false,
         });
     }
-    let keys = executable_keys(dir, cargo_args)?;
+    let keys = executable_keys(cargo(&["test", "--no-run", "--message-format=json"]))?;
     let clock = Instant::now();
-    let merged = merged_output(
-        cargo(dir, &["test", "--no-fail-fast"], cargo_args),
-        "Doc-tests ",
-        limit,
-    )?;
+    let merged = merged_output(cargo(&["test", "--no-fail-fast"]), "Doc-tests ", limit)?;
     let text = merged.text;
     let total = clock.elapsed();
     std::fs::OpenOptions::new()
@@ -113,6 +130,16 @@ pub struct ReportTest {
     pub selected: bool,
     pub reasons: Vec<String>,
     pub outcome: Option<String>,
+    /// Skipped on the word of a record filed under another commit.
+    #[serde(default)]
+    pub vouched_by: Option<VouchedBy>,
+}
+
+/// The commit whose filed record vouched for a skipped test (`docs/json.md`;
+/// its `parent` is not needed: the replay knows every commit's parents).
+#[derive(Clone, Debug, Deserialize)]
+pub struct VouchedBy {
+    pub commit: String,
 }
 
 impl Report {
@@ -225,6 +252,13 @@ pub struct EkstaziOpts<'a> {
 }
 
 pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
+    ekstazi_test_with_env(opts, &[])
+}
+
+/// [`ekstazi_test`] with `EKSTAZI_*` settings of the harness's own (the
+/// graph replay's history bound): the worktree must stay clean for the run
+/// to be filed, so they cannot go in `.config/ekstazi.toml`.
+pub fn ekstazi_test_with_env(opts: &EkstaziOpts, env: &[(&str, String)]) -> Result<EkstaziRun> {
     let _ = std::fs::remove_file(opts.report);
     empty_private_tmp(opts.dir)?;
     let mut command = Command::new(opts.ekstazi);
@@ -248,7 +282,8 @@ pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
         .current_dir(opts.dir)
         .env("TMPDIR", private_tmp(opts.dir))
         .stdout(log_file(opts.log)?)
-        .stderr(log_file(opts.log)?);
+        .stderr(log_file(opts.log)?)
+        .envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(target) = opts.target_dir {
         command.env("CARGO_TARGET_DIR", target);
     }
@@ -422,7 +457,7 @@ const PRIVATE_TMP: &str = "tmp";
 /// misses). `cargo ekstazi` makes its per-workspace root in it, and gives
 /// each test its own `TMPDIR` there (the default); emptying it before a run
 /// removes that root too, which the run makes again before its analysis.
-fn private_tmp(worktree: &Path) -> PathBuf {
+pub fn private_tmp(worktree: &Path) -> PathBuf {
     worktree.parent().unwrap_or(worktree).join(PRIVATE_TMP)
 }
 
@@ -445,7 +480,7 @@ fn empty_private_tmp(worktree: &Path) -> Result<()> {
     std::fs::create_dir_all(&tmp).with_context(|| format!("cannot make {}", tmp.display()))
 }
 
-fn log_file(path: &Path) -> Result<std::fs::File> {
+pub fn log_file(path: &Path) -> Result<std::fs::File> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -479,12 +514,11 @@ pub fn output(command: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The binary key of every test executable `cargo test` builds, by path.
-fn executable_keys(dir: &Path, extra: &[String]) -> Result<HashMap<PathBuf, String>> {
+/// The binary key of every test executable `cargo test` builds, by path,
+/// from `command`: `cargo test --no-run --message-format=json`.
+fn executable_keys(mut command: Command) -> Result<HashMap<PathBuf, String>> {
     use cargo_metadata::Message;
-    let out = cargo(dir, &["test", "--no-run", "--message-format=json"], extra)
-        .stderr(Stdio::null())
-        .output()?;
+    let out = command.stderr(Stdio::null()).output()?;
     let mut keys = HashMap::new();
     for message in Message::parse_stream(&out.stdout[..]) {
         if let Message::CompilerArtifact(artifact) = message?

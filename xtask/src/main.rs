@@ -11,12 +11,15 @@
 //!   (`selection_bench`).
 //! - `bench-history`: what a history of filed records costs the analysis
 //!   (`history_bench`).
-//! - `eval replay`: history replay with a safety check (`replay`).
+//! - `eval replay`: history replay with a safety check (`replay`); with
+//!   `--graph`, every commit of a window, merges included, and seed 000's
+//!   options at merges, reverts and cherry-picks (`graph_replay`).
 //! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
 //! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
 
 mod evidence;
 mod granularity;
+mod graph_replay;
 mod history_bench;
 mod mutate;
 mod plot;
@@ -159,15 +162,23 @@ enum Eval {
     /// `cargo test` against `cargo ekstazi test`, per granularity, with a
     /// safety check at every commit
     Replay {
-        /// Commits to replay (after one to start from)
+        /// Commits to replay (after one to start from); with --graph, the
+        /// whole window, the commits that only start the state included
         #[arg(long, default_value_t = 20)]
         commits: usize,
         /// The newest commit to replay
         #[arg(long, default_value = "HEAD")]
         from: String,
-        /// Granularities to measure, comma-separated
-        #[arg(long, default_value = "function,binary", value_delimiter = ',')]
+        /// Granularities to measure, comma-separated [default:
+        /// function,binary; with --graph, function]
+        #[arg(long, value_delimiter = ',')]
         granularity: Vec<String>,
+        /// Replay every commit of the window in topological order, merges
+        /// and their branches alike, with the history carried, and compare
+        /// at merges, reverts and cherry-picks what seed 000's options
+        /// select (linearisation, S¹, Sᵏ, S⁰) with the tool
+        #[arg(long)]
+        graph: bool,
         #[command(flatten)]
         project: EvalProject,
     },
@@ -272,13 +283,45 @@ fn main() -> Result<()> {
                     commits,
                     from,
                     granularity,
+                    graph: true,
+                    project,
+                },
+        } => {
+            let granularity = match &granularity[..] {
+                [] => "function".to_owned(),
+                [one] => one.clone(),
+                _ => bail!("--graph measures one granularity: one state carries the history"),
+            };
+            graph_replay::replay(&graph_replay::GraphArgs {
+                repo: std::path::absolute(project.repo)?,
+                commits,
+                from,
+                granularity,
+                out: std::path::absolute(project.out)?,
+                cargo_args: project.cargo_args,
+                timeout: Duration::from_secs(project.timeout),
+                ekstazi: ekstazi_binary(project.ekstazi)?,
+            })
+        }
+        Task::Eval {
+            what:
+                Eval::Replay {
+                    commits,
+                    from,
+                    mut granularity,
+                    graph: false,
                     project,
                 },
         } => replay::replay(&replay::ReplayArgs {
             repo: std::path::absolute(project.repo)?,
             commits,
             from,
-            granularities: granularity,
+            granularities: {
+                if granularity.is_empty() {
+                    granularity = vec!["function".into(), "binary".into()];
+                }
+                granularity
+            },
             out: std::path::absolute(project.out)?,
             cargo_args: project.cargo_args,
             timeout: Duration::from_secs(project.timeout),
