@@ -5,6 +5,7 @@ mod support;
 
 mod capture;
 mod doctests;
+mod doors;
 mod faults;
 mod functions;
 mod history;
