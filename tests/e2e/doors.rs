@@ -79,9 +79,9 @@ fn point(f: &Fixture, name: &str, target: &str) {
     std::os::unix::fs::symlink(target, link).unwrap();
 }
 
-/// Where the build put the fixture's own shared library, as a reason names
-/// it (the build script's output directory has a hash in its name).
-fn plug_library(f: &Fixture) -> String {
+/// Where the build put the fixture's own shared library, and how a reason
+/// names it (the build script's output directory has a hash in its name).
+fn plug_library(f: &Fixture) -> (PathBuf, String) {
     let target = f.file("target");
     let found: Vec<PathBuf> = walkdir::WalkDir::new(target.join("ekstazi/build"))
         .into_iter()
@@ -90,10 +90,11 @@ fn plug_library(f: &Fixture) -> String {
         .map(|e| e.path().to_path_buf())
         .collect();
     assert_eq!(found.len(), 1, "{found:?}");
-    format!(
+    let shown = format!(
         "$CARGO_TARGET_DIR/{}",
         found[0].strip_prefix(&target).unwrap().display()
-    )
+    );
+    (found[0].clone(), shown)
 }
 
 /// Applies `change`, expects `expected` (the non-`always_` probes), undoes
@@ -183,7 +184,7 @@ fn each_door_selects_its_probe_alone(f: &Fixture) {
     );
 
     // dlopen of a library the project builds.
-    let library = plug_library(f);
+    let (plug, library) = plug_library(f);
     door(
         f,
         "dlopen",
@@ -193,6 +194,18 @@ fn each_door_selects_its_probe_alone(f: &Fixture) {
             &[&format!("library changed: {library}")],
         ),
         || f.edit("c/plug.c", "return 3;", "return 2;"),
+    );
+    // (The build script makes it only when its source changes.)
+    let away = plug.with_extension("away");
+    door(
+        f,
+        "dlopen, the library deleted",
+        || std::fs::rename(&plug, &away).unwrap(),
+        only(
+            "loads_a_project_library",
+            &[&format!("library deleted: {library}")],
+        ),
+        || std::fs::rename(&away, &plug).unwrap(),
     );
 
     // chdir: the directory's existence and kind, not its entries.
