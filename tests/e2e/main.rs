@@ -10,6 +10,7 @@ mod faults;
 mod functions;
 mod history;
 mod nextest;
+mod options;
 mod reasons;
 mod selection;
 mod stability;
