@@ -291,3 +291,31 @@ fn every_reason_the_readme_lists_has_a_test_that_asserts_it() {
     }
     assert!(missing.is_empty(), "{missing:#?}");
 }
+
+#[test]
+fn every_test_docs_proof_names_exists() {
+    let proof = std::fs::read_to_string(repo().join("docs/proof.md")).unwrap();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for span in code_spans(&proof) {
+        let Some((module, function)) = span.split_once("::") else {
+            continue;
+        };
+        let is_name = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        };
+        let file = repo().join(format!("tests/e2e/{module}.rs"));
+        if !is_name(module) || !is_name(function) || !file.exists() {
+            continue;
+        }
+        named += 1;
+        let source = std::fs::read_to_string(&file).unwrap();
+        if !source.contains(&format!("fn {function}(")) {
+            missing.push(span);
+        }
+    }
+    assert!(named >= 40, "{named} tests named");
+    assert!(missing.is_empty(), "{missing:#?}");
+}
