@@ -13,5 +13,6 @@ mod nextest;
 mod options;
 mod reasons;
 mod selection;
+mod shim;
 mod stability;
 mod ux;
