@@ -42,6 +42,8 @@ fn traced(probe: &str, dir: &Path) -> Vec<Event> {
         .env("EKSTAZI_TRACE_FILE", &trace)
         .env(PROBE, probe)
         .env(DIR, dir)
+        // Never read by name: only the `environ` probe walks past it.
+        .env("RUNTIME_HOOKS_WALKED", "1")
         .current_dir(dir)
         .output()
         .unwrap();
@@ -164,6 +166,28 @@ fn child() {
             "connect" => {
                 let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
                 let _ = socket.connect("192.0.2.11:9");
+            }
+            // The README's blind spots, each as it is written there.
+            "raw-syscall" => {
+                let fd = libc::syscall(
+                    libc::SYS_openat,
+                    libc::AT_FDCWD,
+                    c"file.txt".as_ptr(),
+                    libc::O_RDONLY,
+                );
+                assert!(fd >= 0);
+            }
+            "environ" => assert!(std::env::vars_os().count() > 0),
+            "failed-dlopen" => {
+                assert!(
+                    libc::dlopen(c"libekstazi-no-such-library.so".as_ptr(), libc::RTLD_NOW)
+                        .is_null()
+                );
+            }
+            "glob" => {
+                let mut found: libc::glob_t = std::mem::zeroed();
+                assert_eq!(libc::glob(c"dir/*".as_ptr(), 0, None, &mut found), 0);
+                libc::globfree(&mut found);
             }
             other => panic!("no probe {other}"),
         }
@@ -321,5 +345,42 @@ fn without_a_trace_file_the_shim_writes_nothing() {
         names,
         ["dir", "file.txt", "link"],
         "and the calls still work"
+    );
+}
+
+/// The README's "Blind spots, honestly", as written: if one of these starts
+/// being recorded, this test fails and the README must say so.
+#[test]
+fn the_blind_spots_are_as_the_readme_says() {
+    let tmp = scratch();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    // "Only dynamically linked libc calls are seen": a raw system call.
+    let events = traced("raw-syscall", &dir);
+    assert!(
+        about(&events, Access::Read, &dir.join("file.txt")).is_empty(),
+        "{events:#?}"
+    );
+    // "Walking the whole environment ... is not seen."
+    let events = traced("environ", &dir);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.access == Access::Env && e.payload().starts_with(b"RUNTIME_HOOKS_WALKED")),
+        "{events:#?}"
+    );
+    // "A failed dlopen (the libraries it searched for) is not recorded."
+    let events = traced("failed-dlopen", &dir);
+    assert!(
+        !events.iter().any(|e| e
+            .path
+            .to_string_lossy()
+            .contains("libekstazi-no-such-library")),
+        "{events:#?}"
+    );
+    // "directories read by C's glob ... are not seen."
+    let events = traced("glob", &dir);
+    assert!(
+        about(&events, Access::List, &dir.join("dir")).is_empty(),
+        "{events:#?}"
     );
 }
