@@ -42,7 +42,7 @@ fn recorded() -> Fixture {
     );
     let f = f.with_env("PATH", &path);
     let first = f.test_ok(&[]);
-    assert_eq!(first.ran().len(), 15, "{first:?}");
+    assert_eq!(first.ran().len(), 17, "{first:?}");
     // A file a probe renamed, linked or stamped after reading it changed
     // while the probe ran: on a first run nothing checksummed it before,
     // and the checksum after proves nothing.
@@ -95,6 +95,23 @@ fn plug_library(f: &Fixture) -> (PathBuf, String) {
         found[0].strip_prefix(&target).unwrap().display()
     );
     (found[0].clone(), shown)
+}
+
+/// A program of the fixture in the instrumented build, as a reason names it.
+fn built(f: &Fixture, name: &str) -> String {
+    let target = f.file("target");
+    let found: Vec<PathBuf> = walkdir::WalkDir::new(target.join("ekstazi/build"))
+        .max_depth(3)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() == name && e.path().parent().unwrap().ends_with("debug"))
+        .map(|e| e.path().to_path_buf())
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    format!(
+        "$CARGO_TARGET_DIR/{}",
+        found[0].strip_prefix(&target).unwrap().display()
+    )
 }
 
 /// Applies `change`, expects `expected` (the non-`always_` probes), undoes
@@ -291,6 +308,32 @@ fn each_door_selects_its_probe_alone(f: &Fixture) {
         || f.write("bin/other-tool", ""),
         vec![],
         || (),
+    );
+
+    // A helper killed before it exits (a README blind spot): it reported
+    // no functions, so the test depends on the whole program. An edit of a
+    // function no run of it executed selects that test alone; an edit of
+    // one the finished run executed selects both, each for its reason.
+    let sleeper = built(f, "sleeper");
+    let whole = format!("program changed: {sleeper}");
+    door(
+        f,
+        "a helper killed before it exits",
+        || f.edit("src/bin/sleeper.rs", "\"other\"", "\"another\""),
+        only("kills_a_helper_before_it_exits", &[&whole]),
+        || f.edit("src/bin/sleeper.rs", "\"another\"", "\"other\""),
+    );
+    let mut both = only("kills_a_helper_before_it_exits", &[&whole]);
+    both.extend(only(
+        "runs_a_helper_to_its_end",
+        &[&format!("function changed: sleeper::report (in {sleeper})")],
+    ));
+    door(
+        f,
+        "a helper run to its end",
+        || f.edit("src/bin/sleeper.rs", "\"awake\"", "\"{}\", \"awake\""),
+        both,
+        || f.edit("src/bin/sleeper.rs", "\"{}\", \"awake\"", "\"awake\""),
     );
 
     // getenv of an unset variable.
