@@ -114,8 +114,8 @@ fn built(f: &Fixture, name: &str) -> String {
     )
 }
 
-/// Applies `change`, expects `expected` (the non-`always_` probes), undoes
-/// it, and expects nothing again.
+/// Applies `change`, expects `expected` (of the probes that are not
+/// external), undoes it, and expects nothing again.
 #[track_caller]
 fn door(f: &Fixture, what: &str, change: impl FnOnce(), expected: Selection, undo: impl FnOnce()) {
     change();
