@@ -190,16 +190,20 @@ fn code_deps(
     let coverage = code::coverage(events);
     let mut whole_binary = true;
     for (program, entries) in &coverage.complete {
+        let stored = session.checksums.anchors().store(program);
+        let target = Target::Program(stored.clone());
         if canonical(program) == test_binary {
             if let Some(dep) = code_dep(session, CodeUnit::TestBinary, test_build, entries, record)
             {
+                // Run as a program too (by a runner of the user's that
+                // execs it, or by the test itself): its functions stand
+                // for it there as well, as for any other program.
+                record.deps.retain(|dep| dep.target != target);
                 record.code.push(dep);
                 whole_binary = false;
             }
             continue;
         }
-        let stored = session.checksums.anchors().store(program);
-        let target = Target::Program(stored.clone());
         let Sum::Hash(id) = session.checksums.as_seen_since(&target, since) else {
             continue;
         };

@@ -128,13 +128,14 @@ pub fn run_all(
 ) -> Result<Ended> {
     let signal = Arc::new(AtomicUsize::new(0));
     let mut handlers = Vec::new();
+    // A second signal while the first is being handled ends the process,
+    // whichever the two are (Ctrl-C, then a CI job's SIGTERM).
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
     ] {
-        // A second signal while the first is being handled ends the process.
-        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
         handlers.push(signal_hook::flag::register_conditional_shutdown(
             sig,
             130,

@@ -167,3 +167,157 @@ pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
         _ => format!("file changed: {target}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::Anchor;
+
+    fn at(rel: &str) -> StoredPath {
+        StoredPath::new(Anchor::Workspace, rel).unwrap()
+    }
+
+    const H1: Sum = Sum::Hash([1; 32]);
+    const H2: Sum = Sum::Hash([2; 32]);
+    const FILE: Sum = Sum::Kind(FileKind::File);
+    const DIR: Sum = Sum::Kind(FileKind::Dir);
+    const LINK: Sum = Sum::Kind(FileKind::Symlink);
+
+    /// Every arm, by the words a user reads: each target kind against each
+    /// way its checksum can change.
+    #[test]
+    fn every_change_is_described_as_the_readme_lists_it() {
+        let content = Target::Content(at("data/a.txt"));
+        let kind = Target::Kind {
+            path: at("flag"),
+            follow: true,
+        };
+        let program = Target::Program(at("tool.sh"));
+        let library = Target::Library(StoredPath::new(Anchor::Target, "debug/libp.so").unwrap());
+        let env = Target::Env(EnvName(b"MODE".to_vec()));
+        let listing = Target::Listing(at("data"));
+        let link = Target::Link(at("links/a"));
+        let resolved = Target::Resolved(at("links/b"));
+        let build = Target::BuildFile(StoredPath::new(Anchor::Target, "debug/p.d").unwrap());
+        let cases: &[(&Target, Sum, Sum, &str)] = &[
+            (&Target::TestBinary, H1, H2, "binary changed"),
+            (&Target::TestBinary, H1, Sum::Absent, "binary changed"),
+            (&program, H1, H2, "program changed: tool.sh"),
+            (&program, Sum::Absent, H2, "program changed: tool.sh"),
+            (&program, H1, Sum::Unknown, "program changed: tool.sh"),
+            (&program, H1, Sum::Absent, "program deleted: tool.sh"),
+            (
+                &library,
+                H1,
+                H2,
+                "library changed: $CARGO_TARGET_DIR/debug/libp.so",
+            ),
+            (
+                &library,
+                H1,
+                Sum::Absent,
+                "library deleted: $CARGO_TARGET_DIR/debug/libp.so",
+            ),
+            (&env, Sum::Absent, H2, "environment variable set: MODE"),
+            (&env, H1, Sum::Absent, "environment variable unset: MODE"),
+            (&env, H1, H2, "environment variable changed: MODE"),
+            (&env, Sum::Unknown, H2, "environment variable changed: MODE"),
+            (
+                &listing,
+                Sum::Unknown,
+                H2,
+                "directory changed while the test ran: data",
+            ),
+            (
+                &listing,
+                H1,
+                Sum::Unknown,
+                "directory cannot be listed: data",
+            ),
+            (&listing, Sum::Absent, H2, "directory created: data"),
+            (&listing, H1, Sum::Absent, "directory deleted: data"),
+            (&listing, H1, H2, "directory listing changed: data"),
+            (&listing, H1, FILE, "file type changed: data"),
+            (&link, H1, H2, "symbolic link changed: links/a"),
+            (&link, H1, Sum::Absent, "file deleted: links/a"),
+            (&link, Sum::Absent, H2, "file created: links/a"),
+            (&link, H1, FILE, "file type changed: links/a"),
+            (&resolved, H1, H2, "resolved path changed: links/b"),
+            (&resolved, H1, Sum::Absent, "file deleted: links/b"),
+            (&content, H1, H2, "file changed: data/a.txt"),
+            (&content, Sum::Absent, H2, "file created: data/a.txt"),
+            (&content, H1, Sum::Absent, "file deleted: data/a.txt"),
+            (
+                &content,
+                Sum::Unknown,
+                H2,
+                "file changed while the test ran: data/a.txt",
+            ),
+            (
+                &content,
+                H1,
+                Sum::Unknown,
+                "file cannot be checked: data/a.txt",
+            ),
+            (&content, H1, DIR, "file type changed: data/a.txt"),
+            (&content, DIR, H2, "file type changed: data/a.txt"),
+            (&kind, FILE, DIR, "file type changed: flag"),
+            (&kind, LINK, FILE, "file type changed: flag"),
+            (&kind, Sum::Absent, FILE, "file created: flag"),
+            (&kind, DIR, Sum::Absent, "file deleted: flag"),
+            (&kind, FILE, FILE, "file changed: flag"),
+            (&build, H1, H2, "file changed: $CARGO_TARGET_DIR/debug/p.d"),
+        ];
+        for (target, was, now, expected) in cases {
+            assert_eq!(
+                describe_change(target, was, now),
+                *expected,
+                "{target:?}: {was:?} -> {now:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_never_matches_and_equal_sums_do() {
+        assert!(H1.matches(&H1));
+        assert!(Sum::Absent.matches(&Sum::Absent));
+        assert!(FILE.matches(&FILE));
+        assert!(!H1.matches(&H2));
+        assert!(!FILE.matches(&DIR));
+        assert!(!Sum::Absent.matches(&H1));
+        assert!(!Sum::Unknown.matches(&Sum::Unknown));
+        assert!(!Sum::Unknown.matches(&H1));
+        assert!(!H1.matches(&Sum::Unknown));
+    }
+
+    #[test]
+    fn targets_show_their_path_or_name() {
+        assert_eq!(Target::TestBinary.to_string(), "test binary");
+        assert_eq!(Target::Env(EnvName(b"A".to_vec())).to_string(), "$A");
+        assert_eq!(Target::Listing(at("d")).to_string(), "d");
+        assert_eq!(Target::TestBinary.path(), None);
+        assert_eq!(
+            Target::Kind {
+                path: at("k"),
+                follow: false
+            }
+            .path(),
+            Some(&at("k"))
+        );
+    }
+
+    #[test]
+    fn file_kinds_follow_the_file_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let kind =
+            |p: &std::path::Path| FileKind::from(std::fs::symlink_metadata(p).unwrap().file_type());
+        assert_eq!(kind(dir.path()), FileKind::Dir);
+        assert_eq!(kind(&file), FileKind::File);
+        assert_eq!(kind(&link), FileKind::Symlink);
+        assert_eq!(kind(std::path::Path::new("/dev/null")), FileKind::Other);
+    }
+}

@@ -5,7 +5,7 @@
 use ekstazi_core::code::{CodeDep, CodeUnit};
 use ekstazi_core::dep::{Dep, FileKind, Sum, Target};
 use ekstazi_core::path::{Anchor, StoredPath};
-use ekstazi_core::record::{Global, Outcome, Record};
+use ekstazi_core::record::{DecodeError, Global, Outcome, Record};
 use proptest::prelude::*;
 
 fn path(anchor: Anchor, rel: &str) -> StoredPath {
@@ -128,13 +128,129 @@ fn a_sealed_record_with_an_escaping_path_is_refused() {
     assert!(Record::decode(&sealed(&evil)).is_err());
 }
 
+/// The largest single allocation made on this thread since the last
+/// [`largest_allocation_since`]: the decoder must never trust a count.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub struct Counting;
+
+    thread_local! {
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn note(size: usize) {
+        // `try_with`: allocations while the thread's locals are torn down.
+        let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
+    }
+
+    // SAFETY: forwards to the system allocator, only noting sizes.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            note(layout.size());
+            // SAFETY: the caller's contract is GlobalAlloc's.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            note(layout.size());
+            // SAFETY: as above.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: as above.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            note(new_size);
+            // SAFETY: as above.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    /// Runs `f`, and returns what it returned and the largest single
+    /// allocation it made on this thread.
+    pub fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        LARGEST.with(|largest| largest.set(0));
+        let out = f();
+        (out, LARGEST.with(Cell::get))
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: counting::Counting = counting::Counting;
+
+/// postcard's length prefix: a LEB128 varint.
+fn varint(mut n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// A sealed record whose `deps` claims `count` elements (and holds `tail`
+/// after the count): the prefix of a record with no dependencies, code,
+/// peers or ignored accesses, whose last five bytes are those five empty
+/// vectors' counts.
+fn claiming_deps(count: u64, tail: &[u8]) -> Vec<u8> {
+    let mut empty = sample("t", vec![]);
+    empty.deps.clear();
+    empty.code.clear();
+    let body = postcard::to_stdvec(&empty).unwrap();
+    assert_eq!(
+        body[body.len() - 5..],
+        [0; 5],
+        "always, deps, code, network, ignored"
+    );
+    let mut evil = body[..body.len() - 4].to_vec();
+    evil.extend_from_slice(&varint(count));
+    evil.extend_from_slice(tail);
+    sealed(&evil)
+}
+
 #[test]
 fn a_four_gigabyte_length_prefix_is_refused_without_allocating() {
+    // The counter sees what this thread allocates.
+    let (_, seen) = counting::largest_allocation(|| vec![1u8; 3 << 20]);
+    assert!(seen >= 3 << 20, "{seen}");
     let mut bytes = sample("t", vec![]).encode();
     bytes[6..10].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(Record::decode(&bytes).is_err());
-    // A body that claims a vector of 2^60 elements, sealed correctly.
+    let (decoded, largest) = counting::largest_allocation(|| Record::decode(&bytes));
+    assert_eq!(decoded, Err(DecodeError::Truncated));
+    assert!(largest < 1 << 20, "{largest} bytes allocated");
+}
+
+#[test]
+fn a_huge_declared_count_is_decoded_and_refused_without_allocating() {
+    // The body is built right: with a count of 0 and the three counts
+    // after it, it is a record.
+    let whole = claiming_deps(0, &[0, 0, 0]);
+    assert!(Record::decode(&whole).is_ok());
+    // A vector of 2^60 dependencies (and of 2^32, and of u64::MAX), sealed
+    // correctly: decoding reaches the count, finds the body ends, and
+    // refuses it, having allocated no more than a real record needs.
+    for count in [1 << 60, 1 << 32, u64::MAX] {
+        let bytes = claiming_deps(count, &[0, 0, 0]);
+        let (decoded, largest) = counting::largest_allocation(|| Record::decode(&bytes));
+        assert_eq!(decoded, Err(DecodeError::BadBody), "count {count}");
+        assert!(
+            largest < 1 << 20,
+            "count {count}: {largest} bytes allocated"
+        );
+    }
+    // And a string that claims 2^60 bytes.
     let mut body = postcard::to_stdvec(&sample("t", vec![])).unwrap();
-    body.extend_from_slice(&[0xff; 9]);
-    assert!(Record::decode(&sealed(&body)).is_err());
+    let name_len = body[0] as usize;
+    assert_eq!(&body[1..1 + name_len], b"pkg::integration");
+    body.splice(0..1, varint(1 << 60));
+    let bytes = sealed(&body);
+    let (decoded, largest) = counting::largest_allocation(|| Record::decode(&bytes));
+    assert_eq!(decoded, Err(DecodeError::BadBody));
+    assert!(largest < 1 << 20, "{largest} bytes allocated");
 }

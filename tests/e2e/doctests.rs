@@ -102,16 +102,94 @@ fn doc_and_no_doc_and_target_flags_choose_as_cargo_test_does() {
             .collect()
     };
     assert_eq!(names(&["--doc"]), labels(DOCS));
-    assert!(
-        names(&["--no-doc"])
-            .iter()
-            .all(|t| !t.contains("(doctests)"))
+    // Exactly the other tests: a listing with none would pass a check
+    // that only no doctest is in it.
+    assert_eq!(
+        names(&["--no-doc"]),
+        labels(&["app::it two_squares", "shapes tests::squares"])
     );
-    assert!(names(&["--lib"]).iter().all(|t| !t.contains("(doctests)")));
+    assert_eq!(names(&["--lib"]), labels(&["shapes tests::squares"]));
     assert_eq!(
         names(&["-p", "shapes"]),
         labels(&["shapes tests::squares", "shapes::doc/shapes (doctests)"])
     );
     let run = f.test_ok(&["--doc"]);
     assert_eq!(run.ran(), labels(DOCS), "{run:?}");
+}
+
+#[test]
+fn doctests_rerun_on_the_lockfile_rustdocflags_and_build_script_output() {
+    let f = Fixture::new("doctests");
+    f.test_ok(&[]);
+    assert!(f.selected(&[]).is_empty());
+    let each_doc = |reason: &str| -> Vec<(String, Vec<String>)> {
+        DOCS.iter()
+            .map(|d| ((*d).to_owned(), vec![reason.to_owned()]))
+            .collect()
+    };
+
+    // RUSTDOCFLAGS: every library's doctests, and nothing else.
+    assert_eq!(
+        f.selected_with(&[], &[("RUSTDOCFLAGS", "--cfg e2e")]),
+        each_doc("environment variable set: RUSTDOCFLAGS")
+    );
+
+    // A build script's output: plain's passes PLAIN_NOTE on to rustc.
+    let noted = f.selected_with(&[], &[("PLAIN_NOTE", "changed")]);
+    let output = build_output(&f, "plain");
+    assert_eq!(
+        noted,
+        [(
+            "plain::doc/plain (doctests)".to_owned(),
+            vec![format!("file changed: {output}")]
+        )]
+    );
+    assert!(f.selected(&[]).is_empty(), "the same output again");
+
+    // Cargo.lock: shapes' new version is written into it. Plain's doctests,
+    // which use nothing of shapes, rerun for the lockfile alone.
+    f.edit(
+        "shapes/Cargo.toml",
+        "version = \"0.1.0\"",
+        "version = \"0.1.1\"",
+    );
+    let bumped = f.selected(&[]);
+    assert!(f.read("Cargo.lock").contains("0.1.1"));
+    let plain = bumped
+        .iter()
+        .find(|(label, _)| label == "plain::doc/plain (doctests)")
+        .unwrap_or_else(|| panic!("{bumped:?}"));
+    assert_eq!(plain.1, ["file changed: Cargo.lock"], "{bumped:?}");
+}
+
+/// The `output` file of a package's build script, as a reason names it:
+/// the instrumented build's, which the analysis reads (`cargo test --doc`
+/// runs the same script, with the same environment, in the target
+/// directory's own build).
+fn build_output(f: &Fixture, package: &str) -> String {
+    let target = f.file("target");
+    let found: Vec<_> = walkdir::WalkDir::new(&target)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name() == "output"
+                && e.path()
+                    .parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("{package}-"))
+        })
+        .map(|e| {
+            e.path()
+                .strip_prefix(&target)
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .filter(|p| p.starts_with("ekstazi/"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    format!("$CARGO_TARGET_DIR/{}", found[0])
 }

@@ -25,11 +25,13 @@ fn crashes_hangs_and_early_exits_are_not_passes() {
     let f = Fixture::new("faults");
     assert_eq!(f.test_ok(&[]).ran(), labels(ALL));
 
+    let pid_file = f.tmp().join("child.pid");
     let env = [
         ("FIXTURE_ABORT", "1"),
         ("FIXTURE_SEGV", "1"),
         ("FIXTURE_HANG", "1"),
         ("FIXTURE_EXIT", "1"),
+        ("FIXTURE_CHILD_PID", pid_file.to_str().unwrap()),
     ];
     let started = Instant::now();
     let run = f.run_with(&["test", "--timeout", "3"], &env);
@@ -52,6 +54,9 @@ fn crashes_hangs_and_early_exits_are_not_passes() {
         "{run:?}"
     );
     assert!(run.stdout.contains("CRASH"), "{run:?}");
+    // The hung test's child went with it (its whole process group).
+    let child: i32 = std::fs::read_to_string(&pid_file).unwrap().parse().unwrap();
+    assert!(gone(child), "the hung test's child {child} still runs");
 
     // Nothing changed since: they all run again, each for what happened.
     let selected = f.selected_with(&[], &env);
@@ -73,97 +78,231 @@ fn crashes_hangs_and_early_exits_are_not_passes() {
     assert!(f.selected(&[]).is_empty());
 }
 
+/// Where the fixture's slow tests say they started, and the gate they
+/// wait for: the tests below wait on these events, not on time.
+struct Events {
+    dir: tempfile::TempDir,
+    started: String,
+    gate: String,
+}
+
+impl Events {
+    fn new() -> Events {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("started")).unwrap();
+        Events {
+            started: dir.path().join("started").display().to_string(),
+            gate: dir.path().join("gate").display().to_string(),
+            dir,
+        }
+    }
+
+    /// The environment that makes `b_slow` and `c_slow` report and wait.
+    fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("FIXTURE_STARTED", self.started.as_str()),
+            ("FIXTURE_GATE", self.gate.as_str()),
+        ]
+    }
+
+    /// Waits until the test `name` has started (it then waits at the gate).
+    fn wait_started(&self, name: &str) {
+        let path = self.dir.path().join("started").join(name);
+        let since = Instant::now();
+        while !path.exists() {
+            assert!(
+                since.elapsed() < Duration::from_secs(300),
+                "{name} never started"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    fn open_gate(&self) {
+        std::fs::write(&self.gate, "").unwrap();
+    }
+
+    fn close_gate(&self) {
+        std::fs::remove_file(&self.gate).unwrap();
+    }
+}
+
+/// A run in the background, its standard output read as it comes.
+struct Background {
+    child: std::process::Child,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+impl Background {
+    fn start(f: &Fixture, args: &[&str], events: &Events) -> Background {
+        let mut child = f
+            .command(args)
+            .envs(events.env())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut out, &mut text).unwrap();
+            text
+        });
+        Background { child, stdout }
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: sending a signal to our own child.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    /// The exit code (`None`: killed by a signal) and the output.
+    fn finish(mut self) -> (Option<i32>, String) {
+        let status = self.child.wait().unwrap();
+        (status.code(), self.stdout.join().unwrap())
+    }
+}
+
+fn selected_labels(f: &Fixture, events: &Events) -> std::collections::BTreeSet<String> {
+    f.selected_with(&[], &events.env())
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect()
+}
+
+/// Whether a process has ended (it may linger as a zombie until whoever
+/// inherited it reaps it).
+fn gone(pid: i32) -> bool {
+    let since = Instant::now();
+    while since.elapsed() < Duration::from_secs(30) {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            // `pid (comm) S ...`: the state follows the last `)`.
+            Ok(stat)
+                if stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z')) =>
+            {
+                return true;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    false
+}
+
 #[test]
 fn an_interrupt_keeps_finished_records_and_reruns_the_rest() {
     let f = Fixture::new("faults");
-    let mut child = f
-        .command(&["test", "-j", "1"])
-        .env("FIXTURE_SLOW_MS", "5000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let mut seen = Vec::new();
-    // Tests run one at a time, in name order: interrupt while `b_slow` sleeps.
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if line.contains("PASS") && line.ends_with("a_quick") {
-            break;
-        }
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: sending a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    seen.extend(lines.map(Result::unwrap));
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "{seen:#?}");
+    let events = Events::new();
+    // Tests run one at a time, in name order: interrupt while `b_slow`
+    // waits at its gate, which never opens.
+    let run = Background::start(&f, &["test", "-j", "1"], &events);
+    events.wait_started("b_slow");
+    run.signal(libc::SIGINT);
+    let (code, seen) = run.finish();
+    assert_eq!(code, Some(130), "{seen}");
     assert!(
-        seen.iter()
+        seen.lines()
+            .any(|l| l.contains("PASS") && l.ends_with("a_quick")),
+        "{seen}"
+    );
+    assert!(
+        seen.lines()
             .any(|l| l.contains("INTERRUPTED") && l.ends_with("b_slow")),
-        "{seen:#?}"
+        "{seen}"
     );
 
     // What finished keeps its record; what did not, or never started, runs.
-    let selected: Vec<String> = f
-        .selected_with(&[], &[("FIXTURE_SLOW_MS", "5000")])
-        .into_iter()
-        .map(|(l, _)| l)
-        .collect();
     assert_eq!(
-        selected.iter().collect::<std::collections::BTreeSet<_>>(),
-        ALL[1..]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-            .iter()
-            .collect(),
+        selected_labels(&f, &events),
+        labels(&ALL[1..]),
         "every test but a_quick"
     );
 }
 
 #[test]
+fn sigterm_and_sighup_stop_the_run_and_a_second_signal_exits_at_once() {
+    let f = Fixture::new("faults");
+    let events = Events::new();
+    // As a cancelled CI job: 128 + the signal, the test that was running
+    // interrupted, the finished one recorded.
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let run = Background::start(&f, &["test", "-j", "1"], &events);
+        events.wait_started("b_slow");
+        run.signal(signal);
+        let (status, seen) = run.finish();
+        assert_eq!(status, Some(code), "signal {signal}: {seen}");
+        assert!(
+            seen.lines()
+                .any(|l| l.contains("INTERRUPTED") && l.ends_with("b_slow")),
+            "{seen}"
+        );
+        assert_eq!(selected_labels(&f, &events), labels(&ALL[1..]));
+    }
+    // A second signal, while the first is handled, ends the run at once:
+    // 130, whichever the signals (two different ones are never merged into
+    // one, and the lower number is delivered first if both are pending).
+    let run = Background::start(&f, &["test", "-j", "1"], &events);
+    events.wait_started("b_slow");
+    run.signal(libc::SIGTERM);
+    run.signal(libc::SIGHUP);
+    let (status, seen) = run.finish();
+    assert_eq!(status, Some(130), "{seen}");
+    // Nothing was recorded of the killed run.
+    assert_eq!(selected_labels(&f, &events), labels(&ALL[1..]));
+}
+
+#[test]
 fn a_second_run_waits_for_the_first_or_fails_fast() {
     let f = Fixture::new("faults");
-    f.test_ok(&[]);
-    let mut first = f
-        .command(&["test", "--forceall", "-j", "1"])
-        .env("FIXTURE_SLOW_MS", "2500")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // The first run holds the lock once it has printed its selection.
-    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
-    for line in lines.by_ref() {
-        if line.unwrap().contains("selected") {
-            break;
-        }
-    }
-    let fast = f.run_with(&["test", "--no-wait"], &[("FIXTURE_SLOW_MS", "2500")]);
+    let events = Events::new();
+    let env = events.env();
+    events.open_gate();
+    f.test_ok_with(&[], &env);
+    events.wait_started("b_slow");
+    events.wait_started("c_slow");
+    events.close_gate();
+    // The first run holds the lock while `b_slow` waits at its gate.
+    let first = Background::start(&f, &["test", "--forceall", "-j", "1"], &events);
+    events.wait_started("b_slow");
+    let fast = f.run_with(&["test", "--no-wait"], &env);
     assert_ne!(fast.code(), Some(0), "{fast:?}");
     assert!(
         fast.stderr.contains("another cargo-ekstazi run holds"),
         "{fast:?}"
     );
 
-    let patient = f.run_with(&["test"], &[("FIXTURE_SLOW_MS", "2500")]);
-    assert_eq!(patient.code(), Some(0), "{patient:?}");
+    // The patient run says it waits; then the gate opens.
+    let mut patient = f
+        .command(&["test"])
+        .envs(events.env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    let mut lines = BufReader::new(patient.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        said.push(line.clone());
+        if line.contains("waiting for another cargo-ekstazi run") {
+            break;
+        }
+    }
     assert!(
-        patient
-            .stderr
-            .contains("waiting for another cargo-ekstazi run"),
-        "{patient:?}"
+        said.iter()
+            .any(|l| l.contains("waiting for another cargo-ekstazi run")),
+        "{said:#?}"
     );
-    for _ in lines {}
-    assert!(first.wait().unwrap().success());
+    events.open_gate();
+    said.extend(lines.map(Result::unwrap));
+    assert!(patient.wait().unwrap().success(), "{said:#?}");
+    let (code, seen) = first.finish();
+    assert_eq!(code, Some(0), "{seen}");
     // Both wrote whole records: nothing is left to run.
-    assert!(
-        f.selected_with(&[], &[("FIXTURE_SLOW_MS", "2500")])
-            .is_empty()
-    );
+    assert!(selected_labels(&f, &events).is_empty());
 }
 
 #[test]
@@ -231,6 +370,14 @@ fn hostile_records_are_refused_and_nothing_escapes_the_state_directory() {
     std::fs::write(dir.join("..%2F..%2F..%2Fescaped"), b"EKZR").unwrap();
     std::fs::remove_file(dir.join("b_slow")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", dir.join("b_slow")).unwrap();
+    // A record file of 64 MiB and a byte: refused by its size, unread
+    // (sparse: it costs no disk).
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("c_slow"))
+        .unwrap()
+        .set_len(ekstazi_core::record::MAX_RECORD_BYTES + 1)
+        .unwrap();
 
     assert_eq!(
         f.selected(&[]),
@@ -243,14 +390,22 @@ fn hostile_records_are_refused_and_nothing_escapes_the_state_directory() {
                 label("b_slow"),
                 vec!["record unreadable: record is not a regular file".to_owned()]
             ),
+            (
+                label("c_slow"),
+                vec!["record unreadable: record file is larger than any record".to_owned()]
+            ),
         ]
     );
     let run = f.test_ok(&[]);
     assert_eq!(
         run.ran(),
-        labels(&["faults::faults a_quick", "faults::faults b_slow"])
+        labels(&[
+            "faults::faults a_quick",
+            "faults::faults b_slow",
+            "faults::faults c_slow"
+        ])
     );
-    assert!(f.selected(&[]).is_empty(), "both rewritten whole");
+    assert!(f.selected(&[]).is_empty(), "all rewritten whole");
     assert!(
         !dir.join("..%2F..%2F..%2Fescaped").exists(),
         "a file that is no test's record is removed"

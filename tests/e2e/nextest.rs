@@ -8,13 +8,22 @@ use std::process::Command;
 
 const ALL: &[&str] = BASIC_ALL;
 
-/// Whether cargo-nextest can run here; says loudly when it cannot.
+/// Whether cargo-nextest can run here; says loudly when it cannot. On a
+/// laptop without it these tests pass without running; on CI (`CI` set,
+/// and not `false` or `0`) they fail instead: there, a missing
+/// cargo-nextest would hide every one of them.
 fn nextest_installed() -> bool {
     let installed = Command::new("cargo")
         .args(["nextest", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !installed {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(
+            !ci,
+            "cargo-nextest is not installed, and CI is set: install it \
+             (cargo install --locked cargo-nextest)"
+        );
         eprintln!("======== skipping: cargo-nextest not installed ========");
     }
     installed
@@ -333,4 +342,64 @@ fn under_nextest_each_test_gets_its_own_temporary_directory_too() {
     assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
     // And `test` agrees.
     assert!(f.test_ok(&tmp_tests).ran().is_empty());
+}
+
+#[test]
+fn a_users_own_runner_is_chained_behind_the_shim() {
+    if !nextest_installed() {
+        return;
+    }
+    let f = Fixture::new("nextest");
+    // A runner that notes each command and runs it, as `valgrind` or
+    // `qemu` wrappers do, for the host.
+    let marker = f.tmp().join("runner-saw");
+    let runner = f.tmp().join("my-runner");
+    std::fs::write(
+        &runner,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&runner, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let host = host_triple();
+    let var = format!(
+        "CARGO_TARGET_{}_RUNNER",
+        host.to_uppercase().replace(['-', '.'], "_")
+    );
+    let env = [(var.as_str(), runner.to_str().unwrap())];
+    let run = f.run_with(&["nextest"], &env);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(
+        nextest_ran(&run),
+        labels(&["nx::retry flaky", "nx::retry steady"])
+    );
+    // The user's runner ran each test binary...
+    let saw = std::fs::read_to_string(&marker).unwrap();
+    assert!(
+        saw.lines()
+            .any(|l| l.contains("retry-") && l.contains("steady")),
+        "{saw}"
+    );
+    // ...under the shim: the functions the test executed were recorded.
+    assert!(f.selected_with(&[], &env).is_empty());
+    f.edit("src/lib.rs", "    42\n", "    6 * 7\n");
+    assert_eq!(
+        f.selected_with(&[], &env),
+        [(
+            "nx::retry steady".to_owned(),
+            vec!["function changed: nx::answer".to_owned()]
+        )]
+    );
+}
+
+fn host_triple() -> String {
+    let out = Command::new("rustc").arg("-vV").output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .unwrap()
+        .to_owned()
 }

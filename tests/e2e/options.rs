@@ -1,0 +1,172 @@
+//! Options the README documents that no other module exercises (issue
+//! 22): `--no-record`, `--report-json`, `EKSTAZI_PARTITION`, and the
+//! recording rules `--ignore-path`, `[ignore] env`, `[ignore] absolute`
+//! and `[libraries] system`.
+
+use crate::support::{BASIC_ALL, Fixture, assert_each_selected_for, labels};
+use std::collections::BTreeSet;
+
+const READS_DATA: &str = "beta::files reads_data";
+
+fn record_bytes(f: &Fixture) -> Vec<Vec<u8>> {
+    f.records()
+        .iter()
+        .map(|r| std::fs::read(f.file(r.to_str().unwrap())).unwrap())
+        .collect()
+}
+
+fn label_set(selected: &[(String, Vec<String>)]) -> BTreeSet<String> {
+    selected.iter().map(|(label, _)| label.clone()).collect()
+}
+
+#[test]
+fn no_record_runs_and_keeps_every_record() {
+    let f = Fixture::new("basic");
+    f.test_ok(&[]);
+    f.write("beta/data/a.txt", "other data\n");
+    let changed = vec![(
+        READS_DATA.to_owned(),
+        vec!["file changed: beta/data/a.txt".to_owned()],
+    )];
+    assert_eq!(f.selected(&[]), changed);
+    let before = record_bytes(&f);
+
+    // --no-record (and --report-json): the test runs, no record changes.
+    let run = f.test_ok(&["--no-record", "--report-json", "report.json"]);
+    assert_eq!(run.ran(), labels(&[READS_DATA]), "{run:?}");
+    assert!(run.stderr.contains("no record was written"), "{run:?}");
+    assert_eq!(record_bytes(&f), before, "every record as it was");
+    assert_eq!(f.selected(&[]), changed, "so it is still selected");
+    // The same from the environment.
+    f.test_ok_with(&[], &[("EKSTAZI_NO_RECORD", "1")]);
+    assert_eq!(record_bytes(&f), before);
+
+    // The report: every test, selected or not, why, and how it went.
+    let report: serde_json::Value = serde_json::from_str(&f.read("report.json")).unwrap();
+    let tests = report["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), BASIC_ALL.len() + 1, "and the ignored one");
+    let of = |label: &str| {
+        tests
+            .iter()
+            .find(|t| {
+                format!(
+                    "{} {}",
+                    t["binary"].as_str().unwrap(),
+                    t["name"].as_str().unwrap()
+                ) == label
+            })
+            .unwrap_or_else(|| panic!("{label} not in {report}"))
+    };
+    let ran = of(READS_DATA);
+    assert_eq!(ran["selected"], true);
+    assert_eq!(
+        ran["reasons"],
+        serde_json::json!(["file changed: beta/data/a.txt"])
+    );
+    assert_eq!(ran["outcome"], "passed");
+    assert!(ran["duration"].as_f64().unwrap() > 0.0, "{ran}");
+    let skipped = of("alpha tests::doubles");
+    assert_eq!(skipped["selected"], false);
+    assert_eq!(skipped["reasons"], serde_json::json!([]));
+    assert!(skipped["outcome"].is_null(), "{skipped}");
+    assert_eq!(of("alpha tests::slow_and_ignored")["ignored"], true);
+    for stage in ["build", "run", "total"] {
+        assert!(report["timings"][stage].is_f64(), "{stage}: {report}");
+    }
+
+    // EKSTAZI_PARTITION means what --partition means: a share of the
+    // selected tests, the shares disjoint and together all of them.
+    let all = label_set(&f.selected(&["--forceall"]));
+    assert_eq!(all.len(), BASIC_ALL.len());
+    let mut union = BTreeSet::new();
+    for m in 1..=2 {
+        let partition = format!("count:{m}/2");
+        let by_env = f.selected_with(&["--forceall"], &[("EKSTAZI_PARTITION", &partition)]);
+        let by_flag = f.selected(&["--forceall", "--partition", &partition]);
+        assert_eq!(by_env, by_flag, "{partition}");
+        let share = label_set(&by_env);
+        assert!(!share.is_empty() && share.len() < all.len(), "{share:?}");
+        assert!(union.is_disjoint(&share));
+        union.extend(share);
+    }
+    assert_eq!(union, all);
+}
+
+#[test]
+fn recording_rules_apply_as_configured() {
+    let f = Fixture::new("basic");
+    f.test_ok(&[]);
+    let all_rerun = |selected: Vec<(String, Vec<String>)>| {
+        assert_eq!(selected.len(), BASIC_ALL.len(), "{selected:?}");
+        assert_each_selected_for(&selected, "global: config changed");
+    };
+
+    // --ignore-path: what a test reads there is no dependency.
+    let ignoring = ["--ignore-path", "beta/data/"];
+    all_rerun(f.selected(&ignoring));
+    f.test_ok(&ignoring);
+    f.write("beta/data/a.txt", "other data\n");
+    assert!(f.selected(&ignoring).is_empty());
+    f.write("beta/data/a.txt", "data\n");
+
+    // [ignore] env: a variable the test reads is no dependency.
+    f.write(".config/ekstazi.toml", "[ignore]\nenv = [\"FIXTURE_*\"]\n");
+    all_rerun(f.selected(&[]));
+    f.test_ok(&[]);
+    assert!(f.selected(&[]).is_empty());
+    assert!(
+        f.selected_with(&[], &[("FIXTURE_FAIL", "1")]).is_empty(),
+        "fails_on_request reads it, and is not selected"
+    );
+    // (Without the rule, it is.)
+    f.write(".config/ekstazi.toml", "");
+    f.test_ok(&[]);
+    assert_eq!(
+        f.selected_with(&[], &[("FIXTURE_FAIL", "1")]),
+        [(
+            "beta::files fails_on_request".to_owned(),
+            vec!["environment variable set: FIXTURE_FAIL".to_owned()]
+        )]
+    );
+
+    // [ignore] absolute: a pattern over absolute paths.
+    let data = f.file("beta/data");
+    f.write(
+        ".config/ekstazi.toml",
+        &format!("[ignore]\nabsolute = [\"{}/\"]\n", data.display()),
+    );
+    all_rerun(f.selected(&[]));
+    f.test_ok(&[]);
+    f.write("beta/data/a.txt", "other data again\n");
+    assert!(f.selected(&[]).is_empty());
+    let verbose = f.run(&["list", "-v"]);
+    assert!(
+        verbose
+            .stdout
+            .contains("ignored: beta/data/a.txt (ignored by .config/ekstazi.toml)"),
+        "{verbose:?}"
+    );
+
+    // [libraries] system: the C library a test loads is a dependency too.
+    let libc_line = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("libc.so"))
+            .map(str::to_owned)
+    };
+    let why = f.run(&["why", "tests::doubles", "--all"]);
+    let line = libc_line(&why.stdout).unwrap_or_else(|| panic!("{why:?}"));
+    assert!(
+        line.contains("(system library)"),
+        "not a dependency: {line}"
+    );
+    f.write(".config/ekstazi.toml", "[libraries]\nsystem = true\n");
+    all_rerun(f.selected(&[]));
+    f.test_ok(&[]);
+    assert!(f.selected(&[]).is_empty());
+    let why = f.run(&["why", "tests::doubles", "--all"]);
+    let line = libc_line(&why.stdout).unwrap_or_else(|| panic!("{why:?}"));
+    assert!(
+        line.trim_start().starts_with("library ") && !line.contains("(system library)"),
+        "a dependency: {line}"
+    );
+}
