@@ -85,11 +85,16 @@ fn a_test_that_failed_runs_until_it_passes() {
     assert_eq!(failing.code(), Some(101), "{failing:?}");
     assert_eq!(failing.failed(), labels(&["beta::files fails_on_request"]));
 
+    // The failed run's record keeps what it observed: the variable that
+    // made it fail is gone now, and says so.
     assert_eq!(
         f.selected(&[]),
         [(
             "beta::files fails_on_request".to_owned(),
-            vec!["failed last time".to_owned()]
+            vec![
+                "failed last time".to_owned(),
+                "environment variable unset: FIXTURE_FAIL".to_owned()
+            ]
         )]
     );
     assert_eq!(
