@@ -352,11 +352,7 @@ impl Store {
 
     /// Removes every snapshot not in `keep`; returns how many went.
     pub fn retain_snapshots(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
-        let keep: HashSet<String> = keep
-            .iter()
-            .map(|id| blake3::Hash::from_bytes(*id).to_hex().to_string())
-            .collect();
-        self.retain_files(&self.snapshot_dir(), &keep)
+        self.retain_ids(&self.snapshot_dir(), keep)
     }
 
     /// The records filed per commit.
@@ -392,11 +388,17 @@ impl Store {
 
     /// Removes every uninstrumented table not in `keep`; returns how many went.
     pub fn retain_uninstrumented(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        self.retain_ids(&self.records.join(UNINSTRUMENTED_DIR), keep)
+    }
+
+    /// Removes every file of `dir`, named by the hex of an id, whose id is
+    /// not in `keep`.
+    fn retain_ids(&self, dir: &Path, keep: &HashSet<Hash>) -> io::Result<usize> {
         let keep: HashSet<String> = keep
             .iter()
             .map(|id| blake3::Hash::from_bytes(*id).to_hex().to_string())
             .collect();
-        self.retain_files(&self.records.join(UNINSTRUMENTED_DIR), &keep)
+        self.retain_files(dir, &keep)
     }
 
     /// A stored uninstrumented table, if present, intact and the one its

@@ -3,7 +3,7 @@
 //! history is bounded, damage is no record, and it travels (export/import,
 //! merged shards). Each test builds a real git repository.
 
-use crate::support::{Fixture, copy_tree, labels};
+use crate::support::{Fixture, copy_tree, labels, test_entry};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -21,19 +21,7 @@ fn selected(f: &Fixture, args: &[&str]) -> BTreeSet<String> {
 
 /// The listing's entry for a test.
 fn listed(f: &Fixture, label: &str) -> Value {
-    f.list(&[])["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| {
-            format!(
-                "{} {}",
-                t["binary"].as_str().unwrap(),
-                t["name"].as_str().unwrap()
-            ) == label
-        })
-        .unwrap_or_else(|| panic!("{label} is not listed"))
-        .clone()
+    test_entry(&f.list(&[])["tests"], label).clone()
 }
 
 /// A side of a merge: raises the price by one, and its test with it.

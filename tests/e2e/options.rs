@@ -45,18 +45,7 @@ fn no_record_runs_and_keeps_every_record() {
     let report: serde_json::Value = serde_json::from_str(&f.read("report.json")).unwrap();
     let tests = report["tests"].as_array().unwrap();
     assert_eq!(tests.len(), BASIC_ALL.len() + 1, "and the ignored one");
-    let of = |label: &str| {
-        tests
-            .iter()
-            .find(|t| {
-                format!(
-                    "{} {}",
-                    t["binary"].as_str().unwrap(),
-                    t["name"].as_str().unwrap()
-                ) == label
-            })
-            .unwrap_or_else(|| panic!("{label} not in {report}"))
-    };
+    let of = |label: &str| crate::support::test_entry(&report["tests"], label);
     let ran = of(READS_DATA);
     assert_eq!(ran["selected"], true);
     assert_eq!(

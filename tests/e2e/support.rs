@@ -381,3 +381,20 @@ pub fn assert_each_selected_for(selected: &[(String, Vec<String>)], reason: &str
         "{selected:?}"
     );
 }
+
+/// The entry of a test, by its label (`<binary id> <name>`), in a JSON
+/// listing's or report's `tests` array.
+pub fn test_entry<'a>(tests: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
+    tests
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| {
+            format!(
+                "{} {}",
+                t["binary"].as_str().unwrap(),
+                t["name"].as_str().unwrap()
+            ) == label
+        })
+        .unwrap_or_else(|| panic!("{label} is not in {tests}"))
+}

@@ -557,6 +557,14 @@ impl Builder {
         })
     }
 
+    /// Removes the scratch worktree, and git's note of it.
+    fn remove_worktree(&self) {
+        let path = self.worktree.to_string_lossy();
+        let _ = self.git(&self.toplevel, &["worktree", "remove", "--force", &path]);
+        let _ = std::fs::remove_dir_all(&self.worktree);
+        let _ = self.git(&self.toplevel, &["worktree", "prune"]);
+    }
+
     fn git(&self, dir: &Path, args: &[&str]) -> Result<()> {
         let status = Command::new("git")
             .arg("-C")
@@ -585,17 +593,7 @@ impl Builder {
         } else {
             if self.worktree.exists() {
                 // A worktree an earlier, killed bisect left behind.
-                let _ = self.git(
-                    &self.toplevel,
-                    &[
-                        "worktree",
-                        "remove",
-                        "--force",
-                        &self.worktree.to_string_lossy(),
-                    ],
-                );
-                let _ = std::fs::remove_dir_all(&self.worktree);
-                let _ = self.git(&self.toplevel, &["worktree", "prune"]);
+                self.remove_worktree();
             }
             std::fs::create_dir_all(self.worktree.parent().expect("in target"))?;
             self.git(
@@ -689,17 +687,7 @@ impl Builder {
 impl Drop for Builder {
     fn drop(&mut self) {
         if self.created {
-            let _ = self.git(
-                &self.toplevel,
-                &[
-                    "worktree",
-                    "remove",
-                    "--force",
-                    &self.worktree.to_string_lossy(),
-                ],
-            );
-            let _ = std::fs::remove_dir_all(&self.worktree);
-            let _ = self.git(&self.toplevel, &["worktree", "prune"]);
+            self.remove_worktree();
         }
     }
 }
