@@ -168,9 +168,33 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
 pub struct Build {
     pub id: Hash,
     pub snapshot: Arc<Snapshot>,
-    ids: HashSet<FnId>,
+    ids: HashSet<FnId, IdHash>,
+    /// What became of recorded functions this build does not hold by id,
+    /// worked out once per run: many records name the same ones (after a
+    /// dependency bump, every function of the crate), and finding a
+    /// counterpart by name demangles it.
+    fates: Mutex<HashMap<FnId, Fate, IdHash>>,
     uninstrumented: Uninstrumented,
     pub uninstrumented_id: Hash,
+}
+
+/// Function ids are digests already: their first 8 bytes are the hash.
+type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // A `[u8; 8]` is hashed as its length, then its bytes.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
 }
 
 impl Build {
@@ -188,6 +212,7 @@ impl Build {
             uninstrumented,
             snapshot,
             ids,
+            fates: Mutex::new(HashMap::default()),
         }
     }
 
@@ -196,17 +221,25 @@ impl Build {
         if self.ids.contains(id) {
             return Fate::Same;
         }
-        let Some(function) = table.get(id) else {
-            return Fate::Unknown;
-        };
-        // Not by id: a dependency bumped to a new version renames every
-        // symbol of its crate (the hash), and the counterpart is found by
-        // the name without it.
-        match self.snapshot.counterpart(&function.name, &function.fp) {
-            None => Fate::Removed(function.name),
-            Some(j) if self.snapshot.fps[j] == function.fp => Fate::Same,
-            Some(_) => Fate::Changed(function.name),
+        if let Some(known) = self.fates.lock().expect("fate cache lock").get(id) {
+            return known.clone();
         }
+        let fate = match table.get(id) {
+            None => Fate::Unknown,
+            // Not by id: a dependency bumped to a new version renames
+            // every symbol of its crate (the hash), and the counterpart is
+            // found by the name without it.
+            Some(function) => match self.snapshot.counterpart(&function.name, &function.fp) {
+                None => Fate::Removed(function.name),
+                Some(j) if self.snapshot.fps[j] == function.fp => Fate::Same,
+                Some(_) => Fate::Changed(function.name),
+            },
+        };
+        self.fates
+            .lock()
+            .expect("fate cache lock")
+            .insert(*id, fate.clone());
+        fate
     }
 
     /// The ids of the functions at these entry addresses (coverage PCs),
@@ -243,6 +276,21 @@ enum Fate {
     Removed(Arc<str>),
     /// The table does not know the id (damaged, or not merged in).
     Unknown,
+}
+
+/// Whether a code dependency holds against the program's present build:
+/// [`changes`] would find nothing, known at the first difference.
+pub fn holds(dep: &CodeDep, now: &Build, snapshots: &Snapshots) -> bool {
+    if dep.uninstrumented != now.uninstrumented_id
+        && snapshots
+            .uninstrumented_changes(&dep.uninstrumented, now)
+            .is_none_or(|changed| !changed.is_empty())
+    {
+        return false;
+    }
+    dep.functions
+        .iter()
+        .all(|id| now.fate(id, snapshots.table()) == Fate::Same)
 }
 
 /// At most this many changed functions are named per program.
@@ -512,11 +560,14 @@ mod tests {
         }
 
         fn against(&self, new: &Snapshot, id: u8) -> Vec<String> {
-            changes(
-                &self.dep,
-                &Build::new([id; 32], Arc::new(new.clone())),
-                &self.snapshots,
-            )
+            let build = Build::new([id; 32], Arc::new(new.clone()));
+            let found = changes(&self.dep, &build, &self.snapshots);
+            assert_eq!(
+                holds(&self.dep, &build, &self.snapshots),
+                found.is_empty(),
+                "{found:?}"
+            );
+            found
         }
     }
 

@@ -155,6 +155,43 @@ pub fn record_reasons(record: &Record, present: &Present<'_>) -> Vec<Reason> {
     reasons
 }
 
+/// Whether an intact record vouches for its test: exactly when
+/// [`record_reasons`] finds none, but stopping at the first difference
+/// (a filed record tried as a candidate usually differs early, and its
+/// reasons are never shown).
+pub fn vouches(record: &Record, present: &Present<'_>) -> bool {
+    record.outcome == Outcome::Passed
+        && record.global.changes(present.global).is_empty()
+        && record.always.is_empty()
+        && !(present.always_run_external && !external_peers(record, present.network).is_empty())
+        && record
+            .deps
+            .iter()
+            .all(|dep| dep.sum.matches(&current(&dep.target, present)))
+        && record.code.iter().all(|dep| code_holds(dep, present))
+}
+
+/// Whether every function a test executed in one program is as it was.
+fn code_holds(dep: &CodeDep, present: &Present<'_>) -> bool {
+    let (now, path) = match &dep.unit {
+        CodeUnit::TestBinary => (
+            present.binary.clone(),
+            Some(present.binary_path.to_path_buf()),
+        ),
+        CodeUnit::Program(program) => (
+            present.checksums.get(&Target::Program(program.clone())),
+            present.checksums.anchors().resolve(program),
+        ),
+    };
+    match now {
+        Sum::Hash(id) if id == dep.build => true,
+        Sum::Hash(id) => path
+            .and_then(|path| present.snapshots.of_binary(&path, &id).ok())
+            .is_some_and(|build| crate::code::holds(dep, &build, present.snapshots)),
+        _ => false,
+    }
+}
+
 /// The checksum of a dependency's target now.
 pub fn current(target: &Target, present: &Present<'_>) -> Sum {
     match target {
@@ -255,10 +292,13 @@ mod tests {
                 always_run_external: true,
                 forced: false,
             };
-            reasons(&Loaded::Found(Box::new(record)), &present)
-                .iter()
-                .map(ToString::to_string)
-                .collect()
+            let found = reasons(&Loaded::Found(Box::new(record.clone())), &present);
+            assert_eq!(
+                vouches(&record, &present),
+                found.is_empty(),
+                "the short-circuit agrees with the reasons: {found:?}"
+            );
+            found.iter().map(ToString::to_string).collect()
         }
     }
 
