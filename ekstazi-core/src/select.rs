@@ -173,7 +173,19 @@ pub fn vouches(record: &Record, present: &Present<'_>) -> bool {
 
 /// Whether every function a test executed in one program is as it was.
 fn code_holds(dep: &CodeDep, present: &Present<'_>) -> bool {
-    let (now, path) = match &dep.unit {
+    let (now, path) = program_now(&dep.unit, present);
+    match now {
+        Sum::Hash(id) if id == dep.build => true,
+        Sum::Hash(id) => path
+            .and_then(|path| present.snapshots.of_binary(&path, &id).ok())
+            .is_some_and(|build| crate::code::holds(dep, &build, present.snapshots)),
+        _ => false,
+    }
+}
+
+/// A program's smart checksum now, and where it is (to fingerprint it).
+fn program_now(unit: &CodeUnit, present: &Present<'_>) -> (Sum, Option<std::path::PathBuf>) {
+    match unit {
         CodeUnit::TestBinary => (
             present.binary.clone(),
             Some(present.binary_path.to_path_buf()),
@@ -182,13 +194,6 @@ fn code_holds(dep: &CodeDep, present: &Present<'_>) -> bool {
             present.checksums.get(&Target::Program(program.clone())),
             present.checksums.anchors().resolve(program),
         ),
-    };
-    match now {
-        Sum::Hash(id) if id == dep.build => true,
-        Sum::Hash(id) => path
-            .and_then(|path| present.snapshots.of_binary(&path, &id).ok())
-            .is_some_and(|build| crate::code::holds(dep, &build, present.snapshots)),
-        _ => false,
     }
 }
 
@@ -205,16 +210,7 @@ pub fn current(target: &Target, present: &Present<'_>) -> Sum {
 /// if the program is the very build the test ran, else the comparison of
 /// the executed functions' fingerprints.
 fn code_reasons(dep: &CodeDep, present: &Present<'_>) -> Vec<String> {
-    let (now, path) = match &dep.unit {
-        CodeUnit::TestBinary => (
-            present.binary.clone(),
-            Some(present.binary_path.to_path_buf()),
-        ),
-        CodeUnit::Program(program) => (
-            present.checksums.get(&Target::Program(program.clone())),
-            present.checksums.anchors().resolve(program),
-        ),
-    };
+    let (now, path) = program_now(&dep.unit, present);
     let id = match now {
         Sum::Hash(id) if id == dep.build => return Vec::new(),
         Sum::Hash(id) => id,
