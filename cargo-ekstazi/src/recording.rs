@@ -240,7 +240,7 @@ fn code_dep(
     Some(CodeDep {
         unit,
         build: build.id,
-        uninstrumented: build.uninstrumented_id,
+        uninstrumented: build.uninstrumented_id(),
         functions,
     })
 }

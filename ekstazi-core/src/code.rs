@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Whose code.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -168,14 +168,16 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
 pub struct Build {
     pub id: Hash,
     pub snapshot: Arc<Snapshot>,
-    ids: HashSet<FnId, IdHash>,
+    /// Worked out on first use: a run where nothing changed compares no
+    /// record with a new build, and pays for none of this.
+    ids: OnceLock<HashSet<FnId, IdHash>>,
     /// What became of recorded functions this build does not hold by id,
     /// worked out once per run: many records name the same ones (after a
     /// dependency bump, every function of the crate), and finding a
     /// counterpart by name demangles it.
     fates: Mutex<HashMap<FnId, Fate, IdHash>>,
-    uninstrumented: Uninstrumented,
-    pub uninstrumented_id: Hash,
+    /// The uninstrumented functions and their table's digest, on first use.
+    uninstrumented: OnceLock<(Uninstrumented, Hash)>,
 }
 
 /// Function ids are digests already: their first 8 bytes are the hash.
@@ -199,26 +201,29 @@ impl std::hash::Hasher for IdHasher {
 
 impl Build {
     pub fn new(id: Hash, snapshot: Arc<Snapshot>) -> Build {
-        let ids = snapshot
-            .names
-            .iter()
-            .zip(&snapshot.fps)
-            .map(|(name, fp)| crate::functions::id_of(name, fp))
-            .collect();
-        let uninstrumented = Uninstrumented::of(&snapshot);
         Build {
             id,
-            uninstrumented_id: uninstrumented.digest(),
-            uninstrumented,
             snapshot,
-            ids,
+            ids: OnceLock::new(),
             fates: Mutex::new(HashMap::default()),
+            uninstrumented: OnceLock::new(),
         }
+    }
+
+    fn ids(&self) -> &HashSet<FnId, IdHash> {
+        self.ids.get_or_init(|| {
+            self.snapshot
+                .names
+                .iter()
+                .zip(&self.snapshot.fps)
+                .map(|(name, fp)| crate::functions::id_of(name, fp))
+                .collect()
+        })
     }
 
     /// What became of a recorded function in this build.
     fn fate(&self, id: &FnId, table: &FunctionTable) -> Fate {
-        if self.ids.contains(id) {
+        if self.ids().contains(id) {
             return Fate::Same;
         }
         if let Some(known) = self.fates.lock().expect("fate cache lock").get(id) {
@@ -264,7 +269,20 @@ impl Build {
     }
 
     pub fn uninstrumented(&self) -> &Uninstrumented {
-        &self.uninstrumented
+        &self.uninstrumented_table().0
+    }
+
+    /// The digest of the table of its uninstrumented functions.
+    pub fn uninstrumented_id(&self) -> Hash {
+        self.uninstrumented_table().1
+    }
+
+    fn uninstrumented_table(&self) -> &(Uninstrumented, Hash) {
+        self.uninstrumented.get_or_init(|| {
+            let table = Uninstrumented::of(&self.snapshot);
+            let digest = table.digest();
+            (table, digest)
+        })
     }
 }
 
@@ -281,7 +299,7 @@ enum Fate {
 /// Whether a code dependency holds against the program's present build:
 /// [`changes`] would find nothing, known at the first difference.
 pub fn holds(dep: &CodeDep, now: &Build, snapshots: &Snapshots) -> bool {
-    if dep.uninstrumented != now.uninstrumented_id
+    if dep.uninstrumented != now.uninstrumented_id()
         && snapshots
             .uninstrumented_changes(&dep.uninstrumented, now)
             .is_none_or(|changed| !changed.is_empty())
@@ -304,7 +322,7 @@ pub fn changes(dep: &CodeDep, now: &Build, snapshots: &Snapshots) -> Vec<String>
         unit => format!(" (in {unit})"),
     };
     let mut reasons = Vec::new();
-    if dep.uninstrumented != now.uninstrumented_id {
+    if dep.uninstrumented != now.uninstrumented_id() {
         match snapshots.uninstrumented_changes(&dep.uninstrumented, now) {
             Some(changed) => reasons.extend(
                 changed
@@ -464,7 +482,7 @@ impl Snapshots {
     /// Keeps a build's uninstrumented table, for records that name it.
     pub fn keep_uninstrumented(&self, build: &Build) -> std::io::Result<()> {
         self.store
-            .save_uninstrumented(&build.uninstrumented_id, build.uninstrumented())
+            .save_uninstrumented(&build.uninstrumented_id(), build.uninstrumented())
     }
 
     /// The uninstrumented functions of the recorded table `recorded` whose
@@ -552,7 +570,7 @@ mod tests {
                 dep: CodeDep {
                     unit: CodeUnit::TestBinary,
                     build: [0; 32],
-                    uninstrumented: build.uninstrumented_id,
+                    uninstrumented: build.uninstrumented_id(),
                     functions,
                 },
                 snapshots,
