@@ -334,12 +334,7 @@ fn under_nextest_each_test_gets_its_own_temporary_directory_too() {
     let selected = f.selected(&tmp_tests);
     assert!(selected.is_empty(), "{selected:?}");
     // The tests' directories are gone; the root stays, for the next run.
-    let roots: Vec<_> = std::fs::read_dir(f.tmp())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(roots.len(), 1, "{roots:?}");
-    assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
+    f.assert_scratch_root_empty();
     // And `test` agrees.
     assert!(f.test_ok(&tmp_tests).ran().is_empty());
 }

@@ -126,12 +126,7 @@ fn tests_that_meet_in_the_temporary_directory_each_get_their_own() {
     let selected = f.selected(tmp_tests);
     assert!(selected.is_empty(), "{selected:?}");
     // Nothing of theirs is left in the tool's root.
-    let roots: Vec<_> = std::fs::read_dir(f.tmp())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(roots.len(), 1, "{roots:?}");
-    assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
+    f.assert_scratch_root_empty();
 
     // Sharing the environment's temporary directory: a different TMPDIR
     // for every test, and then they meet.

@@ -142,6 +142,17 @@ impl Fixture {
     }
 
     /// The `TMPDIR` of the commands run in it.
+    /// cargo-ekstazi's temporary root is the only thing in the fixture's
+    /// `TMPDIR`, and holds nothing of the tests that ran.
+    pub fn assert_scratch_root_empty(&self) {
+        let roots: Vec<_> = std::fs::read_dir(self.tmp())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(roots.len(), 1, "{roots:?}");
+        assert_eq!(std::fs::read_dir(&roots[0]).unwrap().count(), 0);
+    }
+
     pub fn tmp(&self) -> &Path {
         self.tmp.path()
     }
