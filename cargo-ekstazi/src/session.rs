@@ -17,7 +17,7 @@ use ekstazi_core::config::Config;
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::history::{Candidates, Vouch, object_id};
+use ekstazi_core::history::{Candidates, History, Vouch, object_id};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
@@ -25,6 +25,7 @@ use ekstazi_core::record::{FORMAT_VERSION, Global, Record};
 use ekstazi_core::select::{self, Present, Reason};
 use ekstazi_core::settings::{Doctests, External, Granularity, Layer, Settings};
 use ekstazi_core::store::{Loaded, Store};
+use ekstazi_core::vouch::{Verdicts, filed_vouches};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -73,6 +74,8 @@ pub struct Session {
     /// The filed records that may vouch for a test, read when the first
     /// test needs them.
     candidates: OnceLock<Candidates>,
+    /// The history they are read from, and what was found of their chunks.
+    filed: OnceLock<(History, Verdicts)>,
 }
 
 /// A test and what the analysis decided about it.
@@ -302,6 +305,7 @@ impl Session {
             timings,
             repo,
             candidates: OnceLock::new(),
+            filed: OnceLock::new(),
         })
     }
 
@@ -497,7 +501,9 @@ impl Session {
         present: &Present<'_>,
     ) -> Option<(Box<Record>, Vouch)> {
         let repo = self.repo.as_ref()?;
-        let history = self.store.history();
+        let (history, verdicts) = self
+            .filed
+            .get_or_init(|| (self.store.history(), Verdicts::default()));
         let candidates = self
             .candidates
             .get_or_init(|| Candidates::new(history.manifests(), Some(&repo.head), &repo.parents));
@@ -507,10 +513,8 @@ impl Session {
             .of(key, &case.name)
             .filter(|(id, _)| Some(**id) != current)
             .find_map(|(id, vouch)| {
-                let record = history.object(id)?;
-                let ours = record.binary == *key && record.test == case.name;
-                (ours && select::vouches(&record, present))
-                    .then(|| (Box::new(record), vouch.clone()))
+                let record = filed_vouches(history, id, key, &case.name, present, verdicts)?;
+                Some((Box::new(record), vouch.clone()))
             })
     }
 

@@ -12,12 +12,11 @@
 //! manifest before keeping it.
 //!
 //! ```text
-//! v8/<binary key>/<test>            current records
-//! v8/.functions/<digest>            the function table
-//! v8/.uninstrumented/<digest>       uninstrumented functions of builds
-//! v8/.history/commits/<commit id>   which record held per test, per commit
-//! v8/.history/objects/<xx>/<rest>   the records the history names
-//! v8/.history/chunks/<xx>/<rest>    their long lists of executed functions
+//! v9/<binary key>/<test>            current records
+//! v9/.functions/<digest>            the function table
+//! v9/.uninstrumented/<digest>       uninstrumented functions of builds
+//! v9/.history/commits/<commit id>   which record held per test, per commit
+//! v9/.history/packs/<digest>        the records the history names
 //! ```
 
 use crate::record::FORMAT_VERSION;
@@ -184,7 +183,7 @@ fn is_store_path(path: &Path) -> bool {
             [".functions", name] => hex(name, 32),
             [".uninstrumented", name] => hex(name, 64),
             [".history", "commits", id] => crate::history::is_commit_id(id),
-            [".history", "objects" | "chunks", fan, rest] => hex(fan, 2) && hex(rest, 62),
+            [".history", "packs", name] => hex(name, 64),
             [key, test] => !key.starts_with('.') && !test.starts_with(".tmp"),
             _ => false,
         },
@@ -204,7 +203,7 @@ mod tests {
             format!("{v}/.functions/{}", "a".repeat(32)),
             format!("{v}/.uninstrumented/{}", "b".repeat(64)),
             format!("{v}/.history/commits/{}", "c".repeat(40)),
-            format!("{v}/.history/objects/ab/{}", "d".repeat(62)),
+            format!("{v}/.history/packs/{}", "d".repeat(64)),
         ];
         for path in &ok {
             assert!(is_store_path(Path::new(path)), "{path}");
@@ -216,6 +215,8 @@ mod tests {
             format!("{v}/pkg/sub/deeper"),
             format!("{v}/.code/{}", "a".repeat(64)),
             format!("{v}/.history/commits/HEAD"),
+            format!("{v}/.history/packs/.tmp123"),
+            format!("{v}/.history/objects/ab/{}", "d".repeat(62)),
             format!("{v}/pkg/.tmp123"),
             format!("{v}/pkg/na me"),
             "v1/pkg/test".to_owned(),

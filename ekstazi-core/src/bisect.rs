@@ -498,7 +498,10 @@ mod tests {
         use crate::record::tests_support::sample;
         let dir = tempfile::tempdir().unwrap();
         let table = FunctionTable::load(dir.path());
-        let id = |name: &str, fp: u8| table.intern(name, &[fp; 16]).unwrap();
+        let id = |name: &str, fp: u8| {
+            let stable = crate::fingerprint::stable_hash(name);
+            table.intern(name, stable, &[fp; 16]).unwrap()
+        };
         let mut good = sample();
         good.code[0].functions = vec![
             id("_ZN4shop3tax17h0123456789abcdefE", 1),

@@ -171,11 +171,9 @@ pub struct Build {
     /// Worked out on first use: a run where nothing changed compares no
     /// record with a new build, and pays for none of this.
     ids: OnceLock<HashSet<FnId, IdHash>>,
-    /// What became of recorded functions this build does not hold by id,
-    /// worked out once per run: many records name the same ones (after a
-    /// dependency bump, every function of the crate), and finding a
-    /// counterpart by name demangles it.
-    fates: Mutex<HashMap<FnId, Fate, IdHash>>,
+    /// Per function (index into the snapshot's names), its stable name's
+    /// hash, on first use.
+    stable: OnceLock<Vec<u64>>,
     /// The uninstrumented functions and their table's digest, on first use.
     uninstrumented: OnceLock<(Uninstrumented, Hash)>,
 }
@@ -205,46 +203,58 @@ impl Build {
             id,
             snapshot,
             ids: OnceLock::new(),
-            fates: Mutex::new(HashMap::default()),
+            stable: OnceLock::new(),
             uninstrumented: OnceLock::new(),
         }
     }
 
+    fn stable(&self) -> &[u64] {
+        self.stable.get_or_init(|| {
+            let mut by_index = vec![0; self.snapshot.names.len()];
+            for &(hash, i) in &self.snapshot.stable {
+                by_index[i as usize] = hash;
+            }
+            by_index
+        })
+    }
+
     fn ids(&self) -> &HashSet<FnId, IdHash> {
         self.ids.get_or_init(|| {
-            self.snapshot
-                .names
+            self.stable()
                 .iter()
                 .zip(&self.snapshot.fps)
-                .map(|(name, fp)| crate::functions::id_of(name, fp))
+                .map(|(stable, fp)| crate::functions::id_of(*stable, fp))
                 .collect()
         })
     }
 
+    /// Whether this build has the function `id` stands for: one of the same
+    /// stable name and fingerprint. Decided from the build alone; the table
+    /// is only asked for the name of what is not here.
+    pub fn has(&self, id: &FnId) -> bool {
+        self.ids().contains(id)
+    }
+
     /// What became of a recorded function in this build.
     fn fate(&self, id: &FnId, table: &FunctionTable) -> Fate {
-        if self.ids().contains(id) {
+        if self.has(id) {
             return Fate::Same;
         }
-        if let Some(known) = self.fates.lock().expect("fate cache lock").get(id) {
-            return known.clone();
-        }
-        let fate = match table.get(id) {
+        match table.get(id) {
             None => Fate::Unknown,
-            // Not by id: a dependency bumped to a new version renames
-            // every symbol of its crate (the hash), and the counterpart is
-            // found by the name without it.
-            Some(function) => match self.snapshot.counterpart(&function.name, &function.fp) {
-                None => Fate::Removed(function.name),
-                Some(j) if self.snapshot.fps[j] == function.fp => Fate::Same,
-                Some(_) => Fate::Changed(function.name),
-            },
-        };
-        self.fates
-            .lock()
-            .expect("fate cache lock")
-            .insert(*id, fate.clone());
-        fate
+            Some(function) => {
+                if self
+                    .snapshot
+                    .with_stable_name(function.stable)
+                    .next()
+                    .is_some()
+                {
+                    Fate::Changed(function.name)
+                } else {
+                    Fate::Removed(function.name)
+                }
+            }
+        }
     }
 
     /// The ids of the functions at these entry addresses (coverage PCs),
@@ -261,7 +271,11 @@ impl Build {
                 return Ok(None);
             };
             let index = index as usize;
-            ids.push(table.intern(&self.snapshot.names[index], &self.snapshot.fps[index])?);
+            ids.push(table.intern(
+                &self.snapshot.names[index],
+                self.stable()[index],
+                &self.snapshot.fps[index],
+            )?);
         }
         ids.sort_unstable();
         ids.dedup();
@@ -306,9 +320,7 @@ pub fn holds(dep: &CodeDep, now: &Build, snapshots: &Snapshots) -> bool {
     {
         return false;
     }
-    dep.functions
-        .iter()
-        .all(|id| now.fate(id, snapshots.table()) == Fate::Same)
+    dep.functions.iter().all(|id| now.has(id))
 }
 
 /// At most this many changed functions are named per program.
@@ -558,9 +570,10 @@ mod tests {
                 .iter()
                 .map(|name| {
                     let i = old.index_of(name).unwrap();
+                    let stable = crate::fingerprint::stable_hash(&old.names[i]);
                     snapshots
                         .table()
-                        .intern(&old.names[i], &old.fps[i])
+                        .intern(&old.names[i], stable, &old.fps[i])
                         .unwrap()
                 })
                 .collect();

@@ -1,12 +1,15 @@
 //! The function table: every function a record names, by a content id.
 //!
 //! A record names each function its test executed by a [`FnId`], a 64-bit
-//! digest of the function's mangled name and fingerprint, never by its
-//! place in one build's list. So a record stays byte-for-byte the same
-//! across rebuilds that leave its functions alone, and the history can keep
-//! it once, content-addressed, for every commit it holds at. The table maps
-//! ids back to names and fingerprints, for comparison with a new build and
-//! for reasons people read.
+//! digest of the function's stable name (its name without crate hashes,
+//! [`crate::fingerprint::stable_hash`]) and fingerprint, never by its place
+//! in one build's list. So a record stays byte-for-byte the same across
+//! rebuilds that leave its functions alone — a dependency bumped to a new
+//! version changes the crate hash in every symbol name of the crates built
+//! on it, and no id — and the history can keep it once, content-addressed,
+//! for every commit it holds at. The table maps ids back to names and
+//! fingerprints, for reasons people read; whether a function is still there
+//! is decided from the build alone (`code::Build`), never from the table.
 //!
 //! ```text
 //! .functions/<digest>     a segment: sealed (id, name, fingerprint) entries
@@ -29,15 +32,17 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-/// A function as records name it: a digest of its mangled name and
-/// fingerprint.
+/// A function as records name it: a digest of its stable name's hash and
+/// its fingerprint.
 pub type FnId = [u8; 8];
 
-/// The id of the function `name` with fingerprint `fp`.
-pub fn id_of(name: &str, fp: &Fp) -> FnId {
+/// The id of the function whose stable name hashes to `stable`
+/// ([`crate::fingerprint::stable_hash`]), with fingerprint `fp`. Functions
+/// that differ only in crate hashes and not in code share it, as they share
+/// references to them in fingerprints (`fingerprint::image`'s tokens).
+pub fn id_of(stable: u64, fp: &Fp) -> FnId {
     let mut h = blake3::Hasher::new();
-    h.update(&(name.len() as u64).to_le_bytes());
-    h.update(name.as_bytes());
+    h.update(&stable.to_le_bytes());
     h.update(fp);
     let mut id = [0; 8];
     id.copy_from_slice(&h.finalize().as_bytes()[..8]);
@@ -47,7 +52,9 @@ pub fn id_of(name: &str, fp: &Fp) -> FnId {
 /// What an id stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function {
+    /// A mangled name it had (the first interned, for reasons people read).
     pub name: Arc<str>,
+    pub stable: u64,
     pub fp: Fp,
 }
 
@@ -57,8 +64,11 @@ const MAGIC: &[u8; 4] = b"EKZF";
 
 #[derive(Serialize, Deserialize)]
 struct Segment {
-    entries: Vec<(FnId, String, Fp)>,
+    entries: Vec<Entry>,
 }
+
+/// A segment's entry: id, mangled name, stable name's hash, fingerprint.
+type Entry = (FnId, String, u64, Fp);
 
 /// Two functions were given one id: neither may vouch for a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -81,7 +91,7 @@ struct Inner {
     /// Ids two segments (or a segment and a new function) disagree on.
     colliding: HashSet<FnId>,
     /// Entries interned since the last [`FunctionTable::flush`].
-    pending: Vec<(FnId, String, Fp)>,
+    pending: Vec<Entry>,
     /// The segment files read or written, for compaction.
     segments: Vec<PathBuf>,
     /// Segment files that could not be trusted.
@@ -102,8 +112,8 @@ impl FunctionTable {
             for file in files {
                 match read_segment(&file) {
                     Some(segment) => {
-                        for (id, name, fp) in segment.entries {
-                            inner.add(id, name, fp);
+                        for (id, name, stable, fp) in segment.entries {
+                            inner.add(id, name, stable, fp);
                         }
                     }
                     None => inner.damaged += 1,
@@ -127,17 +137,17 @@ impl FunctionTable {
         inner.known.get(id).cloned()
     }
 
-    /// The id of a function, added to the table (in memory, until
-    /// [`flush`](Self::flush)) if it is new.
-    pub fn intern(&self, name: &str, fp: &Fp) -> Result<FnId, Collision> {
-        let id = id_of(name, fp);
+    /// The id of a function (`stable`: its stable name's hash), added to
+    /// the table (in memory, until [`flush`](Self::flush)) if it is new.
+    pub fn intern(&self, name: &str, stable: u64, fp: &Fp) -> Result<FnId, Collision> {
+        let id = id_of(stable, fp);
         {
             let inner = self.inner.read().expect("function table lock");
             if inner.colliding.contains(&id) {
                 return Err(Collision(id));
             }
             if let Some(known) = inner.known.get(&id) {
-                return if &*known.name == name && known.fp == *fp {
+                return if known.stable == stable && known.fp == *fp {
                     Ok(id)
                 } else {
                     Err(Collision(id))
@@ -146,11 +156,11 @@ impl FunctionTable {
         }
         let mut inner = self.inner.write().expect("function table lock");
         let new = !inner.known.contains_key(&id);
-        if !inner.add(id, name.to_owned(), *fp) {
+        if !inner.add(id, name.to_owned(), stable, *fp) {
             return Err(Collision(id));
         }
         if new {
-            inner.pending.push((id, name.to_owned(), *fp));
+            inner.pending.push((id, name.to_owned(), stable, *fp));
         }
         Ok(id)
     }
@@ -220,10 +230,10 @@ impl FunctionTable {
             segments,
             ..
         } = &mut *inner;
-        let mut entries: Vec<(FnId, String, Fp)> = known
+        let mut entries: Vec<Entry> = known
             .iter()
             .filter(|(id, _)| !colliding.contains(*id) && keep.is_none_or(|k| k.contains(*id)))
-            .map(|(id, f)| (*id, f.name.to_string(), f.fp))
+            .map(|(id, f)| (*id, f.name.to_string(), f.stable, f.fp))
             .collect();
         entries.sort_unstable_by_key(|e| e.0);
         let old = std::mem::take(segments);
@@ -253,10 +263,10 @@ impl FunctionTable {
         let mut disagreed = Vec::new();
         for (id, f) in &theirs.known {
             let new = !ours.known.contains_key(id);
-            if !ours.add(*id, f.name.to_string(), f.fp) {
+            if !ours.add(*id, f.name.to_string(), f.stable, f.fp) {
                 disagreed.push(*id);
             } else if new {
-                ours.pending.push((*id, f.name.to_string(), f.fp));
+                ours.pending.push((*id, f.name.to_string(), f.stable, f.fp));
             }
         }
         for id in &theirs.colliding {
@@ -274,8 +284,8 @@ impl FunctionTable {
 impl Inner {
     /// Adds an entry; `false` when the id already stands for another
     /// function (then it stands for none).
-    fn add(&mut self, id: FnId, name: String, fp: Fp) -> bool {
-        if id_of(&name, &fp) != id {
+    fn add(&mut self, id: FnId, name: String, stable: u64, fp: Fp) -> bool {
+        if id_of(stable, &fp) != id {
             // A segment that does not hash to its ids is not trusted for
             // this id, whatever else holds it.
             self.colliding.insert(id);
@@ -285,7 +295,9 @@ impl Inner {
             return false;
         }
         match self.known.get(&id) {
-            Some(f) if *f.name == *name && f.fp == fp => true,
+            // Another mangled name of the same function (a crate hash
+            // changed): one entry stands for both.
+            Some(f) if f.stable == stable && f.fp == fp => true,
             Some(_) => {
                 self.colliding.insert(id);
                 false
@@ -295,6 +307,7 @@ impl Inner {
                     id,
                     Function {
                         name: name.into(),
+                        stable,
                         fp,
                     },
                 );
@@ -316,10 +329,7 @@ fn read_segment(path: &Path) -> Option<Segment> {
 
 /// Writes a segment named by its content; gives the entries back on error.
 #[allow(clippy::type_complexity)]
-fn write_segment(
-    dir: &Path,
-    entries: Vec<(FnId, String, Fp)>,
-) -> Result<PathBuf, (io::Error, Vec<(FnId, String, Fp)>)> {
+fn write_segment(dir: &Path, entries: Vec<Entry>) -> Result<PathBuf, (io::Error, Vec<Entry>)> {
     let segment = Segment { entries };
     let body = postcard::to_stdvec(&segment).expect("a segment always serialises");
     let sealed = crate::record::seal(MAGIC, &body);
@@ -346,17 +356,22 @@ mod tests {
     fn interned_functions_survive_a_reload_and_compaction() {
         let dir = tempfile::tempdir().unwrap();
         let table = FunctionTable::load(dir.path());
-        let a = table.intern("a", &[1; 16]).unwrap();
-        let b = table.intern("b", &[2; 16]).unwrap();
+        let a = table.intern("a", 1, &[1; 16]).unwrap();
+        let b = table.intern("b", 2, &[2; 16]).unwrap();
         assert_eq!(
-            table.intern("a", &[1; 16]),
+            table.intern("a", 1, &[1; 16]),
             Ok(a),
             "interning is idempotent"
         );
         assert_ne!(
             a,
-            table.intern("a", &[3; 16]).unwrap(),
+            table.intern("a", 1, &[3; 16]).unwrap(),
             "the fingerprint is part of the id"
+        );
+        assert_eq!(
+            table.intern("a renamed (another crate hash)", 1, &[1; 16]),
+            Ok(a),
+            "a function whose name changed only in crate hashes keeps its id"
         );
         table.flush().unwrap();
         let again = FunctionTable::load(dir.path());
@@ -371,14 +386,14 @@ mod tests {
     #[test]
     fn a_lying_or_damaged_segment_resolves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let a = id_of("a", &[1; 16]);
+        let a = id_of(1, &[1; 16]);
         // A segment claiming `a` is another function.
-        write_segment(dir.path(), vec![(a, "evil".into(), [1; 16])]).unwrap();
+        write_segment(dir.path(), vec![(a, "evil".into(), 7, [1; 16])]).unwrap();
         std::fs::write(dir.path().join("garbage"), b"EKZF nonsense").unwrap();
         let table = FunctionTable::load(dir.path());
         assert_eq!(table.damaged(), 1);
         assert!(table.get(&a).is_none());
-        assert_eq!(table.intern("a", &[1; 16]), Err(Collision(a)));
+        assert_eq!(table.intern("a", 1, &[1; 16]), Err(Collision(a)));
     }
 
     #[test]
@@ -386,14 +401,15 @@ mod tests {
         let (x, y) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let ours = FunctionTable::load(x.path());
         let theirs = FunctionTable::load(y.path());
-        let shared = ours.intern("s", &[1; 16]).unwrap();
-        theirs.intern("s", &[1; 16]).unwrap();
-        let only_theirs = theirs.intern("t", &[2; 16]).unwrap();
+        let shared = ours.intern("s", 3, &[1; 16]).unwrap();
+        theirs.intern("s", 3, &[1; 16]).unwrap();
+        let only_theirs = theirs.intern("t", 4, &[2; 16]).unwrap();
         // Forge a disagreement the way a collision would look.
         theirs.inner.write().unwrap().known.insert(
             shared,
             Function {
                 name: "other".into(),
+                stable: 3,
                 fp: [9; 16],
             },
         );

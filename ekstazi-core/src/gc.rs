@@ -88,9 +88,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path());
         let table = FunctionTable::load(&store.functions_dir());
-        let kept = table.intern("kept", &[1; 16]).unwrap();
-        let filed = table.intern("filed", &[2; 16]).unwrap();
-        let gone = table.intern("gone", &[3; 16]).unwrap();
+        let kept = table.intern("kept", 1, &[1; 16]).unwrap();
+        let filed = table.intern("filed", 2, &[2; 16]).unwrap();
+        let gone = table.intern("gone", 3, &[3; 16]).unwrap();
         table.flush().unwrap();
         let used = Uninstrumented {
             names: vec!["memcpy".into()],

@@ -13,14 +13,19 @@
 //! ```text
 //! .history/
 //!   commits/<commit id>        a manifest: per test, the record that held
-//!   objects/<xx>/<digest>      a record, named by the blake3 of its bytes
+//!   packs/<digest>             the objects one filing wrote, with an index
 //! ```
 //! Records are content-addressed: a test unaffected across a hundred
-//! commits is one object. Manifests and objects are sealed and
-//! zstd-compressed; anything that does not decode, does not hash to its
-//! name or names another test is *no record* (its test runs), never an
-//! error. The history is bounded: [`History::prune`] keeps the newest
-//! commits and removes the objects no kept commit names.
+//! commits is one object, named by the blake3 of the record's bytes. A
+//! record is kept as a skeleton, and its long lists of executed functions
+//! as chunks shared between records ([`Skeleton`]). What one run files goes
+//! into one pack file, so the history is a few files per commit, not one
+//! per object (each file costs a filesystem block). Manifests and objects
+//! are sealed and zstd-compressed; anything that does not decode, does not
+//! hash to its name or names another test is *no record* (its test runs),
+//! never an error. The history is bounded: [`History::prune`] keeps the
+//! newest commits and drops the objects no kept commit names, rewriting a
+//! pack when less than half of it is still named.
 
 use crate::dep::Hash;
 use crate::functions::FnId;
@@ -30,14 +35,28 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
 const SKELETON_MAGIC: &[u8; 4] = b"EKZO";
 const CHUNK_MAGIC: &[u8; 4] = b"EKZC";
+const PACK_INDEX_MAGIC: &[u8; 4] = b"EKZI";
 /// A list of executed functions this long or longer is kept in chunks.
 const CHUNKED_FROM: usize = 256;
-/// How many chunks a long list is cut into, by its ids' first byte.
-const BUCKETS: usize = 8;
+/// About this many ids to a chunk...
+const IDS_PER_CHUNK: usize = 128;
+/// ...in at most this many chunks per list (each costs a reference in the
+/// skeleton and an entry in a pack's index).
+const MAX_CHUNKS: usize = 64;
+
+/// How many chunks a list of `len` ids is cut into, by the ids' first
+/// byte: a power of two, so that a list that grows past a boundary
+/// recuts into halves, not into unrelated pieces.
+fn buckets(len: usize) -> usize {
+    len.div_ceil(IDS_PER_CHUNK)
+        .next_power_of_two()
+        .min(MAX_CHUNKS)
+}
 
 /// How a record is kept in the history: itself without its long lists of
 /// executed functions, and per program the chunks those lists were cut
@@ -59,7 +78,33 @@ const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 #[derive(Clone, Debug)]
 pub struct History {
     dir: PathBuf,
+    /// Where each object is, read from the packs' indexes on first use and
+    /// kept up to date by this process's writes.
+    packs: Arc<Mutex<Option<Packs>>>,
 }
+
+#[derive(Debug, Default)]
+struct Packs {
+    files: Vec<PathBuf>,
+    at: HashMap<Hash, Loc>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Loc {
+    pack: usize,
+    offset: u64,
+    len: u32,
+}
+
+/// A pack's index: each object's id, and where its packed bytes are
+/// (offset from the end of the index, length).
+#[derive(Serialize, Deserialize)]
+struct PackIndex {
+    entries: Vec<(Hash, u64, u32)>,
+}
+
+/// A pack's index is small (one entry per object); this is far past any.
+const MAX_PACK_INDEX_BYTES: u64 = 64 << 20;
 
 /// Which record held for each test at one commit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +151,7 @@ impl History {
     pub fn new(dir: &Path) -> History {
         History {
             dir: dir.to_path_buf(),
+            packs: Arc::default(),
         }
     }
 
@@ -117,13 +163,8 @@ impl History {
         self.dir.join("commits")
     }
 
-    fn objects_dir(&self) -> PathBuf {
-        self.dir.join("objects")
-    }
-
-    fn object_path(&self, id: &Hash) -> PathBuf {
-        let hex = blake3::Hash::from_bytes(*id).to_hex();
-        self.objects_dir().join(&hex[..2]).join(&hex[2..])
+    fn packs_dir(&self) -> PathBuf {
+        self.dir.join("packs")
     }
 
     /// Files records under `commit`: each `(record, ran here)`, merged into
@@ -142,10 +183,11 @@ impl History {
                     .collect()
             })
             .unwrap_or_default();
+        let mut objects = Vec::with_capacity(records.len());
         for (record, ran) in records {
             let encoded = record.encode();
             let id = object_id(&encoded);
-            self.put_object(&id, &encoded)?;
+            objects.push((id, encoded));
             entries.insert(
                 (record.binary.clone(), record.test.clone()),
                 Entry {
@@ -157,6 +199,7 @@ impl History {
                 },
             );
         }
+        self.put_objects(&objects)?;
         let mut entries: Vec<Entry> = entries.into_values().collect();
         entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
         self.put_manifest(&Manifest {
@@ -179,74 +222,173 @@ impl History {
         )
     }
 
-    /// Writes a record object, unless it is there already. Its long lists
-    /// of executed functions are kept as chunks of their own (see
-    /// [`Skeleton`]), written first.
+    /// Writes a record object, unless it is there already.
     pub fn put_object(&self, id: &Hash, encoded: &[u8]) -> io::Result<()> {
-        let path = self.object_path(id);
-        if path.is_file() {
-            return Ok(());
-        }
-        let record =
-            Record::decode(encoded).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let mut skeleton = Skeleton {
-            chunks: Vec::new(),
-            record,
-        };
-        for code in &mut skeleton.record.code {
-            if code.functions.len() < CHUNKED_FROM {
-                skeleton.chunks.push(Vec::new());
+        self.put_objects(&[(*id, encoded.to_vec())])
+    }
+
+    /// Writes record objects `(id, encoded record)` not there already, as
+    /// one pack: their skeletons, and the chunks of their long lists of
+    /// executed functions that no object has yet (see [`Skeleton`]).
+    pub fn put_objects(&self, objects: &[(Hash, Vec<u8>)]) -> io::Result<()> {
+        let mut guard = self.packs.lock().expect("pack index lock");
+        let packs = guard.get_or_insert_with(|| self.read_packs());
+        let mut new: Vec<(Hash, Vec<u8>)> = Vec::new();
+        let mut added = HashSet::new();
+        for (id, encoded) in objects {
+            if packs.at.contains_key(id) || !added.insert(*id) {
                 continue;
             }
-            let mut buckets: Vec<Vec<FnId>> = vec![Vec::new(); BUCKETS];
-            for function in code.functions.drain(..) {
-                buckets[usize::from(function[0]) * BUCKETS / 256].push(function);
-            }
-            let mut ids = Vec::new();
-            for bucket in buckets.into_iter().filter(|b| !b.is_empty()) {
-                let body = postcard::to_stdvec(&bucket).map_err(io::Error::other)?;
-                let sealed = crate::record::seal(CHUNK_MAGIC, &body);
-                let chunk = *blake3::hash(&sealed).as_bytes();
-                let at = self.chunk_path(&chunk);
-                if !at.is_file() {
-                    let fan = at.parent().expect("a chunk has a fan-out directory");
-                    crate::store::real_dirs(&[&self.dir, &self.chunks_dir(), fan])?;
-                    write_atomically(fan, &at, &crate::record::pack(&sealed))?;
+            let record = Record::decode(encoded)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let mut skeleton = Skeleton {
+                chunks: Vec::new(),
+                record,
+            };
+            for code in &mut skeleton.record.code {
+                if code.functions.len() < CHUNKED_FROM {
+                    skeleton.chunks.push(Vec::new());
+                    continue;
                 }
-                ids.push(chunk);
+                let cut = buckets(code.functions.len());
+                let mut pieces: Vec<Vec<FnId>> = vec![Vec::new(); cut];
+                for function in code.functions.drain(..) {
+                    pieces[usize::from(function[0]) * cut / 256].push(function);
+                }
+                let mut ids = Vec::new();
+                for piece in pieces.into_iter().filter(|b| !b.is_empty()) {
+                    let body = postcard::to_stdvec(&piece).map_err(io::Error::other)?;
+                    let sealed = crate::record::seal(CHUNK_MAGIC, &body);
+                    let chunk = *blake3::hash(&sealed).as_bytes();
+                    if !packs.at.contains_key(&chunk) && added.insert(chunk) {
+                        new.push((chunk, crate::record::pack(&sealed)));
+                    }
+                    ids.push(chunk);
+                }
+                skeleton.chunks.push(ids);
             }
-            skeleton.chunks.push(ids);
+            let body = postcard::to_stdvec(&skeleton).map_err(io::Error::other)?;
+            let sealed = crate::record::seal(SKELETON_MAGIC, &body);
+            new.push((*id, crate::record::pack(&sealed)));
         }
-        let body = postcard::to_stdvec(&skeleton).map_err(io::Error::other)?;
-        let sealed = crate::record::seal(SKELETON_MAGIC, &body);
-        let parent = path.parent().expect("an object has a fan-out directory");
-        crate::store::real_dirs(&[&self.dir, &self.objects_dir(), parent])?;
-        write_atomically(parent, &path, &crate::record::pack(&sealed))
+        if new.is_empty() {
+            return Ok(());
+        }
+        self.write_pack(packs, &new)
     }
 
-    fn chunks_dir(&self) -> PathBuf {
-        self.dir.join("chunks")
+    /// Writes `(id, packed bytes)` as a new pack, named by its digest, and
+    /// adds it to the index.
+    fn write_pack(&self, packs: &mut Packs, objects: &[(Hash, Vec<u8>)]) -> io::Result<()> {
+        let mut index = PackIndex {
+            entries: Vec::with_capacity(objects.len()),
+        };
+        let mut offset = 0u64;
+        for (id, bytes) in objects {
+            let len = u32::try_from(bytes.len()).map_err(io::Error::other)?;
+            index.entries.push((*id, offset, len));
+            offset += u64::from(len);
+        }
+        let body = postcard::to_stdvec(&index).map_err(io::Error::other)?;
+        let sealed = crate::record::seal(PACK_INDEX_MAGIC, &body);
+        let head = u32::try_from(sealed.len()).map_err(io::Error::other)?;
+        let mut file = Vec::with_capacity(4 + sealed.len() + offset as usize);
+        file.extend_from_slice(&head.to_le_bytes());
+        file.extend_from_slice(&sealed);
+        for (_, bytes) in objects {
+            file.extend_from_slice(bytes);
+        }
+        let dir = self.packs_dir();
+        crate::store::real_dirs(&[&self.dir, &dir])?;
+        let path = dir.join(blake3::hash(&file).to_hex().as_str());
+        write_atomically(&dir, &path, &file)?;
+        let pack = packs.files.len();
+        packs.files.push(path);
+        let data = 4 + u64::from(head);
+        for (id, offset, len) in index.entries {
+            packs.at.insert(
+                id,
+                Loc {
+                    pack,
+                    offset: data + offset,
+                    len,
+                },
+            );
+        }
+        Ok(())
     }
 
-    fn chunk_path(&self, id: &Hash) -> PathBuf {
-        let hex = blake3::Hash::from_bytes(*id).to_hex();
-        self.chunks_dir().join(&hex[..2]).join(&hex[2..])
+    /// Every pack's index. A pack whose index cannot be read holds nothing
+    /// (pruning removes it).
+    fn read_packs(&self) -> Packs {
+        let mut packs = Packs::default();
+        let Ok(entries) = fs::read_dir(self.packs_dir()) else {
+            return packs;
+        };
+        let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for path in files {
+            let Some((data, size, index)) = read_pack_index(&path) else {
+                continue;
+            };
+            let pack = packs.files.len();
+            packs.files.push(path);
+            for (id, offset, len) in index.entries {
+                let end = data
+                    .checked_add(offset)
+                    .and_then(|at| at.checked_add(u64::from(len)));
+                if end.is_some_and(|end| end <= size) {
+                    packs.at.entry(id).or_insert(Loc {
+                        pack,
+                        offset: data + offset,
+                        len,
+                    });
+                }
+            }
+        }
+        packs
+    }
+
+    /// Where an object's packed bytes are, if some pack holds it.
+    fn locate(&self, id: &Hash) -> Option<(PathBuf, Loc)> {
+        let mut guard = self.packs.lock().expect("pack index lock");
+        let packs = guard.get_or_insert_with(|| self.read_packs());
+        let loc = *packs.at.get(id)?;
+        Some((packs.files[loc.pack].clone(), loc))
+    }
+
+    /// An object's sealed bytes (unchecked), if some pack holds it.
+    fn read_entry(&self, id: &Hash) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let (path, loc) = self.locate(id)?;
+        let limit = crate::record::MAX_RECORD_BYTES;
+        if u64::from(loc.len) > limit {
+            return None;
+        }
+        let file = fs::File::open(path).ok()?;
+        let mut packed = vec![0; loc.len as usize];
+        file.read_exact_at(&mut packed, loc.offset).ok()?;
+        crate::record::unpack(&packed, limit)
     }
 
     /// A stored object's skeleton, unchecked against the object's id.
     fn skeleton(&self, id: &Hash) -> Option<Skeleton> {
-        let limit = crate::record::MAX_RECORD_BYTES;
-        let packed = read_regular(&self.object_path(id), limit)?;
-        let sealed = crate::record::unpack(&packed, limit)?;
+        let sealed = self.read_entry(id)?;
         let skeleton: Skeleton = crate::record::open(SKELETON_MAGIC, &sealed).ok()?;
         (skeleton.chunks.len() == skeleton.record.code.len()).then_some(skeleton)
     }
 
+    /// A filed record without its long lists of executed functions, and
+    /// per code dependency the chunks they are kept in (none when the list
+    /// is in the record). Unchecked: a record that vouches must still be
+    /// read whole ([`History::object`]), which checks it against its id.
+    pub fn parts(&self, id: &Hash) -> Option<(Record, Vec<Vec<Hash>>)> {
+        self.skeleton(id).map(|s| (s.record, s.chunks))
+    }
+
     /// A chunk's functions, if it is intact and the one its name says.
-    fn chunk(&self, id: &Hash) -> Option<Vec<FnId>> {
-        let limit = crate::record::MAX_RECORD_BYTES;
-        let packed = read_regular(&self.chunk_path(id), limit)?;
-        let sealed = crate::record::unpack(&packed, limit)?;
+    pub fn chunk(&self, id: &Hash) -> Option<Vec<FnId>> {
+        let sealed = self.read_entry(id)?;
         if blake3::hash(&sealed).as_bytes() != id {
             return None;
         }
@@ -318,9 +460,11 @@ impl History {
     }
 
     /// Keeps the `keep` newest commits (by when they were filed), removes
-    /// the others and every object no kept commit names. Damaged manifests
-    /// and leftovers of interrupted writes go too. (The current records are
-    /// files of their own: pruning never touches them.)
+    /// the others, and drops the objects no kept commit names: a pack none
+    /// of whose objects are named goes, and one less than half named is
+    /// rewritten with those it still holds. Damaged manifests and packs,
+    /// and leftovers of interrupted writes, go too. (The current records
+    /// are files of their own: pruning never touches them.)
     pub fn prune(&self, keep: usize) -> io::Result<Pruned> {
         let mut pruned = Pruned::default();
         let manifests = self.manifests();
@@ -329,6 +473,7 @@ impl History {
             .take(keep)
             .map(|m| m.commit.as_str())
             .collect();
+        let mut swept = false;
         if let Ok(entries) = fs::read_dir(self.commits_dir()) {
             for entry in entries.flatten() {
                 let name = entry.file_name();
@@ -336,31 +481,88 @@ impl History {
                 if !kept.contains(name.as_ref()) {
                     remove(&entry.path())?;
                     pruned.commits += usize::from(is_commit_id(&name));
+                    swept = true;
                 }
             }
         }
-        let named: HashSet<Hash> = manifests
+        let mut guard = self.packs.lock().expect("pack index lock");
+        let packs = guard.get_or_insert_with(|| self.read_packs());
+        let on_disk = fs::read_dir(self.packs_dir())
+            .map(|e| e.flatten().count())
+            .unwrap_or(0);
+        if !swept && on_disk == packs.files.len() {
+            return Ok(pruned);
+        }
+        let records: HashSet<Hash> = manifests
             .iter()
             .take(keep)
             .flat_map(|m| m.entries.iter().map(|e| e.record))
             .collect();
-        pruned.objects = self.retain_objects(&named)?;
-        if pruned.objects > 0 {
-            let chunks: HashSet<Hash> = named
-                .iter()
-                .filter_map(|id| self.skeleton(id))
-                .flat_map(|s| s.chunks.into_iter().flatten())
-                .collect();
-            retain_fanned(&self.chunks_dir(), &chunks)?;
+        drop(guard);
+        let chunks: Vec<Hash> = records
+            .iter()
+            .filter_map(|id| self.skeleton(id))
+            .flat_map(|s| s.chunks.into_iter().flatten())
+            .collect();
+        let named: HashSet<Hash> = records.into_iter().chain(chunks).collect();
+        let mut guard = self.packs.lock().expect("pack index lock");
+        let packs = guard.get_or_insert_with(|| self.read_packs());
+        let old = std::mem::take(packs);
+        // Per pack, its objects still named, and the size of all it holds.
+        let mut per_pack: Vec<(Vec<(Hash, Loc)>, u64)> = vec![(Vec::new(), 0); old.files.len()];
+        for (id, loc) in &old.at {
+            let (live, all) = &mut per_pack[loc.pack];
+            *all += u64::from(loc.len);
+            if named.contains(id) {
+                live.push((*id, *loc));
+            } else {
+                pruned.objects += 1;
+            }
+        }
+        let listed: HashSet<&PathBuf> = old.files.iter().collect();
+        if let Ok(entries) = fs::read_dir(self.packs_dir()) {
+            for entry in entries.flatten() {
+                if !listed.contains(&entry.path()) {
+                    remove(&entry.path())?;
+                }
+            }
+        }
+        let mut rewrite: Vec<(Hash, Vec<u8>)> = Vec::new();
+        for (pack, (mut live, all)) in per_pack.into_iter().enumerate() {
+            let path = &old.files[pack];
+            let live_bytes: u64 = live.iter().map(|(_, l)| u64::from(l.len)).sum();
+            if !live.is_empty() && live_bytes * 2 >= all {
+                let kept = packs.files.len();
+                packs.files.push(path.clone());
+                for (id, loc) in live {
+                    packs.at.insert(id, Loc { pack: kept, ..loc });
+                }
+                continue;
+            }
+            live.sort_by_key(|(_, loc)| loc.offset);
+            if let Ok(file) = fs::File::open(path) {
+                use std::os::unix::fs::FileExt;
+                for (id, loc) in live {
+                    let mut bytes = vec![0; loc.len as usize];
+                    if file.read_exact_at(&mut bytes, loc.offset).is_ok() {
+                        rewrite.push((id, bytes));
+                    }
+                }
+            }
+        }
+        // The survivors are written before the packs they come from go.
+        if !rewrite.is_empty() {
+            self.write_pack(packs, &rewrite)?;
+        }
+        let still: HashSet<&PathBuf> = packs.files.iter().collect();
+        for path in &old.files {
+            if !still.contains(path) {
+                remove(path)?;
+            }
         }
         Ok(pruned)
     }
 
-    /// Removes every object not in `keep`, and leftovers of interrupted
-    /// writes; returns how many objects went.
-    fn retain_objects(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
-        retain_fanned(&self.objects_dir(), keep)
-    }
     /// Bytes on disk: per commit, its manifest; and all objects (with their
     /// chunks) together.
     pub fn sizes(&self) -> (HashMap<String, u64>, u64) {
@@ -374,62 +576,44 @@ impl History {
                 Some((id, len))
             })
             .collect();
-        let mut objects = 0;
-        for dir in [self.objects_dir(), self.chunks_dir()] {
-            let Ok(fans) = fs::read_dir(dir) else {
-                continue;
-            };
-            for fan in fans.flatten() {
-                if let Ok(files) = fs::read_dir(fan.path()) {
-                    objects += files
-                        .flatten()
-                        .filter_map(|f| f.metadata().ok())
-                        .map(|m| m.len())
-                        .sum::<u64>();
-                }
-            }
-        }
+        let objects = fs::read_dir(self.packs_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|f| f.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
         (manifests, objects)
     }
 
-    /// The packed size of one object (what filing it cost), if present.
+    /// The packed size of one object's skeleton (what filing it cost,
+    /// besides the chunks it may share), if present.
     pub fn object_size(&self, id: &Hash) -> Option<u64> {
-        fs::symlink_metadata(self.object_path(id))
-            .ok()
-            .map(|m| m.len())
+        self.locate(id).map(|(_, loc)| u64::from(loc.len))
     }
 }
 
-/// Removes every file of a fanned-out directory (`<xx>/<rest>`, named by a
-/// digest) not in `keep`, and leftovers of interrupted writes; returns how
-/// many went.
-fn retain_fanned(dir: &Path, keep: &HashSet<Hash>) -> io::Result<usize> {
-    let mut removed = 0;
-    let Ok(fans) = fs::read_dir(dir) else {
-        return Ok(0);
-    };
-    for fan in fans.flatten() {
-        let fan_name = fan.file_name().to_string_lossy().into_owned();
-        let Ok(objects) = fs::read_dir(fan.path()) else {
-            remove(&fan.path())?;
-            continue;
-        };
-        let mut left = 0;
-        for object in objects.flatten() {
-            let name = format!("{fan_name}{}", object.file_name().to_string_lossy());
-            let wanted = blake3::Hash::from_hex(&name).is_ok_and(|id| keep.contains(id.as_bytes()));
-            if wanted {
-                left += 1;
-            } else {
-                remove(&object.path())?;
-                removed += 1;
-            }
-        }
-        if left == 0 {
-            let _ = fs::remove_dir(fan.path());
-        }
+/// A pack's index, where its data starts and the file's size, if the index
+/// is intact.
+fn read_pack_index(path: &Path) -> Option<(u64, u64, PackIndex)> {
+    use std::io::Read;
+    let meta = fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
     }
-    Ok(removed)
+    let mut file = fs::File::open(path).ok()?;
+    let mut head = [0; 4];
+    file.read_exact(&mut head).ok()?;
+    let len = u64::from(u32::from_le_bytes(head));
+    if len > MAX_PACK_INDEX_BYTES || 4 + len > meta.len() {
+        return None;
+    }
+    let mut sealed = vec![0; len as usize];
+    file.read_exact(&mut sealed).ok()?;
+    let index: PackIndex = crate::record::open(PACK_INDEX_MAGIC, &sealed).ok()?;
+    Some((4 + len, meta.len(), index))
 }
 
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -574,12 +758,11 @@ mod tests {
         let id = object_id(&record.encode());
         assert_eq!(history.object(&id), Some(record.clone()));
         let (_, objects) = history.sizes();
-        assert!(objects > 0);
+        assert!(objects > history.object_size(&id).unwrap());
         assert_eq!(
-            history.object_size(&id).unwrap()
-                + history.object_size(&object_id(&other.encode())).unwrap(),
-            objects,
-            "one object per distinct record"
+            fs::read_dir(history.packs_dir()).unwrap().count(),
+            2,
+            "one object per distinct record, one pack per filing that wrote one"
         );
         assert_eq!(
             history
@@ -628,9 +811,11 @@ mod tests {
             })
             .collect();
         record.code[0].functions.sort_unstable();
-        let chunks = |h: &History| walk(&h.chunks_dir()).len();
+        let entries = |h: &History| h.read_packs().at.len();
         history.file(A, &[(&record, true)], 1).unwrap();
-        assert_eq!(chunks(&history), BUCKETS);
+        let cut = buckets(2000);
+        assert_eq!(cut, 16);
+        assert_eq!(entries(&history), cut + 1, "the chunks and the skeleton");
         // A rerun after one function changed: one id out, another in.
         let mut rerun = record.clone();
         rerun.duration_us += 1;
@@ -638,7 +823,7 @@ mod tests {
         rerun.code[0].functions.sort_unstable();
         history.file(B, &[(&rerun, true)], 2).unwrap();
         assert!(
-            chunks(&history) <= BUCKETS + 2,
+            entries(&history) <= cut + 1 + 2 + 1,
             "only the chunks that changed are new"
         );
         assert_eq!(
@@ -649,32 +834,60 @@ mod tests {
             history.object(&object_id(&rerun.encode())),
             Some(rerun.clone())
         );
-        // Pruning A keeps the chunks B still shares.
-        history.prune(1).unwrap();
+        // Pruning A keeps the chunks B still shares, even from A's pack.
+        let pruned = history.prune(1).unwrap();
+        assert_eq!(pruned.commits, 1);
+        assert!(pruned.objects >= 1, "A's skeleton");
+        let reopened = History::new(dir.path());
         assert_eq!(
-            history.object(&object_id(&rerun.encode())),
+            reopened.object(&object_id(&rerun.encode())),
             Some(rerun.clone())
         );
-        assert!(chunks(&history) <= BUCKETS);
-        // A damaged chunk makes its record no record.
-        for chunk in walk(&history.chunks_dir()) {
-            fs::write(chunk, b"garbage").unwrap();
+        assert_eq!(reopened.commit_ids(), [B]);
+        // Damaged packs make their records no record.
+        for pack in fs::read_dir(reopened.packs_dir()).unwrap() {
+            let path = pack.unwrap().path();
+            let mut bytes = fs::read(&path).unwrap();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 1;
+            fs::write(&path, bytes).unwrap();
         }
-        assert!(history.object(&object_id(&rerun.encode())).is_none());
+        assert!(
+            History::new(dir.path())
+                .object(&object_id(&rerun.encode()))
+                .is_none()
+        );
     }
 
-    fn walk(dir: &Path) -> Vec<PathBuf> {
-        let mut files = Vec::new();
-        for fan in fs::read_dir(dir).into_iter().flatten().flatten() {
-            files.extend(
-                fs::read_dir(fan.path())
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.path()),
-            );
-        }
-        files
+    #[test]
+    fn pruning_rewrites_a_pack_mostly_dropped_and_removes_damaged_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let records: Vec<Record> = (0..10)
+            .map(|i| {
+                let mut r = sample();
+                r.test = format!("t{i}");
+                r
+            })
+            .collect();
+        let all: Vec<(&Record, bool)> = records.iter().map(|r| (r, true)).collect();
+        history.file(A, &all, 1).unwrap();
+        history.file(B, &all[..1], 2).unwrap();
+        fs::write(history.packs_dir().join("garbage"), b"not a pack").unwrap();
+        let pruned = history.prune(1).unwrap();
+        assert_eq!(pruned.commits, 1);
+        assert_eq!(pruned.objects, 9);
+        let packs: Vec<PathBuf> = fs::read_dir(history.packs_dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        let reopened = History::new(dir.path());
+        assert_eq!(
+            reopened.object(&object_id(&records[0].encode())),
+            Some(records[0].clone())
+        );
+        assert!(reopened.object(&object_id(&records[1].encode())).is_none());
     }
 
     #[test]
@@ -684,15 +897,12 @@ mod tests {
         let record = sample();
         history.file(A, &[(&record, true)], 1).unwrap();
         let id = object_id(&record.encode());
-        // An object swapped for another record's bytes does not hash to its name.
-        let mut other = sample();
-        other.test = "other".into();
-        fs::write(
-            history.object_path(&id),
-            crate::record::pack(&other.encode()),
-        )
-        .unwrap();
-        assert!(history.object(&id).is_none());
+        // An object whose bytes were altered in its pack is no record.
+        let (pack, loc) = history.locate(&id).unwrap();
+        let mut bytes = fs::read(&pack).unwrap();
+        bytes[(loc.offset + u64::from(loc.len) / 2) as usize] ^= 0x40;
+        fs::write(&pack, bytes).unwrap();
+        assert!(History::new(dir.path()).object(&id).is_none());
         // A manifest filed under another commit's name is not that commit's.
         fs::copy(history.commits_dir().join(A), history.commits_dir().join(B)).unwrap();
         assert!(history.manifest(B).is_none());

@@ -51,3 +51,4 @@ pub mod select;
 pub mod settings;
 pub mod store;
 pub mod trace;
+pub mod vouch;

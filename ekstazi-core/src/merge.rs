@@ -126,7 +126,7 @@ fn merge_history(
             .manifest(&manifest.commit)
             .map(|m| m.entries)
             .unwrap_or_default();
-        let mut changed = false;
+        let mut objects = Vec::new();
         for entry in manifest.entries {
             let held = entries
                 .iter()
@@ -153,14 +153,15 @@ fn merge_history(
                     continue;
                 }
             }
-            ours.put_object(&entry.record, &bytes)?;
+            objects.push((entry.record, bytes));
             match held {
                 Some(i) => entries[i] = entry,
                 None => entries.push(entry),
             }
-            changed = true;
         }
-        if changed {
+        if !objects.is_empty() {
+            // One pack per commit merged; its objects before its manifest.
+            ours.put_objects(&objects)?;
             entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
             let filed_at_ms = ours
                 .manifest(&manifest.commit)
@@ -195,7 +196,7 @@ mod tests {
         };
         source.save_uninstrumented(&table.digest(), &table).unwrap();
         let function = FunctionTable::load(&source.functions_dir());
-        let id = function.intern("f", &[2; 16]).unwrap();
+        let id = function.intern("f", 2, &[2; 16]).unwrap();
         function.flush().unwrap();
         let mut base = sample();
         base.code[0].uninstrumented = table.digest();

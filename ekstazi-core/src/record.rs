@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 8;
+pub const FORMAT_VERSION: u16 = 9;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -346,8 +346,8 @@ mod tests {
     #[test]
     fn another_version_is_named() {
         let mut bytes = sample().encode();
-        bytes[4] = 9;
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::OtherVersion(9)));
+        bytes[4] = 10;
+        assert_eq!(Record::decode(&bytes), Err(DecodeError::OtherVersion(10)));
     }
 
     #[test]

@@ -173,13 +173,31 @@ pub fn vouches(record: &Record, present: &Present<'_>) -> bool {
 
 /// Whether every function a test executed in one program is as it was.
 fn code_holds(dep: &CodeDep, present: &Present<'_>) -> bool {
+    match code_now(dep, present) {
+        CodeNow::Ran => true,
+        CodeNow::Build(build) => crate::code::holds(dep, &build, present.snapshots),
+        CodeNow::Gone => false,
+    }
+}
+
+/// What a code dependency's executed functions are compared with now.
+pub enum CodeNow {
+    /// The program is the very build the test ran: nothing to compare.
+    Ran,
+    /// Another build of it.
+    Build(std::sync::Arc<crate::code::Build>),
+    /// Deleted, unreadable, or its functions cannot be fingerprinted.
+    Gone,
+}
+
+pub fn code_now(dep: &CodeDep, present: &Present<'_>) -> CodeNow {
     let (now, path) = program_now(&dep.unit, present);
     match now {
-        Sum::Hash(id) if id == dep.build => true,
+        Sum::Hash(id) if id == dep.build => CodeNow::Ran,
         Sum::Hash(id) => path
             .and_then(|path| present.snapshots.of_binary(&path, &id).ok())
-            .is_some_and(|build| crate::code::holds(dep, &build, present.snapshots)),
-        _ => false,
+            .map_or(CodeNow::Gone, CodeNow::Build),
+        _ => CodeNow::Gone,
     }
 }
 

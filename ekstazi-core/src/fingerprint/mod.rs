@@ -94,7 +94,7 @@ impl Snapshot {
     }
 
     /// The functions with this stable name.
-    fn with_stable_name(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn with_stable_name(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
         let start = self.stable.partition_point(|(h, _)| *h < hash);
         self.stable[start..]
             .iter()
