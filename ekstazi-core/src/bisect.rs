@@ -599,16 +599,18 @@ mod tests {
         }
     }
 
+    /// Broken at 4, fixed at 7, broken again at 10.
+    fn broken_fixed_broken(i: usize) -> Answer {
+        if (4..7).contains(&i) || i >= 10 {
+            Answer::Bad
+        } else {
+            Answer::Good
+        }
+    }
+
     #[test]
     fn multiplying_search_finds_the_latest_of_several_points() {
-        // Broken at 4, fixed at 7, broken again at 10.
-        let valid = |i: usize| {
-            if (4..7).contains(&i) || i >= 10 {
-                Answer::Bad
-            } else {
-                Answer::Good
-            }
-        };
+        let valid = broken_fixed_broken;
         let mut oracle = fake(valid);
         let found = regressions(
             &linear(12),
@@ -623,13 +625,7 @@ mod tests {
 
     #[test]
     fn free_answers_cost_nothing_and_give_the_latest_point() {
-        let valid = |i: usize| {
-            if (4..7).contains(&i) || i >= 10 {
-                Answer::Bad
-            } else {
-                Answer::Good
-            }
-        };
+        let valid = broken_fixed_broken;
         let mut oracle = fake(valid);
         oracle.free = (0..12).collect();
         for search in [Search::Multiplying, Search::Binary] {
@@ -714,13 +710,7 @@ mod tests {
 
     #[test]
     fn git_bisect_finds_an_older_point_of_a_non_monotone_history() {
-        let valid = |i: usize| {
-            if (4..7).contains(&i) || i >= 10 {
-                Answer::Bad
-            } else {
-                Answer::Good
-            }
-        };
+        let valid = broken_fixed_broken;
         let mut asked = Vec::new();
         let (point, count) = git_bisect(&linear(12), "11", &["0".into()], &mut |c: &str| {
             asked.push(c.to_owned());
