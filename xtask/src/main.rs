@@ -15,13 +15,18 @@
 //!   `--graph`, every commit of a window, merges included, and seed 000's
 //!   options at merges, reverts and cherry-picks (`graph_replay`).
 //! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
+//! - `eval bisect`: `cargo ekstazi bisect` against `git bisect run` on
+//!   real and injected regressions (`bisect_eval`).
+//! - `eval noise`: what reruns with nothing changed (`noise`).
 //! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
 
+mod bisect_eval;
 mod evidence;
 mod granularity;
 mod graph_replay;
 mod history_bench;
 mod mutate;
+mod noise;
 mod plot;
 mod replay;
 mod selection_bench;
@@ -182,6 +187,47 @@ enum Eval {
         #[command(flatten)]
         project: EvalProject,
     },
+    /// Bisect real regressions and injected ones (mutants applied from a
+    /// commit on, some removed and applied again) three ways: `git bisect
+    /// run`, `cargo ekstazi bisect` without history, and with the history
+    /// CI left at every commit of the window
+    Bisect {
+        /// Commits in the window (after the oldest, the good end)
+        #[arg(long, default_value_t = 50)]
+        commits: usize,
+        /// The newest commit of the window (the bad end)
+        #[arg(long, default_value = "HEAD")]
+        from: String,
+        /// Injected regressions to make
+        #[arg(long, default_value_t = 40)]
+        regressions: usize,
+        /// Mutants per rewritten history (their killing tests disjoint),
+        /// so that CI runs once for several
+        #[arg(long, default_value_t = 5)]
+        per_chain: usize,
+        /// Seed of the choice and placement of mutants
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Only mutate Rust sources under these paths (default: every
+        /// package's `src/`)
+        #[arg(long = "src", value_delimiter = ',')]
+        sources: Vec<String>,
+        #[command(flatten)]
+        project: EvalProject,
+    },
+    /// Run `cargo ekstazi test` at one commit from an empty state, then
+    /// again with nothing changed: every test a later run selects that had
+    /// passed in the run before is noise, listed with its reasons
+    Noise {
+        /// The commit to run at
+        #[arg(long, default_value = "HEAD")]
+        rev: String,
+        /// Runs in all (the first runs everything)
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[command(flatten)]
+        project: EvalProject,
+    },
     /// Apply small source mutations to a project one at a time; for each,
     /// `cargo ekstazi test` from a clean recorded state against retest-all:
     /// every test that fails under the mutant must have been selected
@@ -322,6 +368,41 @@ fn main() -> Result<()> {
                 }
                 granularity
             },
+            out: std::path::absolute(project.out)?,
+            cargo_args: project.cargo_args,
+            timeout: Duration::from_secs(project.timeout),
+            ekstazi: ekstazi_binary(project.ekstazi)?,
+        }),
+        Task::Eval {
+            what:
+                Eval::Bisect {
+                    commits,
+                    from,
+                    regressions,
+                    per_chain,
+                    seed,
+                    sources,
+                    project,
+                },
+        } => bisect_eval::bisect(&bisect_eval::BisectEvalArgs {
+            repo: std::path::absolute(project.repo)?,
+            from,
+            commits,
+            regressions,
+            per_chain: per_chain.max(1),
+            seed,
+            sources,
+            out: std::path::absolute(project.out)?,
+            cargo_args: project.cargo_args,
+            timeout: Duration::from_secs(project.timeout),
+            ekstazi: ekstazi_binary(project.ekstazi)?,
+        }),
+        Task::Eval {
+            what: Eval::Noise { rev, runs, project },
+        } => noise::noise(&noise::NoiseArgs {
+            repo: std::path::absolute(project.repo)?,
+            rev,
+            runs,
             out: std::path::absolute(project.out)?,
             cargo_args: project.cargo_args,
             timeout: Duration::from_secs(project.timeout),

@@ -978,16 +978,21 @@ fn stable_seed(name: &str) -> u64 {
 }
 
 /// SplitMix64: a tiny seeded generator, enough for choosing mutants
-/// reproducibly.
-struct SplitMix(u64);
+/// reproducibly (and placing them: `bisect_eval`).
+pub(crate) struct SplitMix(pub u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+
+    /// Uniform enough in `0..bound` (`bound` ≥ 1).
+    pub(crate) fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound.max(1) as u64) as usize
     }
 }
 
