@@ -423,8 +423,10 @@ impl Session {
             }
         });
 
+        // Judged in parallel: a test the current record does not vouch for
+        // has the records filed in the history tried in turn.
         scoped
-            .into_iter()
+            .into_par_iter()
             .zip(loaded)
             .map(|((case, decision), loaded)| {
                 let Some(loaded) = loaded else {

@@ -74,6 +74,9 @@ struct Skeleton {
 /// A manifest names every test of a workspace once; this is far past any.
 const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
+/// Packs a process keeps open at most (see [`History`]'s `open`).
+const MAX_OPEN_PACKS: usize = 256;
+
 /// The records filed per commit, in a store.
 #[derive(Clone, Debug)]
 pub struct History {
@@ -81,6 +84,12 @@ pub struct History {
     /// Where each object is, read from the packs' indexes on first use and
     /// kept up to date by this process's writes.
     packs: Arc<Mutex<Option<Packs>>>,
+    /// Packs opened by this process, kept open: an analysis reads tens of
+    /// thousands of objects (skeletons, chunks) from a few dozen packs, and
+    /// opening the file for each read cost as much as the read. A pack is
+    /// never changed in place (written whole and renamed, or removed), so
+    /// an open handle always reads what its name says.
+    open: Arc<Mutex<HashMap<PathBuf, Arc<fs::File>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -154,6 +163,7 @@ impl History {
         History {
             dir: dir.to_path_buf(),
             packs: Arc::default(),
+            open: Arc::default(),
         }
     }
 
@@ -367,7 +377,21 @@ impl History {
         if u64::from(loc.len) > limit {
             return None;
         }
-        let file = fs::File::open(path).ok()?;
+        let file = {
+            let mut open = self.open.lock().expect("open packs lock");
+            match open.get(&path) {
+                Some(file) => file.clone(),
+                None => {
+                    let file = Arc::new(fs::File::open(&path).ok()?);
+                    // A bound far above 100 commits' packs, far below the
+                    // usual limit of 1 024 open files.
+                    if open.len() < MAX_OPEN_PACKS {
+                        open.insert(path, file.clone());
+                    }
+                    file
+                }
+            }
+        };
         let mut packed = vec![0; loc.len as usize];
         file.read_exact_at(&mut packed, loc.offset).ok()?;
         crate::record::unpack(&packed, limit)
@@ -459,6 +483,20 @@ impl History {
         }
         let encoded = record.encode();
         (object_id(&encoded) == *id).then_some(encoded)
+    }
+
+    /// The record `id` put back together from parts already read: its
+    /// skeleton ([`History::parts`]) and, per code dependency, the
+    /// functions of its chunks in order. Checked against `id` like
+    /// [`History::object`], without reading anything again.
+    pub fn assemble(id: &Hash, mut skeleton: Record, functions: Vec<Vec<FnId>>) -> Option<Record> {
+        if functions.len() != skeleton.code.len() {
+            return None;
+        }
+        for (code, more) in skeleton.code.iter_mut().zip(functions) {
+            code.functions.extend(more);
+        }
+        (object_id(&skeleton.encode()) == *id).then_some(skeleton)
     }
 
     /// Keeps the `keep` newest commits (by when they were filed), removes

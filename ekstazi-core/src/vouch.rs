@@ -10,11 +10,13 @@
 //! in. A chunk is content-addressed and shared by many records, and
 //! whether every function in it is in a build does not depend on which
 //! record holds it: it is decided once per chunk and build in a run
-//! ([`Verdicts`]). Only a record that passes all of that is read whole,
-//! checked against its id, and judged again by [`select::vouches`]: that
-//! last check alone decides a skip, the earlier ones only rule out.
+//! ([`Verdicts`]). Only a record that passes all of that is put back
+//! together from the parts read (each read once), checked against its id,
+//! and judged again by [`select::vouches`]: that last check alone decides a
+//! skip, the earlier ones only rule out.
 
 use crate::dep::Hash;
+use crate::functions::FnId;
 use crate::history::History;
 use crate::record::Record;
 use crate::select::{self, CodeNow, Present};
@@ -41,16 +43,23 @@ pub fn filed_vouches(
     if skeleton.binary != binary || skeleton.test != test || !select::vouches(&skeleton, present) {
         return None;
     }
+    // First the verdicts: a chunk whose verdict this run already knows is
+    // not read, and the first that does not hold ends it (most candidates
+    // end here). What is read for a verdict is kept for putting the record
+    // back together.
+    let mut read: Vec<Vec<Option<Vec<FnId>>>> = Vec::with_capacity(chunks.len());
     for (dep, chunks) in skeleton.code.iter().zip(&chunks) {
-        if chunks.is_empty() {
-            continue;
-        }
         let build = match select::code_now(dep, present) {
-            CodeNow::Ran => continue,
-            CodeNow::Gone => return None,
-            CodeNow::Build(build) => build,
+            CodeNow::Gone if !chunks.is_empty() => return None,
+            CodeNow::Build(build) => Some(build),
+            CodeNow::Ran | CodeNow::Gone => None,
         };
+        let mut kept = Vec::with_capacity(chunks.len());
         for chunk in chunks {
+            let Some(build) = &build else {
+                kept.push(None);
+                continue;
+            };
             let key = (*chunk, build.id);
             let known = verdicts
                 .chunks
@@ -58,23 +67,40 @@ pub fn filed_vouches(
                 .expect("verdicts lock")
                 .get(&key)
                 .copied();
-            let holds = known.unwrap_or_else(|| {
-                let holds = history
-                    .chunk(chunk)
-                    .is_some_and(|ids| ids.iter().all(|id| build.has(id)));
-                verdicts
-                    .chunks
-                    .lock()
-                    .expect("verdicts lock")
-                    .insert(key, holds);
-                holds
-            });
-            if !holds {
-                return None;
+            match known {
+                Some(false) => return None,
+                Some(true) => kept.push(None),
+                None => {
+                    let ids = history.chunk(chunk);
+                    let holds = ids
+                        .as_ref()
+                        .is_some_and(|ids| ids.iter().all(|id| build.has(id)));
+                    verdicts
+                        .chunks
+                        .lock()
+                        .expect("verdicts lock")
+                        .insert(key, holds);
+                    if !holds {
+                        return None;
+                    }
+                    kept.push(ids);
+                }
             }
         }
+        read.push(kept);
     }
-    let record = history.object(id)?;
-    (record.binary == binary && record.test == test && select::vouches(&record, present))
-        .then_some(record)
+    // Then the record whole, each chunk read at most once in all.
+    let mut functions = Vec::with_capacity(chunks.len());
+    for (chunks, kept) in chunks.iter().zip(read) {
+        let mut listed = Vec::new();
+        for (chunk, ids) in chunks.iter().zip(kept) {
+            listed.extend(match ids {
+                Some(ids) => ids,
+                None => history.chunk(chunk)?,
+            });
+        }
+        functions.push(listed);
+    }
+    let record = History::assemble(id, skeleton, functions)?;
+    select::vouches(&record, present).then_some(record)
 }
