@@ -412,6 +412,10 @@ fn inject(
             made += 1;
         }
         chain_no += 1;
+        // The next mutants are placed and tried at the newest commit as it
+        // is, not as the chain left it.
+        run_ok(&mut git(&["checkout", "-q", "-f", &commits[n]]))?;
+        run_ok(&mut git(&["clean", "-fdq"]))?;
     }
     if made < args.regressions {
         eprintln!("only {made} injected regressions from {tried} candidate mutants");
@@ -439,6 +443,15 @@ fn place(
     let n = commits.len() - 1;
     let path = scratch.join(&mutant.file);
     let text = std::fs::read_to_string(&path)?;
+    if mutant.end > text.len()
+        || !text.is_char_boundary(mutant.start)
+        || !text.is_char_boundary(mutant.end)
+    {
+        bail!(
+            "{}: the worktree is not at the commit the mutant was found at",
+            mutant.file
+        );
+    }
     let line_start = text[..mutant.start].rfind('\n').map_or(0, |p| p + 1);
     let line_end = text[mutant.end..]
         .find('\n')
@@ -466,8 +479,16 @@ fn place(
         }
         earliest -= 1;
     }
-    let room = n - earliest;
-    if room < if non_monotone { 3 } else { 1 } {
+    // k is drawn over the whole window first, and the mutant kept only if
+    // its text is there from k on: drawing k within the mutant's own room
+    // would put most regressions in the last few commits (code changes),
+    // where a search from the bad end is cheapest.
+    let k = if non_monotone {
+        1 + rng.below(n - 3)
+    } else {
+        1 + rng.below(n - 1)
+    };
+    if earliest > k {
         return Ok(None);
     }
     // Killed alone, at the newest commit.
@@ -510,7 +531,6 @@ fn place(
     };
     let mut active = vec![false; n + 1];
     let placement = if non_monotone {
-        let k = earliest + rng.below(room - 2);
         let j = k + 1 + rng.below(n - k - 2);
         let m = j + 1 + rng.below(n - j);
         for (i, a) in active.iter_mut().enumerate() {
@@ -518,7 +538,6 @@ fn place(
         }
         format!("{k}..{j}, {m}..")
     } else {
-        let k = earliest + rng.below(room);
         for a in &mut active[k..] {
             *a = true;
         }
@@ -726,7 +745,11 @@ exit 125
         .and_then(|mut f| {
             std::io::Write::write_all(&mut f, format!("== git bisect\n{text}").as_bytes())
         })?;
-    let _ = git(&["bisect", "reset", "-q"]).status();
+    run_ok(
+        git(&["bisect", "reset"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )?;
     let builds = std::fs::read_to_string(&counter)?.lines().count();
     let first_bad = text
         .lines()
