@@ -34,6 +34,7 @@
 use crate::evidence::{self, EkstaziOpts, Report, RetestAll, TestId, output, run_ok};
 use crate::mutate::{self, Mutant, SplitMix};
 use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -54,20 +55,24 @@ pub struct BisectEvalArgs {
     pub cargo_args: Vec<String>,
     pub timeout: Duration,
     pub ekstazi: PathBuf,
+    /// Search the regressions of an earlier run's `cases.json` again.
+    pub resume: bool,
 }
 
 /// What a commit says of one test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Truth {
     Good,
     Bad,
     Skip,
 }
 
-/// One regression to search for.
+/// One regression to search for (kept in `<out>/cases.json`, so that
+/// `--resume` searches again without CI).
+#[derive(Serialize, Deserialize)]
 struct Case {
     name: String,
-    kind: &'static str,
+    kind: String,
     test: TestId,
     /// The chain's commits, oldest first: index 0 is the good end, the last
     /// the bad one.
@@ -132,55 +137,15 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     );
     let logs = args.out.join("logs");
     std::fs::create_dir_all(&logs)?;
-    let ci = Ci {
-        ekstazi: &ekstazi,
-        scratch: &scratch,
-        args,
-        // The window and every rewritten commit: nothing may be pruned.
-        bound: ((n + 1) * (2 + args.regressions)).to_string(),
-        logs: &logs,
+    let cases_path = args.out.join("cases.json");
+    let cases: Vec<Case> = if args.resume && cases_path.exists() {
+        eprintln!("the regressions of {}", cases_path.display());
+        serde_json::from_slice(&std::fs::read(&cases_path)?)?
+    } else {
+        let cases = make_cases(args, &ekstazi, &scratch, &commits, &logs)?;
+        std::fs::write(&cases_path, serde_json::to_vec_pretty(&cases)?)?;
+        cases
     };
-
-    // 1. CI over the original window.
-    let base_state = args.out.join("state-ci");
-    let _ = std::fs::remove_dir_all(&base_state);
-    eprintln!("CI over the window");
-    let base_reports = ci.run(&base_state, &commits, 0, "base")?;
-    let base: Vec<Option<&Report>> = base_reports.iter().map(Option::as_ref).collect();
-
-    let mut cases: Vec<Case> = Vec::new();
-    // 2. Real regressions.
-    if let Some(newest) = &base_reports[n] {
-        for t in newest
-            .in_scope()
-            .filter(|t| t.selected && t.outcome.as_deref().is_some_and(|o| o != "passed"))
-            .filter(|t| !t.binary.contains("::doc/"))
-        {
-            let test = (t.binary.clone(), t.name.clone());
-            let truth = truths(&base, &test);
-            if truth[0] != Truth::Good {
-                eprintln!(
-                    "  {} {} fails at the newest commit but did not pass at the oldest",
-                    test.0, test.1
-                );
-                continue;
-            }
-            cases.push(Case {
-                name: format!("real-{}", cases.len()),
-                kind: "real",
-                test,
-                chain: commits.clone(),
-                truth,
-                placement: String::new(),
-                state: base_state.clone(),
-            });
-        }
-    }
-
-    // 3. Injected regressions, in chains.
-    if args.regressions > 0 {
-        inject(args, &ci, &commits, &base, &base_state, &mut cases)?;
-    }
 
     // 5. The searches.
     let mut rows: Vec<(usize, &'static str, Found)> = Vec::new();
@@ -208,6 +173,7 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
         rows.push((c, WAYS[0], found));
         let without = args.out.join("state-search");
         let _ = std::fs::remove_dir_all(&without);
+        std::fs::create_dir_all(&without)?;
         crate::copy_tree(&case.state, &without)?;
         for version in std::fs::read_dir(&without)? {
             let _ = std::fs::remove_dir_all(version?.path().join(".history"));
@@ -215,6 +181,7 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
         let found = tool_bisect(&ekstazi, &scratch, &without, case, &log)?;
         rows.push((c, WAYS[1], found));
         let _ = std::fs::remove_dir_all(&without);
+        std::fs::create_dir_all(&without)?;
         crate::copy_tree(&case.state, &without)?;
         let found = tool_bisect(&ekstazi, &scratch, &without, case, &log)?;
         rows.push((c, WAYS[2], found));
@@ -236,6 +203,69 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     write_results(args, &cases, &rows)?;
     print!("{}", std::fs::read_to_string(args.out.join("summary.md"))?);
     Ok(())
+}
+
+/// Steps 1–4: CI over the window, the real regressions, the injected ones
+/// with CI over their chains, and the ground truth of each.
+fn make_cases(
+    args: &BisectEvalArgs,
+    ekstazi: &Path,
+    scratch: &Path,
+    commits: &[String],
+    logs: &Path,
+) -> Result<Vec<Case>> {
+    let n = commits.len() - 1;
+    let ci = Ci {
+        ekstazi,
+        scratch,
+        args,
+        // The window and every rewritten commit: nothing may be pruned.
+        bound: ((n + 1) * (2 + args.regressions)).to_string(),
+        logs,
+    };
+
+    // 1. CI over the original window.
+    let base_state = args.out.join("state-ci");
+    let _ = std::fs::remove_dir_all(&base_state);
+    eprintln!("CI over the window");
+    let base_reports = ci.run(&base_state, commits, 0, "base")?;
+    let base: Vec<Option<&Report>> = base_reports.iter().map(Option::as_ref).collect();
+
+    let mut cases: Vec<Case> = Vec::new();
+    // 2. Real regressions.
+    if let Some(newest) = &base_reports[n] {
+        for t in newest
+            .in_scope()
+            .filter(|t| t.selected && t.outcome.as_deref().is_some_and(|o| o != "passed"))
+            .filter(|t| !t.binary.contains("::doc/"))
+        {
+            let test = (t.binary.clone(), t.name.clone());
+            let truth = truths(&base, &test);
+            if truth[0] != Truth::Good {
+                eprintln!(
+                    "  {} {} fails at the newest commit but did not pass at the oldest",
+                    test.0, test.1
+                );
+                continue;
+            }
+            cases.push(Case {
+                name: format!("real-{}", cases.len()),
+                kind: "real".to_owned(),
+                test,
+                chain: commits.to_vec(),
+                truth,
+                placement: String::new(),
+                state: base_state.clone(),
+            });
+        }
+    }
+
+    // 3. Injected regressions, in chains.
+    if args.regressions > 0 {
+        inject(args, &ci, commits, &base, &base_state, &mut cases)?;
+    }
+
+    Ok(cases)
 }
 
 /// CI: `cargo ekstazi test` at each commit of a chain, state carried.
@@ -402,7 +432,8 @@ fn inject(
                     "non-monotone"
                 } else {
                     "monotone"
-                },
+                }
+                .to_owned(),
                 truth: truths(&reports, &p.test),
                 test: p.test,
                 chain: chain.clone(),
@@ -939,7 +970,7 @@ fn write_results(
         for way in WAYS {
             let chosen: Vec<(&Case, &Found)> = rows
                 .iter()
-                .filter(|(c, w, _)| *w == way && kinds.contains(&cases[*c].kind))
+                .filter(|(c, w, _)| *w == way && kinds.contains(&cases[*c].kind.as_str()))
                 .map(|(c, _, f)| (&cases[*c], f))
                 .collect();
             if chosen.is_empty() {

@@ -212,6 +212,10 @@ enum Eval {
         /// package's `src/`)
         #[arg(long = "src", value_delimiter = ',')]
         sources: Vec<String>,
+        /// Search the regressions an earlier run left in `<out>/cases.json`
+        /// again, without its CI
+        #[arg(long)]
+        resume: bool,
         #[command(flatten)]
         project: EvalProject,
     },
@@ -382,6 +386,7 @@ fn main() -> Result<()> {
                     per_chain,
                     seed,
                     sources,
+                    resume,
                     project,
                 },
         } => bisect_eval::bisect(&bisect_eval::BisectEvalArgs {
@@ -396,6 +401,7 @@ fn main() -> Result<()> {
             cargo_args: project.cargo_args,
             timeout: Duration::from_secs(project.timeout),
             ekstazi: ekstazi_binary(project.ekstazi)?,
+            resume,
         }),
         Task::Eval {
             what: Eval::Noise { rev, runs, project },
