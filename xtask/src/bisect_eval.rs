@@ -140,7 +140,15 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     let cases_path = args.out.join("cases.json");
     let cases: Vec<Case> = if args.resume && cases_path.exists() {
         eprintln!("the regressions of {}", cases_path.display());
-        serde_json::from_slice(&std::fs::read(&cases_path)?)?
+        let cases: Vec<Case> = serde_json::from_slice(&std::fs::read(&cases_path)?)?;
+        anyhow::ensure!(
+            cases
+                .iter()
+                .all(|c| c.chain.len() == commits.len() && c.chain[0] == commits[0]),
+            "{} holds the regressions of another window",
+            cases_path.display()
+        );
+        cases
     } else {
         let cases = make_cases(args, &ekstazi, &scratch, &commits, &logs)?;
         std::fs::write(&cases_path, serde_json::to_vec_pretty(&cases)?)?;
