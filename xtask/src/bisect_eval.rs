@@ -757,6 +757,7 @@ git clean -fdq
 cargo test $EVAL_TARGET --no-run -q >/dev/null 2>&1 || exit 125
 out=$(timeout "$EVAL_TIMEOUT" cargo test $EVAL_TARGET -- --exact "$EVAL_NAME" 2>&1)
 status=$?
+printf '%s\n' "$out" | grep -F "test $EVAL_NAME ... " >&2
 [ $status -eq 124 ] && exit 1
 printf '%s\n' "$out" | grep -qxF "test $EVAL_NAME ... ok" && exit 0
 printf '%s\n' "$out" | grep -qF "test $EVAL_NAME ... " && exit 1
