@@ -111,11 +111,7 @@ const WAYS: [&str; 3] = ["git bisect", "tool, no history", "tool, CI history"];
 
 pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
-    let git = |a: &[&str]| {
-        let mut c = Command::new("git");
-        c.arg("-C").arg(&scratch).args(a);
-        c
-    };
+    let git = |a: &[&str]| evidence::git(&scratch, a);
     // A rerun starts with no bisect of an earlier one in flight.
     let _ = git(&["bisect", "reset"])
         .stdout(Stdio::null())
@@ -297,13 +293,7 @@ impl Ci<'_> {
     ) -> Result<Vec<Option<Report>>> {
         let mut reports: Vec<Option<Report>> = (0..chain.len()).map(|_| None).collect();
         for (i, commit) in chain.iter().enumerate().skip(from) {
-            let git = |a: &[&str]| {
-                let mut c = Command::new("git");
-                c.arg("-C").arg(self.scratch).args(a);
-                c
-            };
-            run_ok(&mut git(&["checkout", "-q", "-f", commit]))?;
-            run_ok(&mut git(&["clean", "-fdq"]))?;
+            evidence::checkout_clean(self.scratch, commit)?;
             let run = evidence::ekstazi_test_with_env(
                 &EkstaziOpts {
                     ekstazi: self.ekstazi,
@@ -352,13 +342,7 @@ fn inject(
 ) -> Result<()> {
     let scratch = ci.scratch;
     let n = commits.len() - 1;
-    let git = |a: &[&str]| {
-        let mut c = Command::new("git");
-        c.arg("-C").arg(scratch).args(a);
-        c
-    };
-    run_ok(&mut git(&["checkout", "-q", "-f", &commits[n]]))?;
-    run_ok(&mut git(&["clean", "-fdq"]))?;
+    evidence::checkout_clean(scratch, &commits[n])?;
     let plain_target = args.out.join("target-plain");
     let mut retest_args = args.cargo_args.clone();
     retest_args.push("--tests".to_owned());
@@ -453,8 +437,7 @@ fn inject(
         chain_no += 1;
         // The next mutants are placed and tried at the newest commit as it
         // is, not as the chain left it.
-        run_ok(&mut git(&["checkout", "-q", "-f", &commits[n]]))?;
-        run_ok(&mut git(&["clean", "-fdq"]))?;
+        evidence::checkout_clean(scratch, &commits[n])?;
     }
     if made < args.regressions {
         eprintln!("only {made} injected regressions from {tried} candidate mutants");
@@ -508,10 +491,13 @@ fn place(
     // Where the needle is found once, from the newest commit back.
     let mut earliest = n;
     while earliest > 1 {
-        let at = output(Command::new("git").arg("-C").arg(scratch).args([
-            "show",
-            &format!("{}:{}", commits[earliest - 1], mutant.file),
-        ]))
+        let at = output(&mut evidence::git(
+            scratch,
+            &[
+                "show",
+                &format!("{}:{}", commits[earliest - 1], mutant.file),
+            ],
+        ))
         .unwrap_or_default();
         if at.matches(needle.as_str()).count() != 1 {
             break;
@@ -534,12 +520,7 @@ fn place(
     std::fs::write(&path, mutant.apply(&text))?;
     let result = evidence::retest_all_in(scratch, Some(plain_target), retest_args, timeout, log);
     std::fs::write(&path, &text)?;
-    run_ok(
-        Command::new("git")
-            .arg("-C")
-            .arg(scratch)
-            .args(["clean", "-fdq"]),
-    )?;
+    run_ok(&mut evidence::git(scratch, &["clean", "-fdq"]))?;
     let retest = result?;
     if !retest.built {
         return Ok(None);
@@ -681,10 +662,7 @@ fn rewrite(
 
 fn hash_object(scratch: &Path, text: &str) -> Result<String> {
     use std::io::Write;
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(scratch)
-        .args(["hash-object", "-w", "--stdin"])
+    let mut child = evidence::git(scratch, &["hash-object", "-w", "--stdin"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()?;
@@ -735,16 +713,11 @@ fn latest_point(truth: &[Truth]) -> Option<(usize, usize)> {
 
 /// `git bisect run` with a plain `cargo test` of the one test.
 fn git_bisect(args: &BisectEvalArgs, scratch: &Path, case: &Case, log: &Path) -> Result<Found> {
-    let git = |a: &[&str]| {
-        let mut c = Command::new("git");
-        c.arg("-C").arg(scratch).args(a);
-        c
-    };
+    let git = |a: &[&str]| evidence::git(scratch, a);
     let counter = args.out.join("git-bisect-builds");
     std::fs::write(&counter, "")?;
     let bad = case.chain.last().context("empty chain")?;
-    run_ok(&mut git(&["checkout", "-q", "-f", bad]))?;
-    run_ok(&mut git(&["clean", "-fdq"]))?;
+    evidence::checkout_clean(scratch, bad)?;
     run_ok(
         git(&["bisect", "start", bad, &case.chain[0], "--"])
             .stdout(Stdio::null())
@@ -819,18 +792,7 @@ fn tool_bisect(
     log: &Path,
 ) -> Result<Found> {
     let bad = case.chain.last().context("empty chain")?;
-    run_ok(
-        Command::new("git")
-            .arg("-C")
-            .arg(scratch)
-            .args(["checkout", "-q", "-f", bad]),
-    )?;
-    run_ok(
-        Command::new("git")
-            .arg("-C")
-            .arg(scratch)
-            .args(["clean", "-fdq"]),
-    )?;
+    evidence::checkout_clean(scratch, bad)?;
     let clock = Instant::now();
     let out = Command::new(ekstazi)
         .args(["ekstazi", "bisect", "--json", "--state-dir"])

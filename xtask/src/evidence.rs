@@ -491,6 +491,22 @@ pub fn log_file(path: &Path) -> Result<std::fs::File> {
         .with_context(|| format!("cannot open {}", path.display()))
 }
 
+/// `git -C <dir> <args>`.
+pub fn git(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(dir).args(args);
+    command
+}
+
+/// `rev` checked out in the scratch worktree `dir`, forced, and what the
+/// previous commit's runs left there removed (snapshots a failure wrote,
+/// say), so that it neither reaches this commit's runs nor keeps the tree
+/// from being clean; ignored files (`target/`) stay.
+pub fn checkout_clean(dir: &Path, rev: &str) -> Result<()> {
+    run_ok(&mut git(dir, &["checkout", "-q", "-f", rev]))?;
+    run_ok(&mut git(dir, &["clean", "-fdq"]))
+}
+
 pub fn run_ok(command: &mut Command) -> Result<()> {
     let status = command
         .status()

@@ -35,7 +35,7 @@
 //! under `reports/`, each `list --json` under `lists/`, logs under `logs/`,
 //! a file per miss under `misses/`.
 
-use crate::evidence::{self, EkstaziOpts, TestId, output, run_ok};
+use crate::evidence::{self, EkstaziOpts, TestId, output};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -694,15 +694,7 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
     let mut ekstazi_failed: Vec<String> = Vec::new();
     for h in 0..n {
         let short = window.short[h].as_str();
-        let git = |a: &[&str]| {
-            let mut c = Command::new("git");
-            c.arg("-C").arg(&scratch).args(a);
-            c
-        };
-        run_ok(&mut git(&["checkout", "-q", "-f", &window.commits[h]]))?;
-        // Leftovers of the previous commit's tests must not reach this
-        // one's, and the tree must be clean for the run to be filed.
-        run_ok(&mut git(&["clean", "-fdq"]))?;
+        evidence::checkout_clean(&scratch, &window.commits[h])?;
         let kind = window.kind(&scratch, h)?;
         let name = |c: usize| window.short[c].clone();
         let mut row = Row {

@@ -120,14 +120,11 @@ struct Outcome {
 pub fn mutate(args: &MutateArgs) -> Result<()> {
     let tool = (!args.dry_run).then_some(args.ekstazi.as_path());
     let (ekstazi, scratch) = evidence::scratch_setup(&args.out, tool, &args.repo)?;
-    let git = |a: &[&str]| {
-        let mut c = Command::new("git");
-        c.arg("-C").arg(&scratch).args(a);
-        c
-    };
-    run_ok(&mut git(&["checkout", "-q", "-f", &args.rev]))?;
-    run_ok(&mut git(&["clean", "-fdq"]))?;
-    let head = output(&mut git(&["log", "-1", "--format=%h %s"]))?;
+    evidence::checkout_clean(&scratch, &args.rev)?;
+    let head = output(&mut evidence::git(
+        &scratch,
+        &["log", "-1", "--format=%h %s"],
+    ))?;
     eprintln!("mutating {} at {}", args.repo.display(), head.trim());
 
     let candidates = candidates(&scratch, &args.sources, &args.data)?;
@@ -232,7 +229,7 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
         // mutant's runs left (`insta`'s `.pending-snap` files of the tests
         // it made fail): the next mutant would find them as files created.
         std::fs::write(&path, &text)?;
-        run_ok(&mut git(&["clean", "-fdq"]))?;
+        run_ok(&mut evidence::git(&scratch, &["clean", "-fdq"]))?;
         remove_new_ignored(&scratch, &ignored_clean)?;
         let outcome = result?;
         if !outcome.built {

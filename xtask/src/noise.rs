@@ -9,7 +9,7 @@
 //! run's own, quiet, not emptied between runs), the same state and target
 //! directory. Output: `<out>/noise.md`, and each run's log and report.
 
-use crate::evidence::{self, Report, TestId, log_file, output, run_ok};
+use crate::evidence::{self, Report, TestId, log_file, output};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -42,14 +42,11 @@ struct Rerun {
 
 pub fn noise(args: &NoiseArgs) -> Result<()> {
     let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
-    let git = |a: &[&str]| {
-        let mut c = Command::new("git");
-        c.arg("-C").arg(&scratch).args(a);
-        c
-    };
-    run_ok(&mut git(&["checkout", "-q", "-f", &args.rev]))?;
-    run_ok(&mut git(&["clean", "-fdq"]))?;
-    let head = output(&mut git(&["log", "-1", "--format=%h %s"]))?;
+    evidence::checkout_clean(&scratch, &args.rev)?;
+    let head = output(&mut evidence::git(
+        &scratch,
+        &["log", "-1", "--format=%h %s"],
+    ))?;
     let state = args.out.join("state");
     let target = args.out.join("target");
     // A state left by an earlier invocation would make the first run a

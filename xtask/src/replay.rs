@@ -13,7 +13,7 @@
 //! reports of every run under `reports/`, logs under `logs/`, and a file
 //! per miss under `misses/`.
 
-use crate::evidence::{self, EkstaziOpts, TestId, output, run_ok};
+use crate::evidence::{self, EkstaziOpts, TestId, output};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -100,17 +100,11 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     let reports = args.out.join("reports");
     std::fs::create_dir_all(&reports)?;
     for (i, commit) in commits.iter().enumerate() {
-        let git = |args: &[&str]| {
-            let mut c = Command::new("git");
-            c.arg("-C").arg(&scratch).args(args);
-            c
-        };
-        run_ok(&mut git(&["checkout", "-q", "-f", commit]))?;
-        // Leftovers of the previous commit's tests (snapshots written on
-        // failure, say) must not reach this one's; ignored files (target/)
-        // stay.
-        run_ok(&mut git(&["clean", "-fdq"]))?;
-        let line = output(&mut git(&["log", "-1", "--format=%h %s"]))?;
+        evidence::checkout_clean(&scratch, commit)?;
+        let line = output(&mut evidence::git(
+            &scratch,
+            &["log", "-1", "--format=%h %s"],
+        ))?;
         let (short, subject) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
         eprintln!("[{i}/{}] {short} {subject}", commits.len() - 1);
 
