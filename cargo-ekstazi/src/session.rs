@@ -17,7 +17,7 @@ use ekstazi_core::config::Config;
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::history::{Candidates, History, Vouch, object_id};
+use ekstazi_core::history::{Candidates, History, Vouch, record_id};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
@@ -510,7 +510,7 @@ impl Session {
             .candidates
             .get_or_init(|| Candidates::new(history.manifests(), Some(&repo.head), &repo.parents));
         let key = &self.built.binaries[case.binary].key;
-        let current = current.map(|r| object_id(&r.encode()));
+        let current = current.and_then(|r| record_id(r).ok());
         candidates
             .of(key, &case.name)
             .filter(|(id, _)| Some(**id) != current)

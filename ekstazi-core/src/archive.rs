@@ -12,11 +12,11 @@
 //! manifest before keeping it.
 //!
 //! ```text
-//! v9/<binary key>/<test>            current records
-//! v9/.functions/<digest>            the function table
-//! v9/.uninstrumented/<digest>       uninstrumented functions of builds
-//! v9/.history/commits/<commit id>   which record held per test, per commit
-//! v9/.history/packs/<digest>        the records the history names
+//! v10/<binary key>/<test>            current records
+//! v10/.functions/<digest>            the function table
+//! v10/.uninstrumented/<digest>       uninstrumented functions of builds
+//! v10/.history/commits/<commit id>   which record held per test, per commit
+//! v10/.history/packs/<digest>        the records the history names
 //! ```
 
 use crate::record::FORMAT_VERSION;

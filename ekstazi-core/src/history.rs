@@ -16,13 +16,16 @@
 //!   packs/<digest>             the objects one filing wrote, with an index
 //! ```
 //! Records are content-addressed: a test unaffected across a hundred
-//! commits is one object, named by the blake3 of the record's bytes. A
-//! record is kept as a skeleton, and its long lists of executed functions
-//! as chunks shared between records ([`Skeleton`]). What one run files goes
+//! commits is one object. A record is kept as a skeleton, and its long
+//! lists of executed functions as chunks shared between records
+//! ([`Skeleton`]). Each part is named by the digest its seal ends with, and
+//! the skeleton names its chunks, so a record's id is its skeleton's name
+//! ([`record_id`]): reading a part checks it against its name, and nothing
+//! hashes a record whole again (a Merkle tree, as git's trees are). What one run files goes
 //! into one pack file, so the history is a few files per commit, not one
 //! per object (each file costs a filesystem block). Manifests and objects
-//! are sealed and zstd-compressed; anything that does not decode, does not
-//! hash to its name or names another test is *no record* (its test runs),
+//! are sealed and zstd-compressed; anything that does not decode, is not
+//! sealed with its name or names another test is *no record* (its test runs),
 //! never an error. The history is bounded: [`History::prune`] keeps the
 //! newest commits and drops the objects no kept commit names, rewriting a
 //! pack when less than half of it is still named.
@@ -35,7 +38,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
 const SKELETON_MAGIC: &[u8; 4] = b"EKZO";
@@ -62,9 +65,10 @@ fn buckets(len: usize) -> usize {
 /// executed functions, and per program the chunks those lists were cut
 /// into. A test reruns because a function it executed changed, so its new
 /// record differs from the old one in a few ids: cut by id, only the chunks
-/// holding them are new, and the rest is shared with the old record. The
-/// object is still named by the digest of the whole record, checked when it
-/// is put back together.
+/// holding them are new, and the rest is shared with the old record. A
+/// chunk's body is its ids end to end, not `postcard`: an analysis reads
+/// tens of thousands of chunks, and decoding ids one by one through serde
+/// cost more than the read.
 #[derive(Serialize, Deserialize)]
 struct Skeleton {
     record: Record,
@@ -82,14 +86,15 @@ const MAX_OPEN_PACKS: usize = 256;
 pub struct History {
     dir: PathBuf,
     /// Where each object is, read from the packs' indexes on first use and
-    /// kept up to date by this process's writes.
-    packs: Arc<Mutex<Option<Packs>>>,
+    /// kept up to date by this process's writes. Behind a read-write lock:
+    /// every object read looks it up, from every thread judging tests.
+    packs: Arc<RwLock<Option<Packs>>>,
     /// Packs opened by this process, kept open: an analysis reads tens of
     /// thousands of objects (skeletons, chunks) from a few dozen packs, and
     /// opening the file for each read cost as much as the read. A pack is
     /// never changed in place (written whole and renamed, or removed), so
     /// an open handle always reads what its name says.
-    open: Arc<Mutex<HashMap<PathBuf, Arc<fs::File>>>>,
+    open: Arc<RwLock<HashMap<PathBuf, Arc<fs::File>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -153,9 +158,61 @@ pub fn is_commit_id(id: &str) -> bool {
     matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// A record's object id.
-pub fn object_id(encoded: &[u8]) -> Hash {
-    *blake3::hash(encoded).as_bytes()
+/// A record's id in the history: the name of its skeleton, which names
+/// its chunks. The same record always cuts the same way, so it has one id.
+pub fn record_id(record: &Record) -> io::Result<Hash> {
+    cut(record).map(|cut| cut.id)
+}
+
+/// A record cut as the history keeps it: its skeleton, sealed, and the
+/// chunks it names, sealed; each named by its seal's digest.
+struct Cut {
+    id: Hash,
+    skeleton: Vec<u8>,
+    chunks: Vec<(Hash, Vec<u8>)>,
+}
+
+fn cut(record: &Record) -> io::Result<Cut> {
+    let mut skeleton = Skeleton {
+        chunks: Vec::with_capacity(record.code.len()),
+        record: record.clone(),
+    };
+    let mut sealed_chunks = Vec::new();
+    for code in &mut skeleton.record.code {
+        if code.functions.len() < CHUNKED_FROM {
+            skeleton.chunks.push(Vec::new());
+            continue;
+        }
+        let cut = buckets(code.functions.len());
+        let mut pieces: Vec<Vec<u8>> = vec![Vec::new(); cut];
+        for function in code.functions.drain(..) {
+            pieces[usize::from(function[0]) * cut / 256].extend_from_slice(&function);
+        }
+        let mut names = Vec::new();
+        for piece in pieces.into_iter().filter(|b| !b.is_empty()) {
+            let sealed = crate::record::seal(CHUNK_MAGIC, &piece);
+            let name = name_of(&sealed)?;
+            names.push(name);
+            sealed_chunks.push((name, sealed));
+        }
+        skeleton.chunks.push(names);
+    }
+    let body = postcard::to_stdvec(&skeleton).map_err(io::Error::other)?;
+    let sealed = crate::record::seal(SKELETON_MAGIC, &body);
+    Ok(Cut {
+        id: name_of(&sealed)?,
+        skeleton: sealed,
+        chunks: sealed_chunks,
+    })
+}
+
+fn name_of(sealed: &[u8]) -> io::Result<Hash> {
+    crate::record::sealed_digest(sealed).ok_or_else(|| io::Error::other("sealed bytes too short"))
+}
+
+/// Sealed bytes read under `name`, if they are sealed with that name.
+fn named(sealed: &[u8], name: &Hash) -> bool {
+    crate::record::sealed_digest(sealed).is_some_and(|digest| digest == *name)
 }
 
 impl History {
@@ -195,11 +252,9 @@ impl History {
                     .collect()
             })
             .unwrap_or_default();
-        let mut objects = Vec::with_capacity(records.len());
-        for (record, ran) in records {
-            let encoded = record.encode();
-            let id = object_id(&encoded);
-            objects.push((id, encoded));
+        let all: Vec<&Record> = records.iter().map(|(record, _)| *record).collect();
+        let ids = self.put_records(&all)?;
+        for ((record, ran), id) in records.iter().zip(ids) {
             entries.insert(
                 (record.binary.clone(), record.test.clone()),
                 Entry {
@@ -211,7 +266,6 @@ impl History {
                 },
             );
         }
-        self.put_objects(&objects)?;
         let mut entries: Vec<Entry> = entries.into_values().collect();
         entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
         self.put_manifest(&Manifest {
@@ -234,59 +288,31 @@ impl History {
         )
     }
 
-    /// Writes a record object, unless it is there already.
-    pub fn put_object(&self, id: &Hash, encoded: &[u8]) -> io::Result<()> {
-        self.put_objects(&[(*id, encoded.to_vec())])
-    }
-
-    /// Writes record objects `(id, encoded record)` not there already, as
-    /// one pack: their skeletons, and the chunks of their long lists of
-    /// executed functions that no object has yet (see [`Skeleton`]).
-    pub fn put_objects(&self, objects: &[(Hash, Vec<u8>)]) -> io::Result<()> {
-        let mut guard = self.packs.lock().expect("pack index lock");
+    /// Writes records not there already, as one pack: their skeletons, and
+    /// the chunks of their long lists of executed functions that no record
+    /// has yet (see [`Skeleton`]). Returns each record's id.
+    pub fn put_records(&self, records: &[&Record]) -> io::Result<Vec<Hash>> {
+        let cuts: Vec<Cut> = records.iter().map(|r| cut(r)).collect::<io::Result<_>>()?;
+        let ids = cuts.iter().map(|c| c.id).collect();
+        let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let mut new: Vec<(Hash, Vec<u8>)> = Vec::new();
         let mut added = HashSet::new();
-        for (id, encoded) in objects {
-            if packs.at.contains_key(id) || !added.insert(*id) {
+        for cut in cuts {
+            if packs.at.contains_key(&cut.id) || !added.insert(cut.id) {
                 continue;
             }
-            let record = Record::decode(encoded)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let mut skeleton = Skeleton {
-                chunks: Vec::new(),
-                record,
-            };
-            for code in &mut skeleton.record.code {
-                if code.functions.len() < CHUNKED_FROM {
-                    skeleton.chunks.push(Vec::new());
-                    continue;
+            for (name, sealed) in cut.chunks {
+                if !packs.at.contains_key(&name) && added.insert(name) {
+                    new.push((name, crate::record::pack(&sealed)));
                 }
-                let cut = buckets(code.functions.len());
-                let mut pieces: Vec<Vec<FnId>> = vec![Vec::new(); cut];
-                for function in code.functions.drain(..) {
-                    pieces[usize::from(function[0]) * cut / 256].push(function);
-                }
-                let mut ids = Vec::new();
-                for piece in pieces.into_iter().filter(|b| !b.is_empty()) {
-                    let body = postcard::to_stdvec(&piece).map_err(io::Error::other)?;
-                    let sealed = crate::record::seal(CHUNK_MAGIC, &body);
-                    let chunk = *blake3::hash(&sealed).as_bytes();
-                    if !packs.at.contains_key(&chunk) && added.insert(chunk) {
-                        new.push((chunk, crate::record::pack(&sealed)));
-                    }
-                    ids.push(chunk);
-                }
-                skeleton.chunks.push(ids);
             }
-            let body = postcard::to_stdvec(&skeleton).map_err(io::Error::other)?;
-            let sealed = crate::record::seal(SKELETON_MAGIC, &body);
-            new.push((*id, crate::record::pack(&sealed)));
+            new.push((cut.id, crate::record::pack(&cut.skeleton)));
         }
-        if new.is_empty() {
-            return Ok(());
+        if !new.is_empty() {
+            self.write_pack(packs, &new)?;
         }
-        self.write_pack(packs, &new)
+        Ok(ids)
     }
 
     /// Writes `(id, packed bytes)` as a new pack, named by its digest, and
@@ -363,7 +389,14 @@ impl History {
 
     /// Where an object's packed bytes are, if some pack holds it.
     fn locate(&self, id: &Hash) -> Option<(PathBuf, Loc)> {
-        let mut guard = self.packs.lock().expect("pack index lock");
+        {
+            let guard = self.packs.read().expect("pack index lock");
+            if let Some(packs) = guard.as_ref() {
+                let loc = *packs.at.get(id)?;
+                return Some((packs.files[loc.pack].clone(), loc));
+            }
+        }
+        let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let loc = *packs.at.get(id)?;
         Some((packs.files[loc.pack].clone(), loc))
@@ -377,19 +410,23 @@ impl History {
         if u64::from(loc.len) > limit {
             return None;
         }
-        let file = {
-            let mut open = self.open.lock().expect("open packs lock");
-            match open.get(&path) {
-                Some(file) => file.clone(),
-                None => {
-                    let file = Arc::new(fs::File::open(&path).ok()?);
-                    // A bound far above 100 commits' packs, far below the
-                    // usual limit of 1 024 open files.
-                    if open.len() < MAX_OPEN_PACKS {
-                        open.insert(path, file.clone());
-                    }
-                    file
+        let kept = self
+            .open
+            .read()
+            .expect("open packs lock")
+            .get(&path)
+            .cloned();
+        let file = match kept {
+            Some(file) => file,
+            None => {
+                let file = Arc::new(fs::File::open(&path).ok()?);
+                let mut open = self.open.write().expect("open packs lock");
+                // A bound far above 100 commits' packs, far below the
+                // usual limit of 1 024 open files.
+                if open.len() < MAX_OPEN_PACKS {
+                    open.entry(path).or_insert_with(|| file.clone());
                 }
+                file
             }
         };
         let mut packed = vec![0; loc.len as usize];
@@ -397,17 +434,20 @@ impl History {
         crate::record::unpack(&packed, limit)
     }
 
-    /// A stored object's skeleton, unchecked against the object's id.
+    /// A stored record's skeleton, if intact and sealed with its id.
     fn skeleton(&self, id: &Hash) -> Option<Skeleton> {
         let sealed = self.read_entry(id)?;
+        if !named(&sealed, id) {
+            return None;
+        }
         let skeleton: Skeleton = crate::record::open(SKELETON_MAGIC, &sealed).ok()?;
         (skeleton.chunks.len() == skeleton.record.code.len()).then_some(skeleton)
     }
 
     /// A filed record without its long lists of executed functions, and
     /// per code dependency the chunks they are kept in (none when the list
-    /// is in the record). Unchecked: a record that vouches must still be
-    /// read whole ([`History::object`]), which checks it against its id.
+    /// is in the record). Checked against its id; its chunks are checked
+    /// against their names when read ([`History::chunk`]).
     pub fn parts(&self, id: &Hash) -> Option<(Record, Vec<Vec<Hash>>)> {
         self.skeleton(id).map(|s| (s.record, s.chunks))
     }
@@ -415,10 +455,19 @@ impl History {
     /// A chunk's functions, if it is intact and the one its name says.
     pub fn chunk(&self, id: &Hash) -> Option<Vec<FnId>> {
         let sealed = self.read_entry(id)?;
-        if blake3::hash(&sealed).as_bytes() != id {
+        if !named(&sealed, id) {
             return None;
         }
-        crate::record::open(CHUNK_MAGIC, &sealed).ok()
+        let ids = crate::record::open_raw(CHUNK_MAGIC, &sealed).ok()?;
+        let width = std::mem::size_of::<FnId>();
+        if ids.len() % width != 0 {
+            return None;
+        }
+        Some(
+            ids.chunks_exact(width)
+                .map(|id| FnId::try_from(id).expect("chunks_exact gives whole ids"))
+                .collect(),
+        )
     }
 
     /// The manifest of a commit, if filed and intact.
@@ -469,38 +518,37 @@ impl History {
         all
     }
 
-    /// The record object `id`, if present and intact: it must hash to its
-    /// id and decode whole.
+    /// The record `id`, if present and intact: its skeleton and each of
+    /// its chunks sealed with their names, and the whole a valid record.
     pub fn object(&self, id: &Hash) -> Option<Record> {
-        let encoded = self.object_bytes(id)?;
-        Record::decode(&encoded).ok()
+        let Skeleton { record, chunks } = self.skeleton(id)?;
+        let functions = chunks
+            .iter()
+            .map(|chunks| {
+                let mut listed = Vec::new();
+                for chunk in chunks {
+                    listed.extend(self.chunk(chunk)?);
+                }
+                Some(listed)
+            })
+            .collect::<Option<Vec<_>>>()?;
+        History::assemble(record, functions)
     }
 
-    /// The encoded record `id`, put back together from its skeleton and
-    /// chunks and checked against its id.
-    pub fn object_bytes(&self, id: &Hash) -> Option<Vec<u8>> {
-        let Skeleton { mut record, chunks } = self.skeleton(id)?;
-        for (code, chunks) in record.code.iter_mut().zip(chunks) {
-            for chunk in chunks {
-                code.functions.extend(self.chunk(&chunk)?);
-            }
-        }
-        let encoded = record.encode();
-        (object_id(&encoded) == *id).then_some(encoded)
-    }
-
-    /// The record `id` put back together from parts already read: its
+    /// A record put back together from parts already read and checked: its
     /// skeleton ([`History::parts`]) and, per code dependency, the
-    /// functions of its chunks in order. Checked against `id` like
-    /// [`History::object`], without reading anything again.
-    pub fn assemble(id: &Hash, mut skeleton: Record, functions: Vec<Vec<FnId>>) -> Option<Record> {
+    /// functions of its chunks in order ([`History::chunk`]). The parts
+    /// being sealed with their names, only the whole's paths are left to
+    /// check.
+    pub fn assemble(mut skeleton: Record, functions: Vec<Vec<FnId>>) -> Option<Record> {
         if functions.len() != skeleton.code.len() {
             return None;
         }
         for (code, more) in skeleton.code.iter_mut().zip(functions) {
             code.functions.extend(more);
         }
-        (object_id(&skeleton.encode()) == *id).then_some(skeleton)
+        skeleton.validate().ok()?;
+        Some(skeleton)
     }
 
     /// Keeps the `keep` newest commits (by when they were filed), removes
@@ -529,7 +577,7 @@ impl History {
                 }
             }
         }
-        let mut guard = self.packs.lock().expect("pack index lock");
+        let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let on_disk = fs::read_dir(self.packs_dir())
             .map(|e| e.flatten().count())
@@ -549,7 +597,7 @@ impl History {
             .flat_map(|s| s.chunks.into_iter().flatten())
             .collect();
         let named: HashSet<Hash> = records.into_iter().chain(chunks).collect();
-        let mut guard = self.packs.lock().expect("pack index lock");
+        let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let old = std::mem::take(packs);
         // Per pack, its objects still named, how many are not, and the
@@ -804,7 +852,7 @@ mod tests {
         let b = history.manifest(B).unwrap();
         assert_eq!(b.entries.len(), 2, "a second run at B adds to it");
         assert_eq!(b.filed_at_ms, 3);
-        let id = object_id(&record.encode());
+        let id = record_id(&record).unwrap();
         assert_eq!(history.object(&id), Some(record.clone()));
         let (_, objects) = history.sizes();
         assert!(objects > history.object_size(&id).unwrap());
@@ -843,8 +891,8 @@ mod tests {
             }
         );
         assert!(history.manifest(A).is_none());
-        assert!(history.object(&object_id(&old.encode())).is_none());
-        assert!(history.object(&object_id(&new.encode())).is_some());
+        assert!(history.object(&record_id(&old).unwrap()).is_none());
+        assert!(history.object(&record_id(&new).unwrap()).is_some());
     }
 
     #[test]
@@ -876,11 +924,11 @@ mod tests {
             "only the chunks that changed are new"
         );
         assert_eq!(
-            history.object(&object_id(&record.encode())),
+            history.object(&record_id(&record).unwrap()),
             Some(record.clone())
         );
         assert_eq!(
-            history.object(&object_id(&rerun.encode())),
+            history.object(&record_id(&rerun).unwrap()),
             Some(rerun.clone())
         );
         // Pruning A keeps the chunks B still shares, even from A's pack.
@@ -892,7 +940,7 @@ mod tests {
         );
         let reopened = History::new(dir.path());
         assert_eq!(
-            reopened.object(&object_id(&rerun.encode())),
+            reopened.object(&record_id(&rerun).unwrap()),
             Some(rerun.clone())
         );
         assert_eq!(reopened.commit_ids(), [B]);
@@ -906,7 +954,7 @@ mod tests {
         }
         assert!(
             History::new(dir.path())
-                .object(&object_id(&rerun.encode()))
+                .object(&record_id(&rerun).unwrap())
                 .is_none()
         );
     }
@@ -936,10 +984,10 @@ mod tests {
         assert_eq!(packs.len(), 1, "{packs:?}");
         let reopened = History::new(dir.path());
         assert_eq!(
-            reopened.object(&object_id(&records[0].encode())),
+            reopened.object(&record_id(&records[0]).unwrap()),
             Some(records[0].clone())
         );
-        assert!(reopened.object(&object_id(&records[1].encode())).is_none());
+        assert!(reopened.object(&record_id(&records[1]).unwrap()).is_none());
     }
 
     #[test]
@@ -948,13 +996,35 @@ mod tests {
         let history = History::new(dir.path());
         let record = sample();
         history.file(A, &[(&record, true)], 1).unwrap();
-        let id = object_id(&record.encode());
+        let id = record_id(&record).unwrap();
         // An object whose bytes were altered in its pack is no record.
         let (pack, loc) = history.locate(&id).unwrap();
         let mut bytes = fs::read(&pack).unwrap();
         bytes[(loc.offset + u64::from(loc.len) / 2) as usize] ^= 0x40;
         fs::write(&pack, bytes).unwrap();
         assert!(History::new(dir.path()).object(&id).is_none());
+        // An intact skeleton under another record's id is not that record,
+        // nor is a chunk under another chunk's name.
+        let mut other = sample();
+        other.test = "other".into();
+        other.code[0].functions = (0..300u16)
+            .map(|i| [i.to_le_bytes()[0], i.to_le_bytes()[1], 0, 0, 0, 0, 0, 0])
+            .collect();
+        let planted = History::new(dir.path());
+        let cut = cut(&other).unwrap();
+        let chunk = cut.chunks[0].0;
+        {
+            let mut guard = planted.packs.write().unwrap();
+            let packs = guard.get_or_insert_with(|| planted.read_packs());
+            let forged = [
+                ([9; 32], crate::record::pack(&cut.skeleton)),
+                ([8; 32], crate::record::pack(&cut.chunks[1].1)),
+            ];
+            planted.write_pack(packs, &forged).unwrap();
+        }
+        assert!(planted.parts(&[9; 32]).is_none());
+        assert!(planted.chunk(&[8; 32]).is_none());
+        assert!(planted.chunk(&chunk).is_none(), "never written");
         // A manifest filed under another commit's name is not that commit's.
         fs::copy(history.commits_dir().join(A), history.commits_dir().join(B)).unwrap();
         assert!(history.manifest(B).is_none());

@@ -10,7 +10,6 @@
 
 use crate::functions::FunctionTable;
 use crate::history::{Entry, Manifest};
-use crate::record::Record;
 use crate::store::{Loaded, Store};
 use std::collections::HashSet;
 use std::io;
@@ -134,26 +133,22 @@ fn merge_history(
             if held.is_some_and(|i| entries[i].ran || !entry.ran) {
                 continue;
             }
-            let Some(bytes) = theirs.object_bytes(&entry.record) else {
+            let Some(record) = theirs.object(&entry.record) else {
                 merged.refused.push(format!(
                     "the record of {} {} filed at {} is missing or damaged",
                     entry.binary, entry.test, manifest.commit
                 ));
                 continue;
             };
-            match Record::decode(&bytes) {
-                Ok(record) if record.binary == entry.binary && record.test == entry.test => {
-                    tables.extend(record.code.iter().map(|c| c.uninstrumented));
-                }
-                _ => {
-                    merged.refused.push(format!(
-                        "the record of {} {} filed at {} is not that test's",
-                        entry.binary, entry.test, manifest.commit
-                    ));
-                    continue;
-                }
+            if record.binary != entry.binary || record.test != entry.test {
+                merged.refused.push(format!(
+                    "the record of {} {} filed at {} is not that test's",
+                    entry.binary, entry.test, manifest.commit
+                ));
+                continue;
             }
-            objects.push((entry.record, bytes));
+            tables.extend(record.code.iter().map(|c| c.uninstrumented));
+            objects.push(record);
             match held {
                 Some(i) => entries[i] = entry,
                 None => entries.push(entry),
@@ -161,7 +156,16 @@ fn merge_history(
         }
         if !objects.is_empty() {
             // One pack per commit merged; its objects before its manifest.
-            ours.put_objects(&objects)?;
+            let ids = ours.put_records(&objects.iter().collect::<Vec<_>>())?;
+            // The ids as cut here, should theirs have cut a record otherwise.
+            for (record, id) in objects.iter().zip(ids) {
+                if let Some(entry) = entries
+                    .iter_mut()
+                    .find(|e| (&e.binary, &e.test) == (&record.binary, &record.test))
+                {
+                    entry.record = id;
+                }
+            }
             entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
             let filed_at_ms = ours
                 .manifest(&manifest.commit)

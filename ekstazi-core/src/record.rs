@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 9;
+pub const FORMAT_VERSION: u16 = 10;
 
 const MAGIC: &[u8; 4] = b"EKZR";
 const HEADER: usize = 4 + 2 + 4;
@@ -152,7 +152,7 @@ impl Record {
         Ok(record)
     }
 
-    fn validate(&self) -> Result<(), DecodeError> {
+    pub(crate) fn validate(&self) -> Result<(), DecodeError> {
         let paths_ok = self
             .deps
             .iter()
@@ -192,6 +192,16 @@ pub(crate) fn open<T: serde::de::DeserializeOwned>(
     magic: &[u8; 4],
     bytes: &[u8],
 ) -> Result<T, DecodeError> {
+    let (value, rest) =
+        postcard::take_from_bytes(open_raw(magic, bytes)?).map_err(|_| DecodeError::BadBody)?;
+    if !rest.is_empty() {
+        return Err(DecodeError::BadBody);
+    }
+    Ok(value)
+}
+
+/// Checks sealed bytes whole and returns their body, undecoded.
+pub(crate) fn open_raw<'a>(magic: &[u8; 4], bytes: &'a [u8]) -> Result<&'a [u8], DecodeError> {
     if bytes.len() < HEADER + DIGEST {
         return Err(DecodeError::Truncated);
     }
@@ -214,12 +224,16 @@ pub(crate) fn open<T: serde::de::DeserializeOwned>(
     if blake3::hash(signed).as_bytes() != digest {
         return Err(DecodeError::BadDigest);
     }
-    let (value, rest) =
-        postcard::take_from_bytes(&signed[HEADER..]).map_err(|_| DecodeError::BadBody)?;
-    if !rest.is_empty() {
-        return Err(DecodeError::BadBody);
-    }
-    Ok(value)
+    Ok(&signed[HEADER..])
+}
+
+/// The digest sealed bytes end with: what names a history object, so that
+/// checking the seal also checks the name.
+pub(crate) fn sealed_digest(sealed: &[u8]) -> Option<[u8; DIGEST]> {
+    sealed
+        .get(sealed.len().checked_sub(DIGEST)?..)?
+        .try_into()
+        .ok()
 }
 
 /// Compresses sealed bytes for keeping (function table segments, history
@@ -379,8 +393,12 @@ mod tests {
     #[test]
     fn another_version_is_named() {
         let mut bytes = sample().encode();
-        bytes[4] = 10;
-        assert_eq!(Record::decode(&bytes), Err(DecodeError::OtherVersion(10)));
+        let other = FORMAT_VERSION + 1;
+        bytes[4..6].copy_from_slice(&other.to_le_bytes());
+        assert_eq!(
+            Record::decode(&bytes),
+            Err(DecodeError::OtherVersion(other))
+        );
     }
 
     #[test]

@@ -9,24 +9,75 @@
 //! only then by the chunks its long lists of executed functions are kept
 //! in. A chunk is content-addressed and shared by many records, and
 //! whether every function in it is in a build does not depend on which
-//! record holds it: it is decided once per chunk and build in a run
-//! ([`Verdicts`]). Only a record that passes all of that is put back
-//! together from the parts read (each read once), checked against its id,
+//! record holds it: it is decided once per chunk and build in a run, and
+//! read once ([`Verdicts`]). Only a record that passes all of that is put
+//! back together from its parts (each checked against its name when read)
 //! and judged again by [`select::vouches`]: that last check alone decides a
 //! skip, the earlier ones only rule out.
 
+use crate::code::Build;
 use crate::dep::Hash;
 use crate::functions::FnId;
 use crate::history::History;
 use crate::record::Record;
 use crate::select::{self, CodeNow, Present};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, RwLock};
 
-/// Per (chunk, build), whether every function of the chunk is in the build.
+/// What a run has learned of the history's chunks, for every test it
+/// judges.
 #[derive(Default)]
 pub struct Verdicts {
-    chunks: Mutex<HashMap<(Hash, Hash), bool>>,
+    /// Per (chunk, build), whether every function of the chunk is in the
+    /// build.
+    holds: RwLock<HashMap<(Hash, Hash), bool>>,
+    /// Chunks read, decoded. Records of different tests share many of
+    /// them: ripgrep's records at one commit name 32 652 chunks, 19 182 of
+    /// them distinct.
+    read: RwLock<ReadChunks>,
+}
+
+#[derive(Default)]
+struct ReadChunks {
+    chunks: HashMap<Hash, Arc<[FnId]>>,
+    ids: usize,
+}
+
+/// Function ids the chunks kept in memory may hold in all (64 MiB):
+/// far above one commit's distinct chunks on ripgrep (~2.4 million ids).
+const MAX_READ_IDS: usize = 8 << 20;
+
+impl Verdicts {
+    fn known(&self, chunk: &Hash, build: &Hash) -> Option<bool> {
+        self.holds
+            .read()
+            .expect("verdicts lock")
+            .get(&(*chunk, *build))
+            .copied()
+    }
+
+    fn decide(&self, chunk: &Hash, build: &Build, ids: &[FnId]) -> bool {
+        let holds = ids.iter().all(|id| build.has(id));
+        self.holds
+            .write()
+            .expect("verdicts lock")
+            .insert((*chunk, build.id), holds);
+        holds
+    }
+
+    /// A chunk's functions: read from the history once per run.
+    fn chunk(&self, history: &History, chunk: &Hash) -> Option<Arc<[FnId]>> {
+        if let Some(ids) = self.read.read().expect("chunks lock").chunks.get(chunk) {
+            return Some(ids.clone());
+        }
+        let ids: Arc<[FnId]> = history.chunk(chunk)?.into();
+        let mut read = self.read.write().expect("chunks lock");
+        if read.ids + ids.len() <= MAX_READ_IDS && !read.chunks.contains_key(chunk) {
+            read.ids += ids.len();
+            read.chunks.insert(*chunk, ids.clone());
+        }
+        Some(ids)
+    }
 }
 
 /// The record `id` filed in `history`, if it is a record of `binary`'s
@@ -43,64 +94,48 @@ pub fn filed_vouches(
     if skeleton.binary != binary || skeleton.test != test || !select::vouches(&skeleton, present) {
         return None;
     }
-    // First the verdicts: a chunk whose verdict this run already knows is
-    // not read, and the first that does not hold ends it (most candidates
-    // end here). What is read for a verdict is kept for putting the record
-    // back together.
-    let mut read: Vec<Vec<Option<Vec<FnId>>>> = Vec::with_capacity(chunks.len());
+    let mut builds = Vec::with_capacity(chunks.len());
     for (dep, chunks) in skeleton.code.iter().zip(&chunks) {
-        let build = match select::code_now(dep, present) {
+        builds.push(match select::code_now(dep, present) {
             CodeNow::Gone if !chunks.is_empty() => return None,
             CodeNow::Build(build) => Some(build),
             CodeNow::Ran | CodeNow::Gone => None,
-        };
-        let mut kept = Vec::with_capacity(chunks.len());
+        });
+    }
+    let judged = || {
+        chunks
+            .iter()
+            .zip(&builds)
+            .filter_map(|(c, b)| Some((c, b.as_ref()?)))
+    };
+    // Most candidates end here: a chunk this run already found wanting.
+    for (chunks, build) in judged() {
+        if chunks
+            .iter()
+            .any(|chunk| verdicts.known(chunk, &build.id) == Some(false))
+        {
+            return None;
+        }
+    }
+    // Then the chunks not judged yet, the first found wanting ending it.
+    for (chunks, build) in judged() {
         for chunk in chunks {
-            let Some(build) = &build else {
-                kept.push(None);
-                continue;
-            };
-            let key = (*chunk, build.id);
-            let known = verdicts
-                .chunks
-                .lock()
-                .expect("verdicts lock")
-                .get(&key)
-                .copied();
-            match known {
-                Some(false) => return None,
-                Some(true) => kept.push(None),
-                None => {
-                    let ids = history.chunk(chunk);
-                    let holds = ids
-                        .as_ref()
-                        .is_some_and(|ids| ids.iter().all(|id| build.has(id)));
-                    verdicts
-                        .chunks
-                        .lock()
-                        .expect("verdicts lock")
-                        .insert(key, holds);
-                    if !holds {
-                        return None;
-                    }
-                    kept.push(ids);
-                }
+            if verdicts.known(chunk, &build.id).is_none()
+                && !verdicts.decide(chunk, build, &verdicts.chunk(history, chunk)?)
+            {
+                return None;
             }
         }
-        read.push(kept);
     }
-    // Then the record whole, each chunk read at most once in all.
+    // Then the record whole.
     let mut functions = Vec::with_capacity(chunks.len());
-    for (chunks, kept) in chunks.iter().zip(read) {
+    for chunks in &chunks {
         let mut listed = Vec::new();
-        for (chunk, ids) in chunks.iter().zip(kept) {
-            listed.extend(match ids {
-                Some(ids) => ids,
-                None => history.chunk(chunk)?,
-            });
+        for chunk in chunks {
+            listed.extend_from_slice(&verdicts.chunk(history, chunk)?);
         }
         functions.push(listed);
     }
-    let record = History::assemble(id, skeleton, functions)?;
+    let record = History::assemble(skeleton, functions)?;
     select::vouches(&record, present).then_some(record)
 }
