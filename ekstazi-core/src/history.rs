@@ -43,6 +43,7 @@ use std::sync::{Arc, RwLock};
 const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
 const SKELETON_MAGIC: &[u8; 4] = b"EKZO";
 const CHUNK_MAGIC: &[u8; 4] = b"EKZC";
+const BODY_MAGIC: &[u8; 4] = b"EKZB";
 const PACK_INDEX_MAGIC: &[u8; 4] = b"EKZI";
 /// A list of executed functions this long or longer is kept in chunks.
 const CHUNKED_FROM: usize = 256;
@@ -61,19 +62,61 @@ fn buckets(len: usize) -> usize {
         .min(MAX_CHUNKS)
 }
 
-/// How a record is kept in the history: itself without its long lists of
-/// executed functions, and per program the chunks those lists were cut
-/// into. A test reruns because a function it executed changed, so its new
+/// How a record is kept in the history: a skeleton, the record without
+/// its dependencies and lists of executed functions; a body, with its
+/// dependencies and short lists; and per program the chunks its long lists
+/// were cut into.
+///
+/// A test reruns because a function it executed changed, so its new
 /// record differs from the old one in a few ids: cut by id, only the chunks
 /// holding them are new, and the rest is shared with the old record. A
-/// chunk's body is its ids end to end, not `postcard`: an analysis reads
-/// tens of thousands of chunks, and decoding ids one by one through serde
-/// cost more than the read.
-#[derive(Serialize, Deserialize)]
-struct Skeleton {
-    record: Record,
-    /// Per code dependency, its chunks in order (none when kept whole).
-    chunks: Vec<Vec<Hash>>,
+/// chunk holds its ids end to end, not `postcard`: an analysis reads tens
+/// of thousands of chunks, and decoding ids one by one through serde cost
+/// more than the read.
+///
+/// The skeleton is what a candidate is ruled out by, cheapest first: the
+/// toolchain, the programs, and the chunks this run already found wanting
+/// (`vouch`). On ripgrep, decoding whole records was three quarters of the
+/// cost of the thousands of candidates an edit makes every test try; the
+/// skeleton holds no path.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Skeleton {
+    /// The record without its `always`, `deps`, `network`, `ignored` and
+    /// executed functions.
+    pub record: Record,
+    /// Per code dependency, its chunks in order (none when kept in the
+    /// body).
+    pub chunks: Vec<Vec<Hash>>,
+    /// The name of the body.
+    pub body: Hash,
+}
+
+/// What a skeleton leaves out but its chunks: the record's dependencies,
+/// and per code dependency its list of executed functions when short.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Body {
+    always: Vec<String>,
+    deps: Vec<crate::dep::Dep>,
+    network: Vec<crate::network::Peer>,
+    ignored: Vec<crate::record::Ignored>,
+    functions: Vec<Vec<FnId>>,
+}
+
+impl Body {
+    /// The skeleton's record with this body's parts put back, if they fit.
+    pub fn fill(self, mut record: Record) -> Option<Record> {
+        if self.functions.len() != record.code.len() {
+            return None;
+        }
+        record.always = self.always;
+        record.deps = self.deps;
+        record.network = self.network;
+        record.ignored = self.ignored;
+        for (code, functions) in record.code.iter_mut().zip(self.functions) {
+            code.functions = functions;
+        }
+        Some(record)
+    }
 }
 /// A manifest names every test of a workspace once; this is far past any.
 const MAX_MANIFEST_BYTES: u64 = 256 << 20;
@@ -165,24 +208,32 @@ pub fn record_id(record: &Record) -> io::Result<Hash> {
 }
 
 /// A record cut as the history keeps it: its skeleton, sealed, and the
-/// chunks it names, sealed; each named by its seal's digest.
+/// body and chunks it names, sealed; each named by its seal's digest.
 struct Cut {
     id: Hash,
     skeleton: Vec<u8>,
-    chunks: Vec<(Hash, Vec<u8>)>,
+    /// The body, then the chunks.
+    parts: Vec<(Hash, Vec<u8>)>,
 }
 
 fn cut(record: &Record) -> io::Result<Cut> {
-    let mut skeleton = Skeleton {
-        chunks: Vec::with_capacity(record.code.len()),
-        record: record.clone(),
+    let mut record = record.clone();
+    let mut body = Body {
+        always: std::mem::take(&mut record.always),
+        deps: std::mem::take(&mut record.deps),
+        network: std::mem::take(&mut record.network),
+        ignored: std::mem::take(&mut record.ignored),
+        functions: Vec::with_capacity(record.code.len()),
     };
+    let mut chunks = Vec::with_capacity(record.code.len());
     let mut sealed_chunks = Vec::new();
-    for code in &mut skeleton.record.code {
+    for code in &mut record.code {
         if code.functions.len() < CHUNKED_FROM {
-            skeleton.chunks.push(Vec::new());
+            body.functions.push(std::mem::take(&mut code.functions));
+            chunks.push(Vec::new());
             continue;
         }
+        body.functions.push(Vec::new());
         let cut = buckets(code.functions.len());
         let mut pieces: Vec<Vec<u8>> = vec![Vec::new(); cut];
         for function in code.functions.drain(..) {
@@ -195,14 +246,27 @@ fn cut(record: &Record) -> io::Result<Cut> {
             names.push(name);
             sealed_chunks.push((name, sealed));
         }
-        skeleton.chunks.push(names);
+        chunks.push(names);
     }
-    let body = postcard::to_stdvec(&skeleton).map_err(io::Error::other)?;
-    let sealed = crate::record::seal(SKELETON_MAGIC, &body);
+    let body = crate::record::seal(
+        BODY_MAGIC,
+        &postcard::to_stdvec(&body).map_err(io::Error::other)?,
+    );
+    let skeleton = Skeleton {
+        record,
+        chunks,
+        body: name_of(&body)?,
+    };
+    let sealed = crate::record::seal(
+        SKELETON_MAGIC,
+        &postcard::to_stdvec(&skeleton).map_err(io::Error::other)?,
+    );
+    let mut parts = vec![(skeleton.body, body)];
+    parts.extend(sealed_chunks);
     Ok(Cut {
         id: name_of(&sealed)?,
         skeleton: sealed,
-        chunks: sealed_chunks,
+        parts,
     })
 }
 
@@ -289,8 +353,8 @@ impl History {
     }
 
     /// Writes records not there already, as one pack: their skeletons, and
-    /// the chunks of their long lists of executed functions that no record
-    /// has yet (see [`Skeleton`]). Returns each record's id.
+    /// the bodies and chunks no record has yet (see [`Skeleton`]). Returns
+    /// each record's id.
     pub fn put_records(&self, records: &[&Record]) -> io::Result<Vec<Hash>> {
         let cuts: Vec<Cut> = records.iter().map(|r| cut(r)).collect::<io::Result<_>>()?;
         let ids = cuts.iter().map(|c| c.id).collect();
@@ -302,7 +366,7 @@ impl History {
             if packs.at.contains_key(&cut.id) || !added.insert(cut.id) {
                 continue;
             }
-            for (name, sealed) in cut.chunks {
+            for (name, sealed) in cut.parts {
                 if !packs.at.contains_key(&name) && added.insert(name) {
                     new.push((name, crate::record::pack(&sealed)));
                 }
@@ -434,8 +498,10 @@ impl History {
         crate::record::unpack(&packed, limit)
     }
 
-    /// A stored record's skeleton, if intact and sealed with its id.
-    fn skeleton(&self, id: &Hash) -> Option<Skeleton> {
+    /// A filed record's skeleton, if intact and sealed with its id. The
+    /// body and chunks it names are checked against their names when read
+    /// ([`History::body`], [`History::chunk`]).
+    pub fn skeleton(&self, id: &Hash) -> Option<Skeleton> {
         let sealed = self.read_entry(id)?;
         if !named(&sealed, id) {
             return None;
@@ -444,12 +510,13 @@ impl History {
         (skeleton.chunks.len() == skeleton.record.code.len()).then_some(skeleton)
     }
 
-    /// A filed record without its long lists of executed functions, and
-    /// per code dependency the chunks they are kept in (none when the list
-    /// is in the record). Checked against its id; its chunks are checked
-    /// against their names when read ([`History::chunk`]).
-    pub fn parts(&self, id: &Hash) -> Option<(Record, Vec<Vec<Hash>>)> {
-        self.skeleton(id).map(|s| (s.record, s.chunks))
+    /// A record's body, if it is intact and the one its name says.
+    pub fn body(&self, id: &Hash) -> Option<Body> {
+        let sealed = self.read_entry(id)?;
+        if !named(&sealed, id) {
+            return None;
+        }
+        crate::record::open(BODY_MAGIC, &sealed).ok()
     }
 
     /// A chunk's functions, if it is intact and the one its name says.
@@ -518,11 +585,12 @@ impl History {
         all
     }
 
-    /// The record `id`, if present and intact: its skeleton and each of
-    /// its chunks sealed with their names, and the whole a valid record.
+    /// The record `id`, if present and intact: its skeleton, body and
+    /// chunks sealed with their names, and the whole a valid record.
     pub fn object(&self, id: &Hash) -> Option<Record> {
-        let Skeleton { record, chunks } = self.skeleton(id)?;
-        let functions = chunks
+        let skeleton = self.skeleton(id)?;
+        let functions = skeleton
+            .chunks
             .iter()
             .map(|chunks| {
                 let mut listed = Vec::new();
@@ -532,23 +600,29 @@ impl History {
                 Some(listed)
             })
             .collect::<Option<Vec<_>>>()?;
+        let record = self.body(&skeleton.body)?.fill(skeleton.record)?;
         History::assemble(record, functions)
     }
 
-    /// A record put back together from parts already read and checked: its
-    /// skeleton ([`History::parts`]) and, per code dependency, the
-    /// functions of its chunks in order ([`History::chunk`]). The parts
-    /// being sealed with their names, only the whole's paths are left to
-    /// check.
-    pub fn assemble(mut skeleton: Record, functions: Vec<Vec<FnId>>) -> Option<Record> {
-        if functions.len() != skeleton.code.len() {
+    /// A record put back together from parts already read and checked:
+    /// its skeleton filled with its body ([`Body::fill`]) and, per code
+    /// dependency, the functions of its chunks in order
+    /// ([`History::chunk`]). The parts being sealed with their names, only
+    /// the whole's paths are left to check.
+    pub fn assemble(mut record: Record, functions: Vec<Vec<FnId>>) -> Option<Record> {
+        if functions.len() != record.code.len() {
             return None;
         }
-        for (code, more) in skeleton.code.iter_mut().zip(functions) {
-            code.functions.extend(more);
+        for (code, more) in record.code.iter_mut().zip(functions) {
+            if !more.is_empty() {
+                if !code.functions.is_empty() {
+                    return None;
+                }
+                code.functions = more;
+            }
         }
-        skeleton.validate().ok()?;
-        Some(skeleton)
+        record.validate().ok()?;
+        Some(record)
     }
 
     /// Keeps the `keep` newest commits (by when they were filed), removes
@@ -594,7 +668,7 @@ impl History {
         let chunks: Vec<Hash> = records
             .iter()
             .filter_map(|id| self.skeleton(id))
-            .flat_map(|s| s.chunks.into_iter().flatten())
+            .flat_map(|s| s.chunks.into_iter().flatten().chain([s.body]))
             .collect();
         let named: HashSet<Hash> = records.into_iter().chain(chunks).collect();
         let mut guard = self.packs.write().expect("pack index lock");
@@ -686,7 +760,7 @@ impl History {
     }
 
     /// The packed size of one object's skeleton (what filing it cost,
-    /// besides the chunks it may share), if present.
+    /// besides the body and chunks it may share), if present.
     pub fn object_size(&self, id: &Hash) -> Option<u64> {
         self.locate(id).map(|(_, loc)| u64::from(loc.len))
     }
@@ -912,7 +986,11 @@ mod tests {
         history.file(A, &[(&record, true)], 1).unwrap();
         let cut = buckets(2000);
         assert_eq!(cut, 16);
-        assert_eq!(entries(&history), cut + 1, "the chunks and the skeleton");
+        assert_eq!(
+            entries(&history),
+            cut + 2,
+            "the chunks, the body and the skeleton"
+        );
         // A rerun after one function changed: one id out, another in.
         let mut rerun = record.clone();
         rerun.duration_us += 1;
@@ -920,8 +998,8 @@ mod tests {
         rerun.code[0].functions.sort_unstable();
         history.file(B, &[(&rerun, true)], 2).unwrap();
         assert!(
-            entries(&history) <= cut + 1 + 2 + 1,
-            "only the chunks that changed are new"
+            entries(&history) <= cut + 2 + 2 + 1,
+            "only the chunks that changed and the skeleton are new: the body is shared"
         );
         assert_eq!(
             history.object(&record_id(&record).unwrap()),
@@ -1012,18 +1090,21 @@ mod tests {
             .collect();
         let planted = History::new(dir.path());
         let cut = cut(&other).unwrap();
-        let chunk = cut.chunks[0].0;
+        // Parts: the body, then the chunks.
+        let chunk = cut.parts[1].0;
         {
             let mut guard = planted.packs.write().unwrap();
             let packs = guard.get_or_insert_with(|| planted.read_packs());
             let forged = [
                 ([9; 32], crate::record::pack(&cut.skeleton)),
-                ([8; 32], crate::record::pack(&cut.chunks[1].1)),
+                ([8; 32], crate::record::pack(&cut.parts[2].1)),
+                ([7; 32], crate::record::pack(&cut.parts[0].1)),
             ];
             planted.write_pack(packs, &forged).unwrap();
         }
-        assert!(planted.parts(&[9; 32]).is_none());
+        assert!(planted.skeleton(&[9; 32]).is_none());
         assert!(planted.chunk(&[8; 32]).is_none());
+        assert!(planted.body(&[7; 32]).is_none());
         assert!(planted.chunk(&chunk).is_none(), "never written");
         // A manifest filed under another commit's name is not that commit's.
         fs::copy(history.commits_dir().join(A), history.commits_dir().join(B)).unwrap();

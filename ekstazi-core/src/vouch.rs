@@ -5,9 +5,10 @@
 //! filed for it tried in turn (`history::Candidates`), and on a real
 //! project most of them fail: the change that made the current record fail
 //! is usually in them too. So a filed record is first judged by its
-//! skeleton — the global fingerprint, files, environment, programs — and
-//! only then by the chunks its long lists of executed functions are kept
-//! in. A chunk is content-addressed and shared by many records, and
+//! skeleton — outcome, toolchain, programs, and the chunks of executed
+//! functions this run already found wanting — then by its body — files,
+//! environment, short lists of functions — and only then by the chunks
+//! its long lists of executed functions are kept in. A chunk is content-addressed and shared by many records, and
 //! whether every function in it is in a build does not depend on which
 //! record holds it: it is decided once per chunk and build in a run, and
 //! read once ([`Verdicts`]). Only a record that passes all of that is put
@@ -19,7 +20,7 @@ use crate::code::Build;
 use crate::dep::Hash;
 use crate::functions::FnId;
 use crate::history::History;
-use crate::record::Record;
+use crate::record::{Outcome, Record};
 use crate::select::{self, CodeNow, Present};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -90,12 +91,18 @@ pub fn filed_vouches(
     present: &Present<'_>,
     verdicts: &Verdicts,
 ) -> Option<Record> {
-    let (skeleton, chunks) = history.parts(id)?;
-    if skeleton.binary != binary || skeleton.test != test || !select::vouches(&skeleton, present) {
+    let skeleton = history.skeleton(id)?;
+    let head = &skeleton.record;
+    if head.binary != binary
+        || head.test != test
+        || head.outcome != Outcome::Passed
+        || !head.global.changes(present.global).is_empty()
+    {
         return None;
     }
+    let chunks = &skeleton.chunks;
     let mut builds = Vec::with_capacity(chunks.len());
-    for (dep, chunks) in skeleton.code.iter().zip(&chunks) {
+    for (dep, chunks) in head.code.iter().zip(chunks) {
         builds.push(match select::code_now(dep, present) {
             CodeNow::Gone if !chunks.is_empty() => return None,
             CodeNow::Build(build) => Some(build),
@@ -117,6 +124,11 @@ pub fn filed_vouches(
             return None;
         }
     }
+    // Then the body: files, environment, short lists of functions.
+    let record = history.body(&skeleton.body)?.fill(head.clone())?;
+    if !select::vouches(&record, present) {
+        return None;
+    }
     // Then the chunks not judged yet, the first found wanting ending it.
     for (chunks, build) in judged() {
         for chunk in chunks {
@@ -129,13 +141,13 @@ pub fn filed_vouches(
     }
     // Then the record whole.
     let mut functions = Vec::with_capacity(chunks.len());
-    for chunks in &chunks {
+    for chunks in chunks {
         let mut listed = Vec::new();
         for chunk in chunks {
             listed.extend_from_slice(&verdicts.chunk(history, chunk)?);
         }
         functions.push(listed);
     }
-    let record = History::assemble(skeleton, functions)?;
+    let record = History::assemble(record, functions)?;
     select::vouches(&record, present).then_some(record)
 }
