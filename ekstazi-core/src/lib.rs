@@ -44,6 +44,7 @@ pub mod key;
 mod listing_hash;
 pub mod mapped;
 pub mod merge;
+pub mod merge_check;
 pub mod network;
 pub mod path;
 pub mod record;

@@ -1,0 +1,359 @@
+//! Merge risk (seed 003's TOM, on real coverage instead of a static call
+//! graph): what each side of a merge changed, which tests executed the
+//! changes of two or more sides, how a test that fails at the merge is
+//! classified, and which changes no test exercises together.
+//!
+//! Functions are compared across builds by their stable name, as records
+//! name them ([`crate::functions`]): against the merge base, a side
+//! *changed* a function whose fingerprint differs, *added* one the base
+//! lacks and *removed* one it lacks itself. A test *meets* a side when a
+//! record of it at the base or at a parent executed a function that side
+//! changed or removed, or read a file it changed. A test that meets two or
+//! more sides is where their changes can collide without a textual
+//! conflict: it runs at the merge, with the tests a side added or changed.
+//!
+//! A failure at the merge is then one of TOM's oracles:
+//! - *semantic conflict*: the test passed at every parent (its
+//!   "unexpected behaviour");
+//! - *lost behaviour*: a side added or changed the test, it passed there,
+//!   and the merge lost what it checks;
+//! - *already failing*: it failed at a parent, so the merge is not to blame.
+
+use crate::fingerprint::Fp;
+use crate::record::Outcome;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// The functions of one commit's builds as far as they are known, by the
+/// hash of their stable name: a display name and the fingerprint.
+#[derive(Clone, Debug, Default)]
+pub struct Functions {
+    by_stable: HashMap<u64, (String, Fp)>,
+}
+
+impl Functions {
+    /// Adds a function; the first name given for a stable name is kept.
+    pub fn add(&mut self, stable: u64, name: &str, fp: Fp) {
+        self.by_stable
+            .entry(stable)
+            .or_insert_with(|| (name.to_owned(), fp));
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_stable.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_stable.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Changed,
+    Added,
+    Removed,
+}
+
+/// One function a side changed against the base.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Change {
+    #[serde(skip)]
+    pub stable: u64,
+    pub function: String,
+    pub kind: ChangeKind,
+}
+
+/// The functions `side` changed, added and removed against `base`, by
+/// name.
+pub fn changes(base: &Functions, side: &Functions) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (stable, (name, fp)) in &side.by_stable {
+        match base.by_stable.get(stable) {
+            Some((_, old)) if old == fp => {}
+            Some(_) => out.push(change(*stable, name, ChangeKind::Changed)),
+            None => out.push(change(*stable, name, ChangeKind::Added)),
+        }
+    }
+    for (stable, (name, _)) in &base.by_stable {
+        if !side.by_stable.contains_key(stable) {
+            out.push(change(*stable, name, ChangeKind::Removed));
+        }
+    }
+    out.sort_by(|a, b| (&a.function, a.kind).cmp(&(&b.function, b.kind)));
+    out
+}
+
+fn change(stable: u64, name: &str, kind: ChangeKind) -> Change {
+    Change {
+        stable,
+        function: name.to_owned(),
+        kind,
+    }
+}
+
+/// What one side of a merge did, against the base.
+#[derive(Clone, Debug, Default)]
+pub struct Side {
+    pub commit: String,
+    pub functions: Vec<Change>,
+    /// Changed files, as the records name them.
+    pub files: BTreeSet<String>,
+}
+
+/// What the records of one test at the base and the parents show it
+/// touched: functions by stable name, files as records name them.
+#[derive(Clone, Debug, Default)]
+pub struct Evidence {
+    pub executed: HashSet<u64>,
+    pub files: HashSet<String>,
+}
+
+/// Per side met, the changes of that side the test touched (functions,
+/// then files), in side order.
+pub fn sides_met(sides: &[Side], evidence: &Evidence) -> BTreeMap<usize, Vec<String>> {
+    let mut met = BTreeMap::new();
+    for (i, side) in sides.iter().enumerate() {
+        let mut touched: Vec<String> = side
+            .functions
+            .iter()
+            .filter(|c| c.kind != ChangeKind::Added && evidence.executed.contains(&c.stable))
+            .map(|c| format!("function {}: {}", kind_word(c.kind), c.function))
+            .collect();
+        touched.extend(
+            side.files
+                .iter()
+                .filter(|f| evidence.files.contains(*f))
+                .map(|f| format!("file changed: {f}")),
+        );
+        if !touched.is_empty() {
+            met.insert(i, touched);
+        }
+    }
+    met
+}
+
+fn kind_word(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Changed => "changed",
+        ChangeKind::Added => "added",
+        ChangeKind::Removed => "removed",
+    }
+}
+
+/// How a test that fails at the merge is classified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "semantic conflict")]
+    SemanticConflict,
+    #[serde(rename = "lost behaviour")]
+    LostBehaviour,
+    #[serde(rename = "already failing")]
+    AlreadyFailing,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::SemanticConflict => "semantic conflict",
+            Verdict::LostBehaviour => "lost behaviour",
+            Verdict::AlreadyFailing => "already failing",
+        })
+    }
+}
+
+/// A test's outcome at the merge, against its outcome at each parent
+/// (`None`: the test is not there) and whether a side added or changed
+/// it (`own[i]`: side `i` did). `None` when the merge is not to blame
+/// for anything: the test passed, or nothing known says otherwise.
+pub fn classify(
+    at_merge: Outcome,
+    at_parents: &[Option<Outcome>],
+    own: &[bool],
+) -> Option<Verdict> {
+    if at_merge == Outcome::Passed {
+        return None;
+    }
+    if at_parents
+        .iter()
+        .any(|o| o.is_some_and(|o| o != Outcome::Passed))
+    {
+        return Some(Verdict::AlreadyFailing);
+    }
+    let passed_at_own_side = at_parents
+        .iter()
+        .zip(own)
+        .any(|(o, own)| *own && *o == Some(Outcome::Passed));
+    if passed_at_own_side {
+        return Some(Verdict::LostBehaviour);
+    }
+    if !at_parents.is_empty() && at_parents.iter().all(|o| *o == Some(Outcome::Passed)) {
+        return Some(Verdict::SemanticConflict);
+    }
+    None
+}
+
+/// A change no test exercises with the other sides' changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Untested {
+    pub function: String,
+    /// The sides (0-based, in parent order) that changed it.
+    pub sides: Vec<usize>,
+}
+
+/// Functions changed (or removed) on two or more sides that no test
+/// executed, ranked by how many sides changed them, then by name: where a
+/// test is missing.
+pub fn untested(sides: &[Side], tests: &[Evidence]) -> Vec<Untested> {
+    let mut by_function: BTreeMap<u64, (String, Vec<usize>)> = BTreeMap::new();
+    for (i, side) in sides.iter().enumerate() {
+        for change in side
+            .functions
+            .iter()
+            .filter(|c| c.kind != ChangeKind::Added)
+        {
+            let entry = by_function
+                .entry(change.stable)
+                .or_insert_with(|| (change.function.clone(), Vec::new()));
+            entry.1.push(i);
+        }
+    }
+    let executed: HashSet<u64> = tests
+        .iter()
+        .flat_map(|t| t.executed.iter().copied())
+        .collect();
+    let mut out: Vec<Untested> = by_function
+        .into_iter()
+        .filter(|(stable, (_, sides))| sides.len() >= 2 && !executed.contains(stable))
+        .map(|(_, (function, sides))| Untested { function, sides })
+        .collect();
+    out.sort_by(|a, b| {
+        b.sides
+            .len()
+            .cmp(&a.sides.len())
+            .then(a.function.cmp(&b.function))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn functions(list: &[(u64, &str, u8)]) -> Functions {
+        let mut f = Functions::default();
+        for (stable, name, fp) in list {
+            f.add(*stable, name, [*fp; 16]);
+        }
+        f
+    }
+
+    #[test]
+    fn a_side_changes_adds_and_removes_by_stable_name() {
+        let base = functions(&[(1, "price", 1), (2, "tax", 1), (3, "old", 1)]);
+        let side = functions(&[(1, "price", 2), (2, "tax", 1), (4, "new", 1)]);
+        let kinds: Vec<(String, ChangeKind)> = changes(&base, &side)
+            .into_iter()
+            .map(|c| (c.function, c.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("new".to_owned(), ChangeKind::Added),
+                ("old".to_owned(), ChangeKind::Removed),
+                ("price".to_owned(), ChangeKind::Changed),
+            ]
+        );
+    }
+
+    fn side(changed: &[(u64, &str)], files: &[&str]) -> Side {
+        Side {
+            commit: String::new(),
+            functions: changed
+                .iter()
+                .map(|(s, n)| change(*s, n, ChangeKind::Changed))
+                .collect(),
+            files: files.iter().map(|f| (*f).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_test_meets_the_sides_whose_changes_it_touched() {
+        let sides = [
+            side(&[(1, "price")], &[]),
+            side(&[(2, "tax")], &["rates.txt"]),
+        ];
+        let total = Evidence {
+            executed: [1, 2, 9].into(),
+            files: HashSet::new(),
+        };
+        let met = sides_met(&sides, &total);
+        assert_eq!(met.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(met[&0], ["function changed: price"]);
+        let reads_rates = Evidence {
+            executed: [1].into(),
+            files: ["rates.txt".to_owned()].into(),
+        };
+        assert_eq!(
+            sides_met(&sides, &reads_rates)[&1],
+            ["file changed: rates.txt"]
+        );
+        let only_tax = Evidence {
+            executed: [2].into(),
+            files: HashSet::new(),
+        };
+        assert_eq!(sides_met(&sides, &only_tax).len(), 1);
+    }
+
+    #[test]
+    fn failures_at_the_merge_are_classified_by_the_parents() {
+        use Outcome::{Failed, Passed};
+        assert_eq!(
+            classify(Passed, &[Some(Passed), Some(Passed)], &[false, false]),
+            None
+        );
+        assert_eq!(
+            classify(Failed, &[Some(Passed), Some(Passed)], &[false, false]),
+            Some(Verdict::SemanticConflict)
+        );
+        assert_eq!(
+            classify(Failed, &[Some(Passed), None], &[true, false]),
+            Some(Verdict::LostBehaviour),
+            "added on side 0, passing there"
+        );
+        assert_eq!(
+            classify(Failed, &[Some(Passed), Some(Passed)], &[false, true]),
+            Some(Verdict::LostBehaviour),
+            "changed on side 1"
+        );
+        assert_eq!(
+            classify(Failed, &[Some(Failed), Some(Passed)], &[false, true]),
+            Some(Verdict::AlreadyFailing)
+        );
+        assert_eq!(
+            classify(Failed, &[None, None], &[false, false]),
+            None,
+            "nothing known at the parents"
+        );
+    }
+
+    #[test]
+    fn functions_changed_on_two_sides_that_no_test_executes_are_untested() {
+        let sides = [
+            side(&[(1, "shared"), (2, "tested"), (3, "a_only")], &[]),
+            side(&[(1, "shared"), (2, "tested")], &[]),
+        ];
+        let tests = [Evidence {
+            executed: [2, 3].into(),
+            files: HashSet::new(),
+        }];
+        assert_eq!(
+            untested(&sides, &tests),
+            [Untested {
+                function: "shared".into(),
+                sides: vec![0, 1]
+            }]
+        );
+    }
+}
