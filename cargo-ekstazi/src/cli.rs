@@ -122,6 +122,26 @@ Examples:
   cargo ekstazi bisect tests::a --bad main --bad dev   each bad branch gets its own regression point
   cargo ekstazi bisect tests::a --json                 one JSON object (docs/json.md)")]
     Bisect(BisectArgs),
+    /// Check a merge for semantic conflicts: the tests that meet both sides
+    ///
+    /// Builds and runs the tests at the merge base and at each parent (in a
+    /// scratch worktree), finds the functions each side changed, and runs
+    /// at the merge the tests whose records executed the changes of two or
+    /// more sides, with the tests a side added or changed. A test that
+    /// fails there is a semantic conflict (it passed at every parent), lost
+    /// behaviour (a side added or changed it and it passed there) or
+    /// already failing (it failed at a parent). Functions changed on two or
+    /// more sides that no test executes are listed as untested.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi merge-check                  the merge commit at HEAD
+  cargo ekstazi merge-check 1a2b3c4          an existing merge commit
+  cargo ekstazi merge-check main feature     the merge of two branches, made in a scratch worktree
+  cargo ekstazi merge-check main a b --json  an octopus merge, as one JSON object (docs/json.md)
+
+Exit status: 101 on a semantic conflict or lost behaviour (or, with
+--fail-on-untested, an untested interaction), 0 otherwise.")]
+    MergeCheck(MergeCheckArgs),
     /// Run the affected tests through `cargo nextest run`, and record them
     ///
     /// The same build, selection and records as `cargo ekstazi test`, but
@@ -303,6 +323,27 @@ pub struct BisectArgs {
     /// the same answers (commits the search did not judge are built for it)
     #[arg(long)]
     pub compare_git_bisect: bool,
+    /// Print one JSON object (schema: docs/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Path to Cargo.toml
+    #[arg(long, value_name = "PATH")]
+    pub manifest_path: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeCheckArgs {
+    /// A merge commit [default: HEAD], or two or more revisions to merge
+    /// as a merge queue would (git's default strategy)
+    #[arg(value_name = "REV")]
+    pub revs: Vec<String>,
+    /// Also exit with 101 when changes of several sides meet in a function
+    /// no test executes
+    #[arg(long)]
+    pub fail_on_untested: bool,
     /// Print one JSON object (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,

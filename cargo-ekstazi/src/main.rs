@@ -27,6 +27,7 @@ mod session;
 mod shim;
 mod style;
 mod workspace;
+mod worktree;
 
 use clap::Parser;
 use cli::{CargoCli, Command};
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         Command::MergeState(args) => commands::merge_state::run(args),
         Command::History(args) => commands::history::run(args),
         Command::Bisect(args) => commands::bisect::run(args),
+        Command::MergeCheck(args) => commands::merge_check::run(args),
         Command::Nextest(args) => commands::nextest::run(args),
     };
     match result {

@@ -25,10 +25,12 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// The functions of one commit's builds as far as they are known, by the
-/// hash of their stable name: a display name and the fingerprint.
+/// hash of their stable name: a display name and the fingerprints. One
+/// stable name can have several: a generic function's instances, or a
+/// function built into several binaries.
 #[derive(Clone, Debug, Default)]
 pub struct Functions {
-    by_stable: HashMap<u64, (String, Fp)>,
+    by_stable: HashMap<u64, (String, BTreeSet<Fp>)>,
 }
 
 impl Functions {
@@ -36,7 +38,9 @@ impl Functions {
     pub fn add(&mut self, stable: u64, name: &str, fp: Fp) {
         self.by_stable
             .entry(stable)
-            .or_insert_with(|| (name.to_owned(), fp));
+            .or_insert_with(|| (name.to_owned(), BTreeSet::new()))
+            .1
+            .insert(fp);
     }
 
     pub fn len(&self) -> usize {
@@ -69,9 +73,9 @@ pub struct Change {
 /// name.
 pub fn changes(base: &Functions, side: &Functions) -> Vec<Change> {
     let mut out = Vec::new();
-    for (stable, (name, fp)) in &side.by_stable {
+    for (stable, (name, fps)) in &side.by_stable {
         match base.by_stable.get(stable) {
-            Some((_, old)) if old == fp => {}
+            Some((_, old)) if old == fps => {}
             Some(_) => out.push(change(*stable, name, ChangeKind::Changed)),
             None => out.push(change(*stable, name, ChangeKind::Added)),
         }

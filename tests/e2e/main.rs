@@ -10,6 +10,7 @@ mod doors;
 mod faults;
 mod functions;
 mod history;
+mod merge_check;
 mod nextest;
 mod options;
 mod reasons;

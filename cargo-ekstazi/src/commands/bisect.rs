@@ -16,6 +16,7 @@
 use crate::cli::{BisectArgs, SearchArg};
 use crate::git::Repo;
 use crate::style;
+use crate::worktree::{TestId, Worktree};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::bisect::{self, Answer, Dag, Oracle, Regression, Search, Unsolved};
 use ekstazi_core::history::History;
@@ -25,14 +26,10 @@ use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::path::Path;
+use std::process::{Command, ExitCode};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
-/// A test: its binary id and name.
-type TestId = (String, String);
+use std::sync::atomic::AtomicBool;
 
 pub fn run(args: BisectArgs) -> Result<ExitCode> {
     let (root, state) = super::workspace_state_dir(args.manifest_path.as_deref())?;
@@ -76,7 +73,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
         tests: tests.clone(),
         seen: RefCell::new(HashMap::new()),
         log: RefCell::new(Vec::new()),
-        builder: Builder::new(&repo, &root, &store, interrupted.clone())?,
+        builder: Worktree::new(&repo, &root, &store, interrupted.clone(), "bisect")?,
         builds: 0,
         test_runs: 0,
         failure: None,
@@ -431,7 +428,7 @@ struct Answers {
     /// Per commit, what the history says (read once).
     seen: RefCell<HashMap<String, Option<(Answer, &'static str)>>>,
     log: RefCell<Vec<Query>>,
-    builder: Builder,
+    builder: Worktree,
     builds: usize,
     test_runs: usize,
     /// Why the search had to stop (interrupted, or a build could not run).
@@ -499,7 +496,7 @@ impl Oracle for Answers {
         if self.failure.is_some() {
             return Answer::Skip;
         }
-        let answer = match self.builder.run(commit, &self.tests) {
+        let answer = match build_and_run(&mut self.builder, commit, &self.tests) {
             Ok((answer, ran)) => {
                 if !self.quiet {
                     self.builds += 1;
@@ -518,176 +515,30 @@ impl Oracle for Answers {
     }
 }
 
-/// Builds and runs the tests at a commit, in a scratch worktree removed on
-/// drop.
-struct Builder {
-    toplevel: PathBuf,
-    /// The workspace's place within the repository.
-    workspace: PathBuf,
-    worktree: PathBuf,
-    created: bool,
-    target_dir: PathBuf,
-    store: Store,
-    interrupted: Arc<AtomicBool>,
-}
-
-impl Builder {
-    fn new(
-        repo: &Repo,
-        root: &Path,
-        store: &Store,
-        interrupted: Arc<AtomicBool>,
-    ) -> Result<Builder> {
-        let toplevel = repo
-            .toplevel()
-            .context("cannot find the repository's top level")?;
-        let workspace = root
-            .strip_prefix(&toplevel)
-            .unwrap_or(Path::new(""))
-            .to_path_buf();
-        let scratch = root.join("target").join("ekstazi").join("bisect");
-        Ok(Builder {
-            worktree: scratch.join("worktree"),
-            target_dir: scratch.join("target"),
-            toplevel,
-            workspace,
-            created: false,
-            store: store.clone(),
-            interrupted,
-        })
-    }
-
-    /// Removes the scratch worktree, and git's note of it.
-    fn remove_worktree(&self) {
-        let path = self.worktree.to_string_lossy();
-        let _ = self.git(&self.toplevel, &["worktree", "remove", "--force", &path]);
-        let _ = std::fs::remove_dir_all(&self.worktree);
-        let _ = self.git(&self.toplevel, &["worktree", "prune"]);
-    }
-
-    fn git(&self, dir: &Path, args: &[&str]) -> Result<()> {
-        let status = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        if !status.success() {
-            bail!("git {} failed", args.join(" "));
-        }
-        Ok(())
-    }
-
-    /// The tests' verdict at `commit`, and how many of them ran.
-    fn run(&mut self, commit: &str, tests: &[TestId]) -> Result<(Answer, usize)> {
-        if self.interrupted.load(Ordering::SeqCst) {
-            bail!("interrupted");
-        }
-        if self.created {
-            self.git(
-                &self.worktree,
-                &["checkout", "-q", "-f", "--detach", commit],
-            )?;
-            self.git(&self.worktree, &["clean", "-q", "-f", "-d", "-x"])?;
-        } else {
-            if self.worktree.exists() {
-                // A worktree an earlier, killed bisect left behind.
-                self.remove_worktree();
-            }
-            std::fs::create_dir_all(self.worktree.parent().expect("in target"))?;
-            self.git(
-                &self.toplevel,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    "--detach",
-                    "--force",
-                    &self.worktree.to_string_lossy(),
-                    commit,
-                ],
-            )?;
-            self.created = true;
-        }
-        style::note(format!(
-            "building and running the tests at {}",
-            short(commit)
-        ));
-        let state = tempfile::Builder::new()
-            .prefix("ekstazi-bisect")
-            .tempdir()?;
-        let report = state.path().join("report.json");
-        let mut command = Command::new(std::env::current_exe()?);
-        command
-            .args(["ekstazi", "test", "--state-dir"])
-            .arg(state.path().join("state"))
-            .arg("--target-dir")
-            .arg(&self.target_dir)
-            .arg("--report-json")
-            .arg(&report)
-            .current_dir(self.worktree.join(&self.workspace))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
-        for binary in binaries {
-            command.args(ekstazi_core::key::cargo_target_args(binary));
-        }
-        command.args(["--", "--exact"]);
-        command.args(tests.iter().map(|(_, name)| name));
-        use std::os::unix::process::CommandExt;
-        command.process_group(0);
-        let mut child = command.spawn().context("cannot start cargo ekstazi test")?;
-        loop {
-            if child.try_wait()?.is_some() {
-                break;
-            }
-            if self.interrupted.load(Ordering::SeqCst) {
-                // SAFETY: kill(2) on the child's own process group.
-                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM) };
-                let _ = child.wait();
-                bail!("interrupted");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // What the run filed at this commit joins the history.
-        let scratch = Store::new(&state.path().join("state"));
-        ekstazi_core::merge::merge_filed(&self.store, &scratch)
-            .context("cannot keep what the build learnt")?;
-        let Ok(text) = std::fs::read_to_string(&report) else {
-            // No report: it did not build.
-            return Ok((Answer::Skip, 0));
-        };
-        let report: serde_json::Value = serde_json::from_str(&text)?;
-        let entries = report["tests"].as_array().cloned().unwrap_or_default();
-        let mut ran = 0;
-        let mut verdict = Answer::Good;
-        for (binary, name) in tests {
-            let Some(entry) = entries
-                .iter()
-                .find(|t| t["binary"] == binary.as_str() && t["name"] == name.as_str())
-            else {
-                // The test does not exist at this commit.
-                return Ok((Answer::Skip, ran));
-            };
-            match entry["outcome"].as_str() {
-                Some("passed") => ran += 1,
-                Some(_) => {
-                    ran += 1;
+/// The tests' verdict at `commit`, and how many of them ran: skipped when
+/// it does not build or lacks one of them.
+fn build_and_run(
+    worktree: &mut Worktree,
+    commit: &str,
+    tests: &[TestId],
+) -> Result<(Answer, usize)> {
+    let ran = worktree.run(commit, tests)?;
+    let Some(outcomes) = ran.outcomes else {
+        return Ok((Answer::Skip, 0));
+    };
+    let mut count = 0;
+    let mut verdict = Answer::Good;
+    for test in tests {
+        match outcomes.iter().find(|(id, _)| id == test) {
+            // The test does not exist at this commit, or did not run.
+            None | Some((_, None)) => return Ok((Answer::Skip, count)),
+            Some((_, Some(outcome))) => {
+                count += 1;
+                if *outcome != Outcome::Passed {
                     verdict = Answer::Bad;
                 }
-                None => return Ok((Answer::Skip, ran)),
             }
         }
-        Ok((verdict, ran))
     }
-}
-
-impl Drop for Builder {
-    fn drop(&mut self) {
-        if self.created {
-            self.remove_worktree();
-        }
-    }
+    Ok((verdict, count))
 }

@@ -4,6 +4,7 @@
 pub mod bisect;
 pub mod history;
 pub mod list;
+pub mod merge_check;
 pub mod merge_state;
 pub mod nextest;
 pub mod test;

@@ -1,0 +1,445 @@
+//! `cargo ekstazi merge-check [<MERGE> | <REV> <REV>...]`: the tests where
+//! the changes of a merge's sides meet, run at the merge, and their
+//! failures classified (`ekstazi_core::merge_check`, seed 003).
+//!
+//! Everything happens in a scratch git worktree (`worktree`), so the
+//! user's checkout and branches are never touched. A prospective merge of
+//! revisions is made there, as a detached commit. At the merge base and
+//! at each parent every test is built and run: that gives each test's
+//! outcome and what it executed, and the fingerprints of every function
+//! the builds hold, so that each side's changes are known even where no
+//! test executes them. Then only the tests that meet two or more sides,
+//! and those a side added or changed, run at the merge. What the runs file
+//! joins the history, so a later `cargo ekstazi test` at the merge or its
+//! parents can skip what they showed.
+
+use crate::cli::MergeCheckArgs;
+use crate::git::Repo;
+use crate::style;
+use crate::worktree::{Ran, TestId, Worktree, short};
+use anyhow::{Context, Result, bail};
+use ekstazi_core::dep::Target;
+use ekstazi_core::fingerprint::Fp;
+use ekstazi_core::functions::FunctionTable;
+use ekstazi_core::merge_check::{self, Evidence, Functions, Side, Untested, Verdict};
+use ekstazi_core::path::Anchor;
+use ekstazi_core::record::Outcome;
+use ekstazi_core::store::Store;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
+    let (root, state) = super::workspace_state_dir(args.manifest_path.as_deref())?;
+    let state = match &args.state_dir {
+        Some(dir) => std::path::absolute(dir)?,
+        None => state,
+    };
+    let store = Store::new(&state);
+    let _lock = store
+        .lock(true, true)
+        .with_context(|| format!("cannot lock the state directory {}", state.display()))?;
+    let repo =
+        Repo::at(&root).context("merge-check needs the workspace to be in a git repository")?;
+    let toplevel = repo
+        .toplevel()
+        .context("cannot find the repository's top level")?;
+    let resolve = |rev: &str| {
+        repo.resolve(rev)
+            .with_context(|| format!("`{rev}` is not a commit of this repository"))
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, interrupted.clone())?;
+    }
+    let mut worktree = Worktree::new(&repo, &root, &store, interrupted, "merge-check")?;
+
+    // The merge and its parents.
+    let (merge, parents, prospective) = if args.revs.len() >= 2 {
+        let revs: Vec<String> = args
+            .revs
+            .iter()
+            .map(|r| resolve(r))
+            .collect::<Result<_>>()?;
+        (make_merge(&mut worktree, &revs)?, revs, true)
+    } else {
+        let rev = args.revs.first().map_or("HEAD", String::as_str);
+        let merge = resolve(rev)?;
+        let parents: Vec<String> =
+            crate::worktree::git(&toplevel, &["rev-parse", &format!("{merge}^@")])?
+                .lines()
+                .map(str::to_owned)
+                .collect();
+        if parents.len() < 2 {
+            bail!(
+                "`{rev}` is not a merge commit: name two or more revisions to check how they merge"
+            );
+        }
+        (merge, parents, false)
+    };
+    let mut base_args = vec!["merge-base", "--octopus"];
+    base_args.extend(parents.iter().map(String::as_str));
+    let base = crate::worktree::git(&toplevel, &base_args)
+        .ok()
+        .and_then(|out| out.lines().next().map(str::to_owned))
+        .context("the revisions have no common ancestor to compare their changes with")?;
+
+    // Every test at the base and at each parent.
+    let workspace_in_repo = root.strip_prefix(&toplevel).unwrap_or(Path::new(""));
+    let at_base = survey(&mut worktree, &base, "the merge base")?;
+    let mut at_parents = Vec::with_capacity(parents.len());
+    let mut sides = Vec::with_capacity(parents.len());
+    for (i, parent) in parents.iter().enumerate() {
+        let at = survey(&mut worktree, parent, &format!("parent {}", i + 1))?;
+        let files = changed_files(&toplevel, &base, parent, workspace_in_repo)?;
+        sides.push(Side {
+            commit: parent.clone(),
+            functions: merge_check::changes(&at_base.functions, &at.functions),
+            files,
+        });
+        at_parents.push(at);
+    }
+
+    // The tests that meet two or more sides, and each side's own tests.
+    let mut tests: BTreeSet<TestId> = BTreeSet::new();
+    for at in at_parents.iter().chain([&at_base]) {
+        tests.extend(at.outcomes.keys().cloned());
+    }
+    let evidence: BTreeMap<&TestId, Evidence> = tests
+        .iter()
+        .map(|test| {
+            let mut all = Evidence::default();
+            for at in at_parents.iter().chain([&at_base]) {
+                if let Some(e) = at.evidence.get(test) {
+                    all.executed.extend(&e.executed);
+                    all.files.extend(e.files.iter().cloned());
+                }
+            }
+            (test, all)
+        })
+        .collect();
+    let met: BTreeMap<&TestId, BTreeMap<usize, Vec<String>>> = evidence
+        .iter()
+        .map(|(test, e)| (*test, merge_check::sides_met(&sides, e)))
+        .collect();
+    let own: BTreeMap<&TestId, Vec<bool>> = tests
+        .iter()
+        .map(|test| {
+            let sides_own = at_parents
+                .iter()
+                .map(|at| at.is_own(test, &at_base))
+                .collect();
+            (test, sides_own)
+        })
+        .collect();
+    let both_sides: Vec<&TestId> = met
+        .iter()
+        .filter(|(_, sides)| sides.len() >= 2)
+        .map(|(test, _)| *test)
+        .collect();
+    let selected: Vec<TestId> = tests
+        .iter()
+        .filter(|t| both_sides.contains(t) || own[t].iter().any(|o| *o))
+        .cloned()
+        .collect();
+
+    // Those, at the merge.
+    let at_merge: HashMap<TestId, Option<Outcome>> = if selected.is_empty() {
+        HashMap::new()
+    } else {
+        // A prospective merge is a commit of its own by now (detached, in
+        // the object database), so it is checked out like any other.
+        worktree
+            .run(&merge, &selected)?
+            .outcomes
+            .with_context(|| format!("the merge {} does not build", short(&merge)))?
+            .into_iter()
+            .collect()
+    };
+    let mut conflicts = Vec::new();
+    for test in &selected {
+        let Some(Some(outcome)) = at_merge.get(test) else {
+            continue;
+        };
+        let outcomes: Vec<Option<Outcome>> = at_parents
+            .iter()
+            .map(|at| at.outcomes.get(test).copied())
+            .collect();
+        if let Some(kind) = merge_check::classify(*outcome, &outcomes, &own[test]) {
+            let changes = met
+                .get(test)
+                .map(|m| {
+                    m.iter()
+                        .flat_map(|(side, changes)| {
+                            changes
+                                .iter()
+                                .map(move |c| format!("parent {}: {c}", side + 1))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            conflicts.push(ConflictJson {
+                test: test_name(test),
+                kind,
+                changes,
+            });
+        }
+    }
+    let untested = merge_check::untested(&sides, &evidence.values().cloned().collect::<Vec<_>>());
+
+    let report = MergeCheckJson {
+        merge: merge.clone(),
+        prospective,
+        parents: parents.clone(),
+        base: vec![base],
+        both_sides: both_sides.iter().map(|t| test_name(t)).collect(),
+        ran_at_merge: selected.iter().map(test_name).collect(),
+        conflicts,
+        untested,
+    };
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_report(&mut anstream::stdout().lock(), &report, &sides)?;
+    }
+    let blamed = report
+        .conflicts
+        .iter()
+        .any(|c| c.kind != Verdict::AlreadyFailing);
+    Ok(
+        if blamed || (args.fail_on_untested && !report.untested.is_empty()) {
+            ExitCode::from(101)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
+
+/// Makes the merge of `revs` in the worktree, as a detached commit.
+fn make_merge(worktree: &mut Worktree, revs: &[String]) -> Result<String> {
+    worktree.checkout(&revs[0])?;
+    let mut merge = vec![
+        "-c",
+        "user.name=cargo-ekstazi",
+        "-c",
+        "user.email=cargo-ekstazi@localhost",
+        "merge",
+        "--no-ff",
+        "--no-edit",
+        "-q",
+    ];
+    merge.extend(revs[1..].iter().map(String::as_str));
+    if let Err(e) = worktree.git(&merge) {
+        let _ = worktree.git(&["merge", "--abort"]);
+        bail!(
+            "the revisions do not merge cleanly (a textual conflict, or an octopus merge git \
+             refuses): resolve it first\n{e}"
+        );
+    }
+    worktree.git(&["rev-parse", "HEAD"])
+}
+
+/// Fingerprints by stable name.
+type TestFunctions = BTreeMap<u64, BTreeSet<Fp>>;
+
+/// Every test at one commit: outcomes, what each executed and read, and
+/// the functions of the builds.
+struct Survey {
+    outcomes: HashMap<TestId, Outcome>,
+    evidence: HashMap<TestId, Evidence>,
+    /// Per test, the functions named like the test itself, by stable
+    /// name (to tell whether a side changed it).
+    test_functions: HashMap<TestId, TestFunctions>,
+    functions: Functions,
+}
+
+impl Survey {
+    /// Whether this side added the test, or changed its own function,
+    /// against the base.
+    fn is_own(&self, test: &TestId, base: &Survey) -> bool {
+        if !self.outcomes.contains_key(test) {
+            return false;
+        }
+        if !base.outcomes.contains_key(test) {
+            return true;
+        }
+        let (Some(here), Some(there)) =
+            (self.test_functions.get(test), base.test_functions.get(test))
+        else {
+            return false;
+        };
+        here != there
+    }
+}
+
+fn survey(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Survey> {
+    let ran = worktree.run(commit, &[])?;
+    let store = ran.store();
+    let Some(outcomes) = &ran.outcomes else {
+        bail!("{what} ({}) does not build", short(commit));
+    };
+    let outcomes: HashMap<TestId, Outcome> = outcomes
+        .iter()
+        .filter_map(|(id, o)| Some((id.clone(), (*o)?)))
+        .collect();
+    let table = FunctionTable::load(&store.functions_dir());
+    let mut evidence = HashMap::new();
+    let mut test_functions = HashMap::new();
+    for (_, record) in store.records()? {
+        let Ok(record) = record else { continue };
+        let mut e = Evidence::default();
+        let mut own = TestFunctions::new();
+        let suffix = format!("::{}", record.test);
+        for code in &record.code {
+            for id in &code.functions {
+                if let Some(f) = table.get(id) {
+                    e.executed.insert(f.stable);
+                    let name = ekstazi_core::fingerprint::stable_name(&f.name);
+                    if name.ends_with(&suffix) {
+                        own.entry(f.stable).or_default().insert(f.fp);
+                    }
+                }
+            }
+        }
+        for dep in &record.deps {
+            if let (Target::Content(path) | Target::Kind { path, .. }, true) = (&dep.target, true)
+                && path.anchor() == Anchor::Workspace
+            {
+                e.files.insert(path.rel().to_string_lossy().into_owned());
+            }
+        }
+        let id = (record.binary.clone(), record.test.clone());
+        test_functions.insert(id.clone(), own);
+        evidence.insert(id, e);
+    }
+    Ok(Survey {
+        outcomes,
+        evidence,
+        test_functions,
+        functions: functions_of(&ran)?,
+    })
+}
+
+/// The functions of every build the run fingerprinted.
+fn functions_of(ran: &Ran) -> Result<Functions> {
+    let store = ran.store();
+    let mut functions = Functions::default();
+    for id in store.snapshot_ids()? {
+        let Some(snapshot) = store.load_snapshot(&id) else {
+            continue;
+        };
+        for (stable, index) in &snapshot.stable {
+            let index = *index as usize;
+            if let (Some(name), Some(fp)) = (snapshot.names.get(index), snapshot.fps.get(index)) {
+                functions.add(*stable, &ekstazi_core::fingerprint::stable_name(name), *fp);
+            }
+        }
+    }
+    Ok(functions)
+}
+
+/// The files `side` changed against `base`, relative to the workspace.
+fn changed_files(
+    toplevel: &Path,
+    base: &str,
+    side: &str,
+    workspace: &Path,
+) -> Result<BTreeSet<String>> {
+    let out = crate::worktree::git(toplevel, &["diff", "--name-only", "-z", base, side])?;
+    Ok(out
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            PathBuf::from(p)
+                .strip_prefix(workspace)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .collect())
+}
+
+fn test_name((binary, name): &TestId) -> String {
+    format!("{binary} {name}")
+}
+
+#[derive(Serialize)]
+struct MergeCheckJson {
+    merge: String,
+    /// Made by `merge-check` from the revisions given (not a branch's).
+    prospective: bool,
+    parents: Vec<String>,
+    base: Vec<String>,
+    both_sides: Vec<String>,
+    ran_at_merge: Vec<String>,
+    conflicts: Vec<ConflictJson>,
+    untested: Vec<Untested>,
+}
+
+#[derive(Serialize)]
+struct ConflictJson {
+    test: String,
+    kind: Verdict,
+    changes: Vec<String>,
+}
+
+fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -> Result<()> {
+    let parents: Vec<String> = report.parents.iter().map(|p| short(p)).collect();
+    writeln!(
+        out,
+        "{} {} of {} (base {})",
+        if report.prospective {
+            "the merge"
+        } else {
+            "merge"
+        },
+        short(&report.merge),
+        parents.join(" + "),
+        short(&report.base[0])
+    )?;
+    for (i, side) in sides.iter().enumerate() {
+        writeln!(
+            out,
+            "  parent {} changed {} functions and {} files",
+            i + 1,
+            side.functions.len(),
+            side.files.len()
+        )?;
+    }
+    writeln!(
+        out,
+        "{} tests meet two or more sides; {} ran at the merge",
+        report.both_sides.len(),
+        report.ran_at_merge.len()
+    )?;
+    for test in &report.both_sides {
+        writeln!(out, "  {test}")?;
+    }
+    if report.conflicts.is_empty() {
+        writeln!(out, "no test fails at the merge")?;
+    }
+    for conflict in &report.conflicts {
+        let fail = style::FAIL;
+        writeln!(out, "{fail}{}{fail:#}: {}", conflict.kind, conflict.test)?;
+        for change in &conflict.changes {
+            writeln!(out, "    {change}")?;
+        }
+    }
+    if !report.untested.is_empty() {
+        writeln!(
+            out,
+            "changed on several sides, executed by no test ({}):",
+            report.untested.len()
+        )?;
+        for u in &report.untested {
+            let sides: Vec<String> = u.sides.iter().map(|s| format!("{}", s + 1)).collect();
+            writeln!(out, "  {} (parents {})", u.function, sides.join(", "))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! A scratch git worktree where the tests of another commit are built and
+//! run (`bisect`, `merge-check`), without touching the user's checkout.
+//!
+//! It lives under the workspace's `target/ekstazi/<purpose>/`, with one
+//! instrumented target directory for every commit it visits, so builds are
+//! incremental. Each run has a state directory of its own (so that it runs
+//! what it is asked to, whatever the user's records say); what it files is
+//! then merged into the user's history, not into the current records. The
+//! worktree is removed on drop, and a run stops when the interrupt flag is
+//! raised (Ctrl-C), its process group killed.
+
+use crate::git::Repo;
+use crate::style;
+use anyhow::{Context, Result, bail};
+use ekstazi_core::record::Outcome;
+use ekstazi_core::store::Store;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A test: its binary id and name.
+pub type TestId = (String, String);
+
+pub struct Worktree {
+    toplevel: PathBuf,
+    /// The workspace's place within the repository.
+    workspace: PathBuf,
+    worktree: PathBuf,
+    created: bool,
+    target_dir: PathBuf,
+    store: Store,
+    interrupted: Arc<AtomicBool>,
+}
+
+/// What one run at a commit showed.
+pub struct Ran {
+    /// Each test the run reported and its outcome (`None`: not run, as a
+    /// test filtered out); `None` when nothing was reported: it did not
+    /// build.
+    pub outcomes: Option<Vec<(TestId, Option<Outcome>)>>,
+    /// The run's own state directory: its records, and the function
+    /// fingerprints of the builds it ran.
+    pub state: tempfile::TempDir,
+}
+
+impl Ran {
+    pub fn store(&self) -> Store {
+        Store::new(&self.state.path().join("state"))
+    }
+}
+
+impl Worktree {
+    pub fn new(
+        repo: &Repo,
+        root: &Path,
+        store: &Store,
+        interrupted: Arc<AtomicBool>,
+        purpose: &str,
+    ) -> Result<Worktree> {
+        let toplevel = repo
+            .toplevel()
+            .context("cannot find the repository's top level")?;
+        let workspace = root
+            .strip_prefix(&toplevel)
+            .unwrap_or(Path::new(""))
+            .to_path_buf();
+        let scratch = root.join("target").join("ekstazi").join(purpose);
+        Ok(Worktree {
+            worktree: scratch.join("worktree"),
+            target_dir: scratch.join("target"),
+            toplevel,
+            workspace,
+            created: false,
+            store: store.clone(),
+            interrupted,
+        })
+    }
+
+    /// Removes the scratch worktree, and git's note of it.
+    fn remove_worktree(&self) {
+        let path = self.worktree.to_string_lossy();
+        let _ = git(&self.toplevel, &["worktree", "remove", "--force", &path]);
+        let _ = std::fs::remove_dir_all(&self.worktree);
+        let _ = git(&self.toplevel, &["worktree", "prune"]);
+    }
+
+    /// Git in the worktree (made at `commit` first if there is none yet).
+    pub fn git(&mut self, args: &[&str]) -> Result<String> {
+        git(&self.worktree, args)
+    }
+
+    /// Puts the worktree at `commit`, clean.
+    pub fn checkout(&mut self, commit: &str) -> Result<()> {
+        if self.interrupted.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        if self.created {
+            git(
+                &self.worktree,
+                &["checkout", "-q", "-f", "--detach", commit],
+            )?;
+            git(&self.worktree, &["clean", "-q", "-f", "-d", "-x"])?;
+            return Ok(());
+        }
+        if self.worktree.exists() {
+            // A worktree an earlier, killed run left behind.
+            self.remove_worktree();
+        }
+        std::fs::create_dir_all(self.worktree.parent().expect("in target"))?;
+        git(
+            &self.toplevel,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                "--force",
+                &self.worktree.to_string_lossy(),
+                commit,
+            ],
+        )?;
+        self.created = true;
+        Ok(())
+    }
+
+    /// Builds and runs `tests` (every test when empty) at `commit`.
+    pub fn run(&mut self, commit: &str, tests: &[TestId]) -> Result<Ran> {
+        self.checkout(commit)?;
+        style::note(format!(
+            "building and running the tests at {}",
+            short(commit)
+        ));
+        let state = tempfile::Builder::new()
+            .prefix("ekstazi-worktree")
+            .tempdir()?;
+        let report = state.path().join("report.json");
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .args(["ekstazi", "test", "--state-dir"])
+            .arg(state.path().join("state"))
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .arg("--report-json")
+            .arg(&report)
+            .current_dir(self.worktree.join(&self.workspace))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if !tests.is_empty() {
+            let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
+            for binary in binaries {
+                command.args(ekstazi_core::key::cargo_target_args(binary));
+            }
+            command.args(["--", "--exact"]);
+            command.args(tests.iter().map(|(_, name)| name));
+        }
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+        let mut child = command.spawn().context("cannot start cargo ekstazi test")?;
+        loop {
+            if child.try_wait()?.is_some() {
+                break;
+            }
+            if self.interrupted.load(Ordering::SeqCst) {
+                // SAFETY: kill(2) on the child's own process group.
+                unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM) };
+                let _ = child.wait();
+                bail!("interrupted");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let ran = Ran {
+            outcomes: None,
+            state,
+        };
+        // What the run filed at this commit joins the history.
+        ekstazi_core::merge::merge_filed(&self.store, &ran.store())
+            .context("cannot keep what the build learnt")?;
+        let Ok(text) = std::fs::read_to_string(&report) else {
+            return Ok(ran);
+        };
+        let report: serde_json::Value = serde_json::from_str(&text)?;
+        let outcomes = report["tests"]
+            .as_array()
+            .map(|tests| {
+                tests
+                    .iter()
+                    .filter_map(|t| {
+                        let id = (
+                            t["binary"].as_str()?.to_owned(),
+                            t["name"].as_str()?.to_owned(),
+                        );
+                        let outcome = match t["outcome"].as_str() {
+                            Some("passed") => Some(Outcome::Passed),
+                            Some("failed") => Some(Outcome::Failed),
+                            Some("crashed") => Some(Outcome::Crashed),
+                            Some("timed out") => Some(Outcome::TimedOut),
+                            _ => None,
+                        };
+                        Some((id, outcome))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Ran {
+            outcomes: Some(outcomes),
+            ..ran
+        })
+    }
+}
+
+impl Drop for Worktree {
+    fn drop(&mut self) {
+        if self.created {
+            self.remove_worktree();
+        }
+    }
+}
+
+pub fn short(commit: &str) -> String {
+    commit.get(..10).unwrap_or(commit).to_owned()
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}

@@ -1,0 +1,218 @@
+//! `cargo ekstazi merge-check`: merges built in real git repositories,
+//! where each side passes its own tests and the merge breaks one neither
+//! side touched (a semantic conflict), loses a side's new behaviour, merges
+//! cleanly, or leaves a function both sides changed untested; and a
+//! prospective merge checked without touching the user's checkout.
+
+use crate::support::Fixture;
+use serde_json::Value;
+
+const TOTALS: &str = "shop tests::totals";
+const PRICES: &str = "shop tests::prices";
+const TAXES: &str = "shop tests::taxes";
+const LABELS: &str = "shop tests::labels";
+
+fn merge_check(f: &Fixture, args: &[&str], code: i32) -> Value {
+    let mut all = vec!["merge-check", "--json"];
+    all.extend_from_slice(args);
+    let run = f.run(&all);
+    assert_eq!(run.code(), Some(code), "{run:?}");
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Branches `a` and `b` from main, each made by its closure, then `b`
+/// merged into `a` with git's default strategy; `HEAD` is the merge.
+fn merged(f: &Fixture, a: impl Fn(&Fixture), b: impl Fn(&Fixture)) {
+    f.git(&["checkout", "-q", "-b", "a", "main"]);
+    a(f);
+    f.git(&["checkout", "-q", "-b", "b", "main"]);
+    b(f);
+    f.git(&["checkout", "-q", "a"]);
+    f.git(&["merge", "-q", "--no-edit", "b"]);
+}
+
+/// A raises the price (15 for 10), and its own test with it.
+fn raise_price(f: &Fixture) {
+    f.edit("src/price.rs", "    amount\n", "    amount + 5\n");
+    f.edit(
+        "src/lib.rs",
+        "assert_eq!(price::price(10), 10);",
+        "assert_eq!(price::price(10), 15);",
+    );
+    f.commit("raise the price");
+}
+
+/// B raises the tax (5 for 10), and its own test with it.
+fn raise_tax(f: &Fixture) {
+    f.edit("src/tax.rs", "amount / 10", "amount / 2");
+    f.edit(
+        "src/lib.rs",
+        "assert_eq!(tax::tax(10), 1);",
+        "assert_eq!(tax::tax(10), 5);",
+    );
+    f.commit("raise the tax");
+}
+
+#[test]
+fn a_test_neither_side_touched_fails_at_the_merge_a_semantic_conflict() {
+    let f = Fixture::new("history").in_git();
+    // Each side alone: total(10) is 16, then 15, below 20; together 20.
+    merged(&f, raise_price, raise_tax);
+    let report = merge_check(&f, &[], 101);
+    assert_eq!(strings(&report["both_sides"]), [TOTALS], "{report}");
+    let ran = strings(&report["ran_at_merge"]);
+    for test in [TOTALS, PRICES, TAXES] {
+        assert!(ran.contains(&test.to_owned()), "{test}: {report}");
+    }
+    assert!(!ran.contains(&LABELS.to_owned()), "{report}");
+    let conflicts = report["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{report}");
+    assert_eq!(conflicts[0]["test"], TOTALS);
+    assert_eq!(conflicts[0]["kind"], "semantic conflict");
+    let changes = strings(&conflicts[0]["changes"]);
+    assert!(
+        changes.contains(&"parent 1: function changed: shop::price::price".to_owned())
+            && changes.contains(&"parent 2: function changed: shop::tax::tax".to_owned()),
+        "both sides' changes are named: {changes:?}"
+    );
+    // The user's checkout is as it was, and no worktree is left behind.
+    assert_eq!(
+        f.git(&["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    assert!(!f.file("target/ekstazi/merge-check/worktree").exists());
+}
+
+#[test]
+fn a_sides_new_test_failing_at_the_merge_is_lost_behaviour() {
+    let f = Fixture::new("history").in_git();
+    merged(
+        &f,
+        |f| {
+            f.write(
+                "tests/tax.rs",
+                "#[test]\nfn tax_of_a_hundred() {\n    assert_eq!(shop::tax::tax(100), 10);\n}\n",
+            );
+            f.git(&["add", "-A"]);
+            f.commit("a test of the tax");
+        },
+        raise_tax,
+    );
+    let report = merge_check(&f, &[], 101);
+    let conflicts = report["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{report}");
+    assert_eq!(conflicts[0]["test"], "shop::tax tax_of_a_hundred");
+    assert_eq!(conflicts[0]["kind"], "lost behaviour");
+}
+
+#[test]
+fn a_clean_merge_reports_nothing_and_runs_only_the_sides_own_tests() {
+    let f = Fixture::new("history").in_git();
+    merged(&f, raise_price, |f| {
+        f.edit("src/lib.rs", "{amount} coins", "{amount} gold coins");
+        f.edit("src/lib.rs", "\"3 coins\"", "\"3 gold coins\"");
+        f.commit("gold");
+    });
+    let report = merge_check(&f, &[], 0);
+    assert_eq!(
+        strings(&report["both_sides"]),
+        Vec::<String>::new(),
+        "{report}"
+    );
+    assert_eq!(
+        strings(&report["ran_at_merge"]),
+        [LABELS, PRICES],
+        "{report}"
+    );
+    assert_eq!(report["conflicts"], Value::Array(vec![]));
+    assert_eq!(report["untested"], Value::Array(vec![]));
+    // A commit that is not a merge is refused, saying what to do.
+    let run = f.run(&["merge-check", "main"]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("is not a merge commit"), "{run:?}");
+}
+
+#[test]
+fn a_function_both_sides_changed_that_no_test_executes_is_untested() {
+    let f = Fixture::new("history").in_git();
+    // Built into the tests (a total above 1 000 is discounted), run by none.
+    f.write(
+        "src/discount.rs",
+        "pub fn discount(amount: u32) -> u32 {\n    let off = 0;\n    // far enough apart\n    // for git to merge\n    amount - off\n}\n",
+    );
+    f.edit(
+        "src/lib.rs",
+        "pub mod tax;\n",
+        "pub mod tax;\npub mod discount;\n",
+    );
+    f.edit(
+        "src/lib.rs",
+        "    ledger::audit(price::price(amount)) + tax::tax(amount)\n",
+        "    let total = ledger::audit(price::price(amount)) + tax::tax(amount);\n    \
+         if total > 1000 { discount::discount(total) } else { total }\n",
+    );
+    f.git(&["add", "-A"]);
+    f.commit("a discount");
+    merged(
+        &f,
+        |f| {
+            f.edit("src/discount.rs", "let off = 0;", "let off = 1;");
+            f.commit("one off");
+        },
+        |f| {
+            f.edit(
+                "src/discount.rs",
+                "amount - off",
+                "amount.saturating_sub(off)",
+            );
+            f.commit("never below zero");
+        },
+    );
+    let report = merge_check(&f, &[], 0);
+    let untested = report["untested"].as_array().unwrap();
+    assert_eq!(untested.len(), 1, "{report}");
+    assert_eq!(untested[0]["function"], "shop::discount::discount");
+    assert_eq!(untested[0]["sides"], serde_json::json!([0, 1]));
+    // For CI, an option makes it fail.
+    merge_check(&f, &["--fail-on-untested"], 101);
+}
+
+#[test]
+fn a_prospective_merge_is_checked_without_touching_the_checkout() {
+    let f = Fixture::new("history").in_git();
+    f.git(&["checkout", "-q", "-b", "a", "main"]);
+    raise_price(&f);
+    f.git(&["checkout", "-q", "-b", "b", "main"]);
+    raise_tax(&f);
+    f.git(&["checkout", "-q", "main"]);
+    let refs = f.git(&["show-ref"]);
+    let report = merge_check(&f, &["a", "b"], 101);
+    assert_eq!(report["prospective"], true);
+    assert_eq!(
+        report["conflicts"][0]["kind"], "semantic conflict",
+        "{report}"
+    );
+    assert_eq!(f.git(&["show-ref"]), refs, "no branch moved");
+    assert_eq!(f.git(&["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+    assert_eq!(
+        f.git(&["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+    // A textual conflict is refused with a clear message.
+    f.git(&["checkout", "-q", "-b", "c", "main"]);
+    f.edit("src/price.rs", "    amount\n", "    amount * 2\n");
+    f.commit("double the price");
+    f.git(&["checkout", "-q", "main"]);
+    let run = f.run(&["merge-check", "a", "c"]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("do not merge cleanly"), "{run:?}");
+    assert!(!f.file("target/ekstazi/merge-check/worktree").exists());
+}
