@@ -341,9 +341,14 @@ pub struct MergeCheckArgs {
     #[arg(value_name = "REV")]
     pub revs: Vec<String>,
     /// Also exit with 101 when changes of several sides meet in a function
-    /// no test executes
+    /// no test executes (implies --build)
     #[arg(long)]
     pub fail_on_untested: bool,
+    /// Build and run the tests at the base and each parent even where the
+    /// history holds their records (which show only the functions some
+    /// test executed: untested interactions need the builds)
+    #[arg(long)]
+    pub build: bool,
     /// Print one JSON object (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,

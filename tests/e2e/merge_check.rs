@@ -92,6 +92,36 @@ fn a_test_neither_side_touched_fails_at_the_merge_a_semantic_conflict() {
 }
 
 #[test]
+fn records_filed_at_the_base_and_parents_spare_their_builds() {
+    let f = Fixture::new("history").in_git();
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "-b", "a", "main"]);
+    raise_price(&f);
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "-b", "b", "main"]);
+    raise_tax(&f);
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "a"]);
+    f.git(&["merge", "-q", "--no-edit", "b"]);
+    let report = merge_check(&f, &[], 101);
+    let how: Vec<&str> = report["surveyed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["how"].as_str().unwrap())
+        .collect();
+    assert_eq!(how, ["history"; 3], "{report}");
+    assert_eq!(strings(&report["both_sides"]), [TOTALS], "{report}");
+    assert_eq!(
+        report["conflicts"][0]["kind"], "semantic conflict",
+        "{report}"
+    );
+    // --build builds them anyway.
+    let built = merge_check(&f, &["--build"], 101);
+    assert_eq!(built["surveyed"][0]["how"], "built", "{built}");
+}
+
+#[test]
 fn a_sides_new_test_failing_at_the_merge_is_lost_behaviour() {
     let f = Fixture::new("history").in_git();
     merged(

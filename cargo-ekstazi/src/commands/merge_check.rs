@@ -90,11 +90,29 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
 
     // Every test at the base and at each parent.
     let workspace_in_repo = root.strip_prefix(&toplevel).unwrap_or(Path::new(""));
-    let at_base = survey(&mut worktree, &base, "the merge base")?;
+    let mut how = Vec::new();
+    let mut survey = |commit: &str, what: &str| -> Result<Survey> {
+        // Records show only the functions some test executed; the
+        // untested interactions are among the others.
+        let filed = if args.build || args.fail_on_untested {
+            None
+        } else {
+            survey_filed(&store, commit)
+        };
+        how.push(HowJson {
+            commit: commit.to_owned(),
+            how: if filed.is_some() { "history" } else { "built" },
+        });
+        match filed {
+            Some(filed) => Ok(filed),
+            None => survey_built(&mut worktree, commit, what),
+        }
+    };
+    let at_base = survey(&base, "the merge base")?;
     let mut at_parents = Vec::with_capacity(parents.len());
     let mut sides = Vec::with_capacity(parents.len());
     for (i, parent) in parents.iter().enumerate() {
-        let at = survey(&mut worktree, parent, &format!("parent {}", i + 1))?;
+        let at = survey(parent, &format!("parent {}", i + 1))?;
         let files = changed_files(&toplevel, &base, parent, workspace_in_repo)?;
         sides.push(Side {
             commit: parent.clone(),
@@ -198,6 +216,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         base: vec![base],
         both_sides: both_sides.iter().map(|t| test_name(t)).collect(),
         ran_at_merge: selected.iter().map(test_name).collect(),
+        surveyed: how,
         conflicts,
         untested,
     };
@@ -278,7 +297,40 @@ impl Survey {
     }
 }
 
-fn survey(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Survey> {
+/// A commit from the records the history filed there, if it holds any,
+/// all intact. Only the functions some test executed are known then.
+fn survey_filed(store: &Store, commit: &str) -> Option<Survey> {
+    let history = store.history();
+    let manifest = history.manifest(commit)?;
+    let table = FunctionTable::load(&store.functions_dir());
+    let mut records = Vec::with_capacity(manifest.entries.len());
+    for entry in &manifest.entries {
+        let record = history.object(&entry.record)?;
+        if (&record.binary, &record.test) != (&entry.binary, &entry.test) {
+            return None;
+        }
+        records.push(record);
+    }
+    let outcomes = records
+        .iter()
+        .map(|r| ((r.binary.clone(), r.test.clone()), r.outcome))
+        .collect();
+    let mut survey = from_records(outcomes, &records, &table);
+    for record in &records {
+        for code in &record.code {
+            for id in &code.functions {
+                if let Some(f) = table.get(id) {
+                    let name = ekstazi_core::fingerprint::stable_name(&f.name);
+                    survey.functions.add(f.stable, &name, f.fp);
+                }
+            }
+        }
+    }
+    Some(survey)
+}
+
+/// A commit built and every test run there, in the worktree.
+fn survey_built(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Survey> {
     let ran = worktree.run(commit, &[])?;
     let store = ran.store();
     let Some(outcomes) = &ran.outcomes else {
@@ -289,10 +341,25 @@ fn survey(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Survey> {
         .filter_map(|(id, o)| Some((id.clone(), (*o)?)))
         .collect();
     let table = FunctionTable::load(&store.functions_dir());
+    let records: Vec<_> = store
+        .records()?
+        .into_iter()
+        .filter_map(|(_, r)| r.ok())
+        .collect();
+    let mut survey = from_records(outcomes, &records, &table);
+    survey.functions = functions_of(&ran)?;
+    Ok(survey)
+}
+
+/// What the records show each test executed and read.
+fn from_records(
+    outcomes: HashMap<TestId, Outcome>,
+    records: &[ekstazi_core::record::Record],
+    table: &FunctionTable,
+) -> Survey {
     let mut evidence = HashMap::new();
     let mut test_functions = HashMap::new();
-    for (_, record) in store.records()? {
-        let Ok(record) = record else { continue };
+    for record in records {
         let mut e = Evidence::default();
         let mut own = TestFunctions::new();
         let suffix = format!("::{}", record.test);
@@ -318,12 +385,12 @@ fn survey(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Survey> {
         test_functions.insert(id.clone(), own);
         evidence.insert(id, e);
     }
-    Ok(Survey {
+    Survey {
         outcomes,
         evidence,
         test_functions,
-        functions: functions_of(&ran)?,
-    })
+        functions: Functions::default(),
+    }
 }
 
 /// The functions of every build the run fingerprinted.
@@ -377,8 +444,16 @@ struct MergeCheckJson {
     base: Vec<String>,
     both_sides: Vec<String>,
     ran_at_merge: Vec<String>,
+    /// How each of the base and the parents was surveyed.
+    surveyed: Vec<HowJson>,
     conflicts: Vec<ConflictJson>,
     untested: Vec<Untested>,
+}
+
+#[derive(Serialize)]
+struct HowJson {
+    commit: String,
+    how: &'static str,
 }
 
 #[derive(Serialize)]
@@ -429,6 +504,12 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
         for change in &conflict.changes {
             writeln!(out, "    {change}")?;
         }
+    }
+    if report.surveyed.iter().any(|s| s.how == "history") {
+        writeln!(
+            out,
+            "(from filed records: functions no test executes are not compared; --build to build)"
+        )?;
     }
     if !report.untested.is_empty() {
         writeln!(
