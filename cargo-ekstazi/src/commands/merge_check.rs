@@ -486,10 +486,13 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
             side.files.len()
         )?;
     }
+    let meet = match report.both_sides.len() {
+        1 => "1 test meets".to_owned(),
+        n => format!("{n} tests meet"),
+    };
     writeln!(
         out,
-        "{} tests meet two or more sides; {} ran at the merge",
-        report.both_sides.len(),
+        "{meet} two or more sides; {} ran at the merge",
         report.ran_at_merge.len()
     )?;
     for test in &report.both_sides {
