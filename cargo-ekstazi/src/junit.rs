@@ -65,9 +65,22 @@ fn case(
         Some(result) if result.outcome == Outcome::Passed => TestCaseStatus::success(),
         Some(result) => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            let kind = if result.merge_conflict {
+                "merge conflict"
+            } else {
+                result.outcome.as_str()
+            };
+            let message = if result.merge_conflict {
+                format!(
+                    "{}: merge conflict (it passed at every parent)",
+                    result.outcome.as_str()
+                )
+            } else {
+                result.outcome.as_str().to_owned()
+            };
             status
-                .set_message(result.outcome.as_str())
-                .set_type(result.outcome.as_str())
+                .set_message(message)
+                .set_type(kind)
                 .set_description(String::from_utf8_lossy(&result.output));
             status
         }

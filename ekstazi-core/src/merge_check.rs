@@ -20,6 +20,7 @@
 //! - *already failing*: it failed at a parent, so the merge is not to blame.
 
 use crate::fingerprint::Fp;
+use crate::history::Manifest;
 use crate::record::Outcome;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -198,6 +199,22 @@ pub fn classify(
     None
 }
 
+/// Whether a test passed at every parent of a merge, as the manifests
+/// filed there say (`None`: nothing filed at that parent). Its failure at
+/// the merge is then the merge's doing: what `cargo ekstazi test` labels a
+/// merge conflict (`merge-check` tells semantic conflict from lost
+/// behaviour, which needs the base).
+pub fn passed_at_every_parent(parents: &[Option<Manifest>], binary: &str, test: &str) -> bool {
+    parents.len() >= 2
+        && parents.iter().all(|manifest| {
+            manifest.as_ref().is_some_and(|m| {
+                m.entries
+                    .binary_search_by(|e| (e.binary.as_str(), e.test.as_str()).cmp(&(binary, test)))
+                    .is_ok_and(|i| m.entries[i].outcome == Outcome::Passed)
+            })
+        })
+}
+
 /// A change no test exercises with the other sides' changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Untested {
@@ -340,6 +357,46 @@ mod tests {
             None,
             "nothing known at the parents"
         );
+    }
+
+    #[test]
+    fn a_merge_conflict_is_a_test_that_passed_at_every_parent() {
+        use crate::history::Entry;
+        let manifest = |outcome: Option<Outcome>| Manifest {
+            commit: "c".into(),
+            filed_at_ms: 0,
+            entries: outcome
+                .map(|outcome| Entry {
+                    binary: "b".into(),
+                    test: "t".into(),
+                    record: [0; 32],
+                    outcome,
+                    ran: true,
+                })
+                .into_iter()
+                .collect(),
+        };
+        let passed = Some(manifest(Some(Outcome::Passed)));
+        assert!(passed_at_every_parent(
+            &[passed.clone(), passed.clone()],
+            "b",
+            "t"
+        ));
+        assert!(
+            !passed_at_every_parent(&[passed.clone()], "b", "t"),
+            "not a merge"
+        );
+        assert!(!passed_at_every_parent(&[passed.clone(), None], "b", "t"));
+        assert!(!passed_at_every_parent(
+            &[passed.clone(), Some(manifest(Some(Outcome::Failed)))],
+            "b",
+            "t"
+        ));
+        assert!(!passed_at_every_parent(
+            &[passed.clone(), Some(manifest(None))],
+            "b",
+            "t"
+        ));
     }
 
     #[test]

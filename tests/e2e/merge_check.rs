@@ -119,6 +119,20 @@ fn records_filed_at_the_base_and_parents_spare_their_builds() {
     // --build builds them anyway.
     let built = merge_check(&f, &["--build"], 101);
     assert_eq!(built["surveyed"][0]["how"], "built", "{built}");
+    // `cargo ekstazi test` at the merge labels the failure too.
+    let run = f.run(&["test", "--junit", "junit.xml"]);
+    assert_eq!(run.code(), Some(101), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("tests::totals (merge conflict: it passed at every parent)"),
+        "{run:?}"
+    );
+    assert!(
+        !run.stdout.contains("tests::prices (merge conflict"),
+        "{run:?}"
+    );
+    let junit = std::fs::read_to_string(f.file("junit.xml")).unwrap();
+    assert!(junit.contains("type=\"merge conflict\""), "{junit}");
 }
 
 #[test]

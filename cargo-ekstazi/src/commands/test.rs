@@ -20,6 +20,8 @@ pub struct RunResult {
     pub duration: Duration,
     /// Its output, kept for tests that did not pass.
     pub output: Vec<u8>,
+    /// It failed at a merge, and passed at every parent.
+    pub merge_conflict: bool,
 }
 
 pub fn run(args: TestArgs) -> Result<ExitCode> {
@@ -80,6 +82,17 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let mut record_errors = Vec::new();
     let mut written = Vec::new();
     let mut results: HashMap<usize, RunResult> = HashMap::new();
+    // At a merge, what was filed at each parent: a test that fails here and
+    // passed at every parent is labelled a merge conflict.
+    let parents: Vec<Option<ekstazi_core::history::Manifest>> = session
+        .repo
+        .as_ref()
+        .filter(|repo| repo.parents.len() >= 2)
+        .map(|repo| {
+            let history = session.store.history();
+            repo.parents.iter().map(|p| history.manifest(p)).collect()
+        })
+        .unwrap_or_default();
     let run_clock = Instant::now();
     let ended = run::run_all(&session, &config, &cases, |event| {
         let finished = match event {
@@ -124,9 +137,20 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
                 let _ = stdout.write_all(&finished.output);
             }
         });
+        let merge_conflict = finished.outcome != Outcome::Passed
+            && ekstazi_core::merge_check::passed_at_every_parent(
+                &parents,
+                &session.built.binaries[planned.case.binary].key,
+                &planned.case.name,
+            );
         let output = if finished.outcome == Outcome::Passed {
             Vec::new()
         } else {
+            let label = if merge_conflict {
+                format!("{label} (merge conflict: it passed at every parent)")
+            } else {
+                label
+            };
             failures.push((label, finished.output.clone()));
             finished.output
         };
@@ -136,6 +160,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
                 outcome: finished.outcome,
                 duration: finished.duration,
                 output,
+                merge_conflict,
             },
         );
     })?;
