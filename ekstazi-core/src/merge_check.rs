@@ -383,7 +383,7 @@ mod tests {
             "t"
         ));
         assert!(
-            !passed_at_every_parent(&[passed.clone()], "b", "t"),
+            !passed_at_every_parent(std::slice::from_ref(&passed), "b", "t"),
             "not a merge"
         );
         assert!(!passed_at_every_parent(&[passed.clone(), None], "b", "t"));
