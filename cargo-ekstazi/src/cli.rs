@@ -124,10 +124,11 @@ Examples:
     Bisect(BisectArgs),
     /// Check a merge for semantic conflicts: the tests that meet both sides
     ///
-    /// Builds and runs the tests at the merge base and at each parent (in a
-    /// scratch worktree), finds the functions each side changed, and runs
-    /// at the merge the tests whose records executed the changes of two or
-    /// more sides, with the tests a side added or changed. A test that
+    /// Knows the merge base and each parent from the records the history
+    /// filed there, else builds and runs every test there (in a scratch
+    /// worktree); finds the functions each side changed; and runs at the
+    /// merge the tests whose records executed the changes of two or more
+    /// sides, with the tests a side added or changed. A test that
     /// fails there is a semantic conflict (it passed at every parent), lost
     /// behaviour (a side added or changed it and it passed there) or
     /// already failing (it failed at a parent). Functions changed on two or
