@@ -17,7 +17,7 @@ use ekstazi_core::config::Config;
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::history::{Candidates, History, Vouch, record_id};
+use ekstazi_core::history::{Candidates, History, Vouch};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
@@ -456,9 +456,7 @@ impl Session {
                     && rules.is_empty()
                     && !present.forced
                     && !reasons.iter().any(|r| matches!(r, Reason::NotPassed(_)));
-                if may_vouch
-                    && let Some((record, vouch)) = self.vouching(&case, last.as_deref(), &present)
-                {
+                if may_vouch && let Some((record, vouch)) = self.vouching(&case, &present) {
                     reasons.clear();
                     last = Some(record);
                     vouched = Some(vouch);
@@ -495,13 +493,8 @@ impl Session {
 
     /// A record filed under a commit that vouches for the test now, if any
     /// (see `ekstazi_core::history::Candidates` for the order they are
-    /// tried in), other than the current record `current`.
-    fn vouching(
-        &self,
-        case: &TestCase,
-        current: Option<&Record>,
-        present: &Present<'_>,
-    ) -> Option<(Box<Record>, Vouch)> {
+    /// tried in).
+    fn vouching(&self, case: &TestCase, present: &Present<'_>) -> Option<(Box<Record>, Vouch)> {
         let repo = self.repo.as_ref()?;
         let (history, verdicts) = self
             .filed
@@ -510,14 +503,14 @@ impl Session {
             .candidates
             .get_or_init(|| Candidates::new(history.manifests(), Some(&repo.head), &repo.parents));
         let key = &self.built.binaries[case.binary].key;
-        let current = current.and_then(|r| record_id(r).ok());
-        candidates
-            .of(key, &case.name)
-            .filter(|(id, _)| Some(**id) != current)
-            .find_map(|(id, vouch)| {
-                let record = filed_vouches(history, id, key, &case.name, present, verdicts)?;
-                Some((Box::new(record), vouch.clone()))
-            })
+        // The current record's own filed copy is tried too, rather than
+        // cutting the current record to find its id (which cost more than
+        // a candidate): it fails where the current record failed, and the
+        // chunk verdicts it leaves serve the candidates after it.
+        candidates.of(key, &case.name).find_map(|(id, vouch)| {
+            let record = filed_vouches(history, id, key, &case.name, present, verdicts)?;
+            Some((Box::new(record), vouch.clone()))
+        })
     }
 
     /// What the selection compares a record of a test of `binary`, given

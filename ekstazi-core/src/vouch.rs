@@ -6,9 +6,9 @@
 //! project most of them fail: the change that made the current record fail
 //! is usually in them too. So a filed record is first judged by its
 //! skeleton — outcome, toolchain, programs, and the chunks of executed
-//! functions this run already found wanting — then by its body — files,
-//! environment, short lists of functions — and only then by the chunks
-//! its long lists of executed functions are kept in. A chunk is content-addressed and shared by many records, and
+//! functions this run already found wanting — then by the other chunks its
+//! long lists of executed functions are kept in, and only then by its body
+//! — files, environment, short lists of functions. A chunk is content-addressed and shared by many records, and
 //! whether every function in it is in a build does not depend on which
 //! record holds it: it is decided once per chunk and build in a run, and
 //! read once ([`Verdicts`]). Only a record that passes all of that is put
@@ -124,12 +124,11 @@ pub fn filed_vouches(
             return None;
         }
     }
-    // Then the body: files, environment, short lists of functions.
-    let record = history.body(&skeleton.body)?.fill(head.clone())?;
-    if !select::vouches(&record, present) {
-        return None;
-    }
-    // Then the chunks not judged yet, the first found wanting ending it.
+    // Then the chunks not judged yet, the first found wanting ending it:
+    // before the body, so that a candidate that fails on both leaves a
+    // verdict for the next (the records of one test at other commits share
+    // most chunks; on ripgrep, judging the body first left nine candidates
+    // in ten decoding it).
     for (chunks, build) in judged() {
         for chunk in chunks {
             if verdicts.known(chunk, &build.id).is_none()
@@ -138,6 +137,11 @@ pub fn filed_vouches(
                 return None;
             }
         }
+    }
+    // Then the body: files, environment, short lists of functions.
+    let record = history.body(&skeleton.body)?.fill(head.clone())?;
+    if !select::vouches(&record, present) {
+        return None;
     }
     // Then the record whole.
     let mut functions = Vec::with_capacity(chunks.len());
