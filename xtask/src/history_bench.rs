@@ -24,10 +24,14 @@ pub struct Args {
 }
 
 pub fn bench(args: &Args) -> Result<()> {
-    let scratch = crate::tempfile_dir()?.join("bench-history");
-    let _ = std::fs::remove_dir_all(&scratch);
-    let with = scratch.join("with-history");
-    let without = scratch.join("one-state");
+    // Removed when the bench ends, however it ends: two copies of a state
+    // with its history are hundreds of megabytes, and thirty benches left
+    // behind filled this machine's disk.
+    let scratch = tempfile::Builder::new()
+        .prefix("ekstazi-bench-history")
+        .tempdir()?;
+    let with = scratch.path().join("with-history");
+    let without = scratch.path().join("one-state");
     for copy in [&with, &without] {
         std::fs::create_dir_all(copy)?;
         crate::copy_tree(&args.state, copy)?;
