@@ -103,7 +103,8 @@ pub struct Body {
 }
 
 impl Body {
-    /// The skeleton's record with this body's parts put back, if they fit.
+    /// The skeleton's record with this body's parts put back, if they fit
+    /// and every path stays inside its anchor.
     pub fn fill(self, mut record: Record) -> Option<Record> {
         if self.functions.len() != record.code.len() {
             return None;
@@ -115,6 +116,8 @@ impl Body {
         for (code, functions) in record.code.iter_mut().zip(self.functions) {
             code.functions = functions;
         }
+        // Checked before its files are: a body is untrusted input.
+        record.validate().ok()?;
         Some(record)
     }
 }
@@ -517,6 +520,8 @@ impl History {
             return None;
         }
         let skeleton: Skeleton = crate::record::open(SKELETON_MAGIC, &sealed).ok()?;
+        // Its programs' paths are resolved before the record is whole.
+        skeleton.record.validate().ok()?;
         (skeleton.chunks.len() == skeleton.record.code.len()).then_some(skeleton)
     }
 
@@ -1076,6 +1081,34 @@ mod tests {
             Some(records[0].clone())
         );
         assert!(reopened.object(&record_id(&records[1]).unwrap()).is_none());
+    }
+
+    #[test]
+    fn a_filed_record_whose_paths_escape_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        // Only decoding makes such a path: its constructor refuses it.
+        let escaping: crate::path::StoredPath =
+            postcard::from_bytes(&[0, 4, b'.', b'.', b'/', b'x']).unwrap();
+        assert!(!escaping.is_valid());
+        let mut in_body = sample();
+        in_body.deps[0].target = crate::dep::Target::Content(escaping.clone());
+        let mut in_skeleton = sample();
+        in_skeleton.test = "other".into();
+        in_skeleton.code[0].unit = crate::code::CodeUnit::Program(escaping);
+        let ids = history.put_records(&[&in_body, &in_skeleton]).unwrap();
+        for id in &ids {
+            assert!(history.object(id).is_none());
+        }
+        let skeleton = history.skeleton(&ids[0]).expect("its skeleton is sound");
+        assert!(
+            history
+                .body(&skeleton.body)
+                .unwrap()
+                .fill(skeleton.record)
+                .is_none()
+        );
+        assert!(history.skeleton(&ids[1]).is_none());
     }
 
     #[test]
