@@ -327,12 +327,8 @@ pub struct BisectArgs {
     /// Print one JSON object (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
-    /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Path to Cargo.toml
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub state: StateOpts,
 }
 
 #[derive(Args, Debug)]
@@ -353,6 +349,14 @@ pub struct MergeCheckArgs {
     /// Print one JSON object (schema: docs/json.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub state: StateOpts,
+}
+
+/// Where the state directory is, for the commands that build other commits
+/// of one workspace and file what they learn.
+#[derive(Args, Debug)]
+pub struct StateOpts {
     /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,

@@ -34,15 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
-    let (root, state) = super::workspace_state_dir(args.manifest_path.as_deref())?;
-    let state = match &args.state_dir {
-        Some(dir) => std::path::absolute(dir)?,
-        None => state,
-    };
-    let store = Store::new(&state);
-    let _lock = store
-        .lock(true, true)
-        .with_context(|| format!("cannot lock the state directory {}", state.display()))?;
+    let (root, store, _lock) = super::locked_state(&args.state)?;
     let repo =
         Repo::at(&root).context("merge-check needs the workspace to be in a git repository")?;
     let toplevel = repo

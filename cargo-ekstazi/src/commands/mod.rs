@@ -250,6 +250,28 @@ pub fn print_timings(session: &Session) {
 
 /// The workspace root, and the state directory `cargo ekstazi test` would
 /// use there (for the commands that need no build).
+/// The workspace's root and its state directory (`--state-dir` if given),
+/// locked exclusively, waiting for a run that holds it: for the commands
+/// that build other commits and file what they learn.
+pub fn locked_state(
+    opts: &crate::cli::StateOpts,
+) -> Result<(
+    std::path::PathBuf,
+    ekstazi_core::store::Store,
+    ekstazi_core::store::StoreLock,
+)> {
+    let (root, state) = workspace_state_dir(opts.manifest_path.as_deref())?;
+    let state = match &opts.state_dir {
+        Some(dir) => std::path::absolute(dir)?,
+        None => state,
+    };
+    let store = ekstazi_core::store::Store::new(&state);
+    let lock = store
+        .lock(true, true)
+        .with_context(|| format!("cannot lock the state directory {}", state.display()))?;
+    Ok((root, store, lock))
+}
+
 pub fn workspace_state_dir(
     manifest_path: Option<&std::path::Path>,
 ) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
