@@ -136,6 +136,29 @@ fn records_filed_at_the_base_and_parents_spare_their_builds() {
 }
 
 #[test]
+fn records_missing_at_one_parent_mean_all_are_built_alike() {
+    let f = Fixture::new("history").in_git();
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "-b", "a", "main"]);
+    raise_price(&f);
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "-b", "b", "main"]);
+    raise_tax(&f);
+    f.git(&["checkout", "-q", "a"]);
+    f.git(&["merge", "-q", "--no-edit", "b"]);
+    let report = merge_check(&f, &[], 101);
+    let how: Vec<&str> = report["surveyed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["how"].as_str().unwrap())
+        .collect();
+    assert_eq!(how, ["built"; 3], "{report}");
+    // Alike, so a side's changes are only what it changed.
+    assert_eq!(strings(&report["both_sides"]), [TOTALS], "{report}");
+}
+
+#[test]
 fn a_sides_new_test_failing_at_the_merge_is_lost_behaviour() {
     let f = Fixture::new("history").in_git();
     merged(

@@ -4,11 +4,12 @@
 //!
 //! Everything happens in a scratch git worktree (`worktree`), so the
 //! user's checkout and branches are never touched. A prospective merge of
-//! revisions is made there, as a detached commit. At the merge base and
-//! at each parent every test is built and run: that gives each test's
-//! outcome and what it executed, and the fingerprints of every function
-//! the builds hold, so that each side's changes are known even where no
-//! test executes them. Then only the tests that meet two or more sides,
+//! revisions is made there, as a detached commit. The merge base and the
+//! parents are known from the records the history filed there, when it
+//! holds them for all; else at each every test is built and run: that
+//! gives each test's outcome and what it executed, and the fingerprints of
+//! every function the builds hold, so that each side's changes are known
+//! even where no test executes them. Then only the tests that meet two or more sides,
 //! and those a side added or changed, run at the merge. What the runs file
 //! joins the history, so a later `cargo ekstazi test` at the merge or its
 //! parents can skip what they showed.
@@ -82,36 +83,47 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
 
     // Every test at the base and at each parent.
     let workspace_in_repo = root.strip_prefix(&toplevel).unwrap_or(Path::new(""));
-    let mut how = Vec::new();
-    let mut survey = |commit: &str, what: &str| -> Result<Survey> {
-        // Records show only the functions some test executed; the
-        // untested interactions are among the others.
-        let filed = if args.build || args.fail_on_untested {
-            None
-        } else {
-            survey_filed(&store, commit)
-        };
-        how.push(HowJson {
-            commit: commit.to_owned(),
-            how: if filed.is_some() { "history" } else { "built" },
-        });
-        match filed {
-            Some(filed) => Ok(filed),
-            None => survey_built(&mut worktree, commit, what),
+    // From the history only when it holds every one of them: functions
+    // known from records (only those some test executed) and from builds
+    // (all of them) would differ where nothing changed. And not when the
+    // untested interactions are wanted: they are among the others.
+    let commits: Vec<&String> = std::iter::once(&base).chain(&parents).collect();
+    let filed: Option<Vec<Survey>> = if args.build || args.fail_on_untested {
+        None
+    } else {
+        commits.iter().map(|c| survey_filed(&store, c)).collect()
+    };
+    let from_history = filed.is_some();
+    let mut surveys = match filed {
+        Some(filed) => filed,
+        None => {
+            let mut built = Vec::with_capacity(commits.len());
+            for (i, commit) in commits.iter().enumerate() {
+                let what = match i {
+                    0 => "the merge base".to_owned(),
+                    i => format!("parent {i}"),
+                };
+                built.push(survey_built(&mut worktree, commit, &what)?);
+            }
+            built
         }
     };
-    let at_base = survey(&base, "the merge base")?;
-    let mut at_parents = Vec::with_capacity(parents.len());
+    let how: Vec<HowJson> = commits
+        .iter()
+        .map(|c| HowJson {
+            commit: (*c).clone(),
+            how: if from_history { "history" } else { "built" },
+        })
+        .collect();
+    let at_parents = surveys.split_off(1);
+    let at_base = surveys.pop().expect("the base's survey");
     let mut sides = Vec::with_capacity(parents.len());
-    for (i, parent) in parents.iter().enumerate() {
-        let at = survey(parent, &format!("parent {}", i + 1))?;
-        let files = changed_files(&toplevel, &base, parent, workspace_in_repo)?;
+    for (parent, at) in parents.iter().zip(&at_parents) {
         sides.push(Side {
             commit: parent.clone(),
             functions: merge_check::changes(&at_base.functions, &at.functions),
-            files,
+            files: changed_files(&toplevel, &base, parent, workspace_in_repo)?,
         });
-        at_parents.push(at);
     }
 
     // The tests that meet two or more sides, and each side's own tests.
