@@ -21,7 +21,7 @@ use crate::worktree::{Ran, TestId, Worktree, short};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::dep::Target;
 use ekstazi_core::fingerprint::Fp;
-use ekstazi_core::functions::FunctionTable;
+use ekstazi_core::functions::{FnId, FunctionTable};
 use ekstazi_core::merge_check::{self, Evidence, Functions, Side, Untested, Verdict};
 use ekstazi_core::path::Anchor;
 use ekstazi_core::record::Outcome;
@@ -319,18 +319,7 @@ fn survey_filed(store: &Store, commit: &str) -> Option<Survey> {
         .iter()
         .map(|r| ((r.binary.clone(), r.test.clone()), r.outcome))
         .collect();
-    let mut survey = from_records(outcomes, &records, &table);
-    for record in &records {
-        for code in &record.code {
-            for id in &code.functions {
-                if let Some(f) = table.get(id) {
-                    let name = ekstazi_core::fingerprint::stable_name(&f.name);
-                    survey.functions.add(f.stable, &name, f.fp);
-                }
-            }
-        }
-    }
-    Some(survey)
+    Some(from_records(outcomes, &records, &table))
 }
 
 /// A commit built and every test run there, in the worktree.
@@ -350,36 +339,49 @@ fn survey_built(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Sur
         .into_iter()
         .filter_map(|(_, r)| r.ok())
         .collect();
+    // The builds know every function, not only those some test executed.
     let mut survey = from_records(outcomes, &records, &table);
     survey.functions = functions_of(&ran)?;
     Ok(survey)
 }
 
-/// What the records show each test executed and read.
+/// What the records show each test executed and read, and the functions
+/// they executed.
 fn from_records(
     outcomes: HashMap<TestId, Outcome>,
     records: &[ekstazi_core::record::Record],
     table: &FunctionTable,
 ) -> Survey {
+    // Each function looked up and demangled once, however many tests
+    // executed it.
+    let mut named: HashMap<FnId, Option<(u64, String, Fp)>> = HashMap::new();
+    let mut functions = Functions::default();
     let mut evidence = HashMap::new();
     let mut test_functions = HashMap::new();
     for record in records {
         let mut e = Evidence::default();
         let mut own = TestFunctions::new();
         let suffix = format!("::{}", record.test);
-        for code in &record.code {
-            for id in &code.functions {
-                if let Some(f) = table.get(id) {
-                    e.executed.insert(f.stable);
-                    let name = ekstazi_core::fingerprint::stable_name(&f.name);
-                    if name.ends_with(&suffix) {
-                        own.entry(f.stable).or_default().insert(f.fp);
-                    }
-                }
+        for id in record.code.iter().flat_map(|code| &code.functions) {
+            let Some((stable, name, fp)) = named.entry(*id).or_insert_with(|| {
+                table.get(id).map(|f| {
+                    (
+                        f.stable,
+                        ekstazi_core::fingerprint::stable_name(&f.name),
+                        f.fp,
+                    )
+                })
+            }) else {
+                continue;
+            };
+            e.executed.insert(*stable);
+            functions.add(*stable, name, *fp);
+            if name.ends_with(&suffix) {
+                own.entry(*stable).or_default().insert(*fp);
             }
         }
         for dep in &record.deps {
-            if let (Target::Content(path) | Target::Kind { path, .. }, true) = (&dep.target, true)
+            if let Target::Content(path) | Target::Kind { path, .. } = &dep.target
                 && path.anchor() == Anchor::Workspace
             {
                 e.files.insert(path.rel().to_string_lossy().into_owned());
@@ -393,7 +395,7 @@ fn from_records(
         outcomes,
         evidence,
         test_functions,
-        functions: Functions::default(),
+        functions,
     }
 }
 
@@ -468,7 +470,7 @@ struct ConflictJson {
 }
 
 fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -> Result<()> {
-    let parents: Vec<String> = report.parents.iter().map(|p| short(p)).collect();
+    let parents: Vec<&str> = report.parents.iter().map(|p| short(p)).collect();
     writeln!(
         out,
         "{} {} of {} (base {})",
