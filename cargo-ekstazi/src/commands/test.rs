@@ -83,16 +83,21 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let mut written = Vec::new();
     let mut results: HashMap<usize, RunResult> = HashMap::new();
     // At a merge, what was filed at each parent: a test that fails here and
-    // passed at every parent is labelled a merge conflict.
-    let parents: Vec<Option<ekstazi_core::history::Manifest>> = session
-        .repo
-        .as_ref()
-        .filter(|repo| repo.parents.len() >= 2)
-        .map(|repo| {
-            let history = session.store.history();
-            repo.parents.iter().map(|p| history.manifest(p)).collect()
-        })
-        .unwrap_or_default();
+    // passed at every parent is labelled a merge conflict. Read at the
+    // first failure, not by every run at a merge.
+    let parents: std::cell::OnceCell<Vec<Option<ekstazi_core::history::Manifest>>> =
+        std::cell::OnceCell::new();
+    let parents_filed = || {
+        session
+            .repo
+            .as_ref()
+            .filter(|repo| repo.parents.len() >= 2)
+            .map(|repo| {
+                let history = session.store.history();
+                repo.parents.iter().map(|p| history.manifest(p)).collect()
+            })
+            .unwrap_or_default()
+    };
     let run_clock = Instant::now();
     let ended = run::run_all(&session, &config, &cases, |event| {
         let finished = match event {
@@ -139,7 +144,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         });
         let merge_conflict = finished.outcome != Outcome::Passed
             && ekstazi_core::merge_check::passed_at_every_parent(
-                &parents,
+                parents.get_or_init(parents_filed),
                 &session.built.binaries[planned.case.binary].key,
                 &planned.case.name,
             );
