@@ -220,8 +220,9 @@ impl Drop for Worktree {
     }
 }
 
-pub fn short(commit: &str) -> String {
-    commit.get(..10).unwrap_or(commit).to_owned()
+/// A commit id as the reports print it.
+pub fn short(commit: &str) -> &str {
+    commit.get(..10).unwrap_or(commit)
 }
 
 pub fn git(dir: &Path, args: &[&str]) -> Result<String> {

@@ -16,7 +16,7 @@
 use crate::cli::{BisectArgs, SearchArg};
 use crate::git::Repo;
 use crate::style;
-use crate::worktree::{TestId, Worktree};
+use crate::worktree::{TestId, Worktree, short};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::bisect::{self, Answer, Dag, Oracle, Regression, Search, Unsolved};
 use ekstazi_core::history::History;
@@ -207,10 +207,6 @@ struct Query {
     commit: String,
     answer: &'static str,
     how: &'static str,
-}
-
-fn short(commit: &str) -> &str {
-    &commit[..commit.len().min(10)]
 }
 
 fn print_report(out: &mut impl Write, report: &BisectJson) -> Result<()> {
