@@ -91,26 +91,33 @@ fn a_test_neither_side_touched_fails_at_the_merge_a_semantic_conflict() {
     assert!(!f.file("target/ekstazi/merge-check/worktree").exists());
 }
 
+/// How the base and each parent were known.
+fn surveyed(report: &Value) -> Vec<&str> {
+    report["surveyed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no surveys: {report}"))
+        .iter()
+        .map(|s| s["how"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn records_filed_at_the_base_and_parents_spare_their_builds() {
     let f = Fixture::new("history").in_git();
     f.test_ok(&[]);
-    f.git(&["checkout", "-q", "-b", "a", "main"]);
-    raise_price(&f);
-    f.test_ok(&[]);
-    f.git(&["checkout", "-q", "-b", "b", "main"]);
-    raise_tax(&f);
-    f.test_ok(&[]);
-    f.git(&["checkout", "-q", "a"]);
-    f.git(&["merge", "-q", "--no-edit", "b"]);
+    merged(
+        &f,
+        |f| {
+            raise_price(f);
+            f.test_ok(&[]);
+        },
+        |f| {
+            raise_tax(f);
+            f.test_ok(&[]);
+        },
+    );
     let report = merge_check(&f, &[], 101);
-    let how: Vec<&str> = report["surveyed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["how"].as_str().unwrap())
-        .collect();
-    assert_eq!(how, ["history"; 3], "{report}");
+    assert_eq!(surveyed(&report), ["history"; 3], "{report}");
     assert_eq!(strings(&report["both_sides"]), [TOTALS], "{report}");
     assert_eq!(
         report["conflicts"][0]["kind"], "semantic conflict",
@@ -139,21 +146,16 @@ fn records_filed_at_the_base_and_parents_spare_their_builds() {
 fn records_missing_at_one_parent_mean_all_are_built_alike() {
     let f = Fixture::new("history").in_git();
     f.test_ok(&[]);
-    f.git(&["checkout", "-q", "-b", "a", "main"]);
-    raise_price(&f);
-    f.test_ok(&[]);
-    f.git(&["checkout", "-q", "-b", "b", "main"]);
-    raise_tax(&f);
-    f.git(&["checkout", "-q", "a"]);
-    f.git(&["merge", "-q", "--no-edit", "b"]);
+    merged(
+        &f,
+        |f| {
+            raise_price(f);
+            f.test_ok(&[]);
+        },
+        raise_tax,
+    );
     let report = merge_check(&f, &[], 101);
-    let how: Vec<&str> = report["surveyed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["how"].as_str().unwrap())
-        .collect();
-    assert_eq!(how, ["built"; 3], "{report}");
+    assert_eq!(surveyed(&report), ["built"; 3], "{report}");
     // Alike, so a side's changes are only what it changed.
     assert_eq!(strings(&report["both_sides"]), [TOTALS], "{report}");
 }
