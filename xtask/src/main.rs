@@ -17,6 +17,9 @@
 //! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
 //! - `eval bisect`: `cargo ekstazi bisect` against `git bisect run` on
 //!   real and injected regressions (`bisect_eval`).
+//! - `eval merges`: `cargo ekstazi merge-check` on merges built to
+//!   conflict (seed 003's MCon4J recipe) and on real merges that pass
+//!   (`merge_eval`).
 //! - `eval noise`: what reruns with nothing changed (`noise`).
 //! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
 
@@ -25,6 +28,7 @@ mod evidence;
 mod granularity;
 mod graph_replay;
 mod history_bench;
+mod merge_eval;
 mod mutate;
 mod noise;
 mod plot;
@@ -219,6 +223,41 @@ enum Eval {
         #[command(flatten)]
         project: EvalProject,
     },
+    /// Build merges that conflict (a real commit with a test of its own as
+    /// one side, its parent with a mutant the test executes as the other)
+    /// and check them with `cargo ekstazi merge-check` against the ground
+    /// truth of `cargo test` at the base, each parent and the merge; then
+    /// real merge commits that pass, for false alarms
+    Merges {
+        /// Non-merge commits searched for a first side, newest first
+        #[arg(long, default_value_t = 200)]
+        window: usize,
+        /// The newest commit searched
+        #[arg(long, default_value = "HEAD")]
+        from: String,
+        /// Conflicting merges to build
+        #[arg(long, default_value_t = 16)]
+        merges: usize,
+        /// Every n-th built merge gets a third side (an octopus merge); 0:
+        /// none
+        #[arg(long, default_value_t = 4)]
+        octopus_every: usize,
+        /// Real merge commits that pass to check for false alarms
+        #[arg(long, default_value_t = 10)]
+        real: usize,
+        /// Mutants tried per test of the first side
+        #[arg(long, default_value_t = 4)]
+        tries: usize,
+        /// Seed of the choice of mutants
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Only mutate Rust sources under these paths (default: every
+        /// package's `src/`)
+        #[arg(long = "src", value_delimiter = ',')]
+        sources: Vec<String>,
+        #[command(flatten)]
+        project: EvalProject,
+    },
     /// Run `cargo ekstazi test` at one commit from an empty state, then
     /// again with nothing changed: every test a later run selects that had
     /// passed in the run before is noise, listed with its reasons
@@ -402,6 +441,34 @@ fn main() -> Result<()> {
             timeout: Duration::from_secs(project.timeout),
             ekstazi: ekstazi_binary(project.ekstazi)?,
             resume,
+        }),
+        Task::Eval {
+            what:
+                Eval::Merges {
+                    window,
+                    from,
+                    merges,
+                    octopus_every,
+                    real,
+                    tries,
+                    seed,
+                    sources,
+                    project,
+                },
+        } => merge_eval::merges(&merge_eval::MergeEvalArgs {
+            repo: std::path::absolute(project.repo)?,
+            from,
+            window,
+            merges,
+            octopus_every,
+            real,
+            tries: tries.max(1),
+            seed,
+            sources,
+            out: std::path::absolute(project.out)?,
+            cargo_args: project.cargo_args,
+            timeout: Duration::from_secs(project.timeout),
+            ekstazi: ekstazi_binary(project.ekstazi)?,
         }),
         Task::Eval {
             what: Eval::Noise { rev, runs, project },

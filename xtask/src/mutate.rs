@@ -635,7 +635,7 @@ pub fn candidates(root: &Path, sources: &[String], data: &[String]) -> Result<Ve
     Ok(found)
 }
 
-fn is_mutable_source(file: &str, sources: &[String]) -> bool {
+pub(crate) fn is_mutable_source(file: &str, sources: &[String]) -> bool {
     if !file.ends_with(".rs") {
         return false;
     }

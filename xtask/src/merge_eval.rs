@@ -1,0 +1,916 @@
+//! `cargo xtask eval merges`: does `cargo ekstazi merge-check` find and
+//! name the conflicts of merges, and is it quiet where a merge passes?
+//!
+//! **Built conflicts**, as TOM built MCon4J (seed 003), from a real
+//! project's history:
+//!
+//! 1. **Side A** is a real commit that changes non-test source and adds or
+//!    changes a test (a function with a `#[…test]` attribute whose text is
+//!    new or differs from its parent's), the test passing there.
+//! 2. **What that test executes** at A comes from its cargo-ekstazi record:
+//!    the names of the functions it ran, its own binary's and the programs
+//!    it started.
+//! 3. **Side B** branches from A's parent with one mutant (`mutate`'s
+//!    operators) in a function the test executed.
+//! 4. **The merge** is git's default strategy, `git merge --no-ff` of B
+//!    into A. Every `--octopus-every`-th merge has a third side: the
+//!    parent with a mutant in a function the test did not execute, in
+//!    another file. A merge that conflicts textually, or where A's test
+//!    passes, is dropped, and the next mutant tried.
+//!
+//! **Ground truth**, from plain `cargo test` (every test) at the base, at
+//! each parent and at the merge, by the issue's definitions, in the order
+//! merge-check's documentation gives them: a test failing at the merge is
+//! *already failing* if it failed at a parent; else *lost behaviour* if a
+//! side added or changed it and it passed there; else a *semantic
+//! conflict* if it passed at every parent.
+//!
+//! **The tool**: `cargo ekstazi merge-check --json <merge>` from an empty
+//! state (so it builds and runs the base and every parent itself), its
+//! conflicts compared test by test with the ground truth, and the tests it
+//! ran at the merge counted against all of them.
+//!
+//! **Real merges**: the project's own merge commits, newest first, where
+//! `cargo test` passes at the merge. Any conflict merge-check blames on
+//! them is a false alarm.
+//!
+//! Output in `<out>`: `merges.csv` (a line per merge), `summary.md`, and
+//! logs under `logs/`.
+
+use crate::evidence::{self, EkstaziOpts, RetestAll, TestId, output, run_ok};
+use crate::mutate::{self, Mutant};
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use syn::visit::Visit;
+
+pub struct MergeEvalArgs {
+    pub repo: PathBuf,
+    pub from: String,
+    /// Non-merge commits searched for sides A, newest first.
+    pub window: usize,
+    /// Conflicting merges to build.
+    pub merges: usize,
+    /// Every n-th built merge has a third side (0: none).
+    pub octopus_every: usize,
+    /// Real merge commits (that pass) to check for false alarms.
+    pub real: usize,
+    /// Mutants tried per test of side A before moving on.
+    pub tries: usize,
+    pub seed: u64,
+    pub sources: Vec<String>,
+    pub out: PathBuf,
+    pub cargo_args: Vec<String>,
+    pub timeout: Duration,
+    pub ekstazi: PathBuf,
+}
+
+/// What merge-check can say of a test.
+const KINDS: [&str; 3] = ["semantic conflict", "lost behaviour", "already failing"];
+
+/// One checked merge: built (`test` is side A's) or real.
+#[derive(Default)]
+struct Row {
+    name: String,
+    merge: String,
+    parents: usize,
+    /// Side A's commit and test, and the mutant(s), for built merges.
+    test: Option<TestId>,
+    mutants: Vec<String>,
+    /// Ground truth: every test failing at the merge and its verdict.
+    truth: BTreeMap<TestId, &'static str>,
+    /// merge-check's verdicts.
+    reported: BTreeMap<TestId, String>,
+    /// Tests at the merge (not ignored), and those merge-check ran there.
+    tests: usize,
+    ran: usize,
+    both_sides: usize,
+    untested: usize,
+    exit: Option<i32>,
+    wall: f64,
+    error: Option<String>,
+}
+
+impl Row {
+    /// The verdicts merge-check got right, got wrong, missed, and made up.
+    fn tally(&self) -> (usize, usize, usize, usize) {
+        let mut right = 0;
+        let mut wrong = 0;
+        let mut missed = 0;
+        for (test, kind) in &self.truth {
+            match self.reported.get(test) {
+                Some(k) if k == kind => right += 1,
+                Some(_) => wrong += 1,
+                None => missed += 1,
+            }
+        }
+        let made_up = self
+            .reported
+            .keys()
+            .filter(|t| !self.truth.contains_key(*t))
+            .count();
+        (right, wrong, missed, made_up)
+    }
+
+    /// Side A's test: detected (among the conflicts), and with the right
+    /// verdict.
+    fn own_test(&self) -> Option<(&'static str, Option<&str>)> {
+        let test = self.test.as_ref()?;
+        Some((
+            self.truth.get(test).copied().unwrap_or("passes"),
+            self.reported.get(test).map(String::as_str),
+        ))
+    }
+
+    /// Conflicts merge-check blames on the merge (exit 101's).
+    fn blamed(&self) -> usize {
+        self.reported
+            .values()
+            .filter(|k| *k != "already failing")
+            .count()
+    }
+}
+
+pub fn merges(args: &MergeEvalArgs) -> Result<()> {
+    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut rows = Vec::new();
+
+    // Real merges that pass.
+    let listing = output(&mut evidence::git(
+        &scratch,
+        &["rev-list", "--merges", &args.from],
+    ))?;
+    let mut skipped_real = 0;
+    for merge in listing.lines() {
+        if rows.len() >= args.real {
+            break;
+        }
+        let name = format!("real-{}", &merge[..10]);
+        let log = logs.join(format!("{name}.log"));
+        evidence::checkout_clean(&scratch, merge)?;
+        let at_merge = evidence::retest_all(&scratch, &args.cargo_args, args.timeout, &log)?;
+        if !passes(&at_merge) {
+            eprintln!("{name}: cargo test does not pass at the merge; skipped");
+            skipped_real += 1;
+            continue;
+        }
+        let mut row = Row {
+            name,
+            merge: merge.to_owned(),
+            parents: parents(&scratch, merge)?.len(),
+            tests: counted(&at_merge),
+            ..Row::default()
+        };
+        merge_check(&ekstazi, &scratch, &args.out, &log, &mut row)?;
+        eprintln!("{}", describe(&row));
+        rows.push(row);
+    }
+
+    // Built conflicts.
+    let listing = output(
+        evidence::git(&scratch, &["rev-list", "--no-merges", "-n"])
+            .arg(args.window.to_string())
+            .arg(&args.from),
+    )?;
+    let mut built = 0;
+    let mut rng = mutate::SplitMix(args.seed ^ 0x3e46);
+    for (index, commit) in listing.lines().enumerate() {
+        if built >= args.merges {
+            break;
+        }
+        let name = format!("built-{built:02}-{}", &commit[..10]);
+        let log = logs.join(format!("{name}.log"));
+        let octopus =
+            args.octopus_every > 0 && built % args.octopus_every == args.octopus_every - 1;
+        match build_conflict(
+            args, &ekstazi, &scratch, commit, index, octopus, &log, &mut rng,
+        ) {
+            Ok(Some(mut row)) => {
+                row.name = name;
+                merge_check(&ekstazi, &scratch, &args.out, &log, &mut row)?;
+                eprintln!("{}", describe(&row));
+                rows.push(row);
+                built += 1;
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("{}: {e:#}", &commit[..10]),
+        }
+        // Partial results survive an interrupted run.
+        write_results(args, &rows, skipped_real)?;
+    }
+    write_results(args, &rows, skipped_real)?;
+    eprintln!("results in {}", args.out.display());
+    Ok(())
+}
+
+/// A conflicting merge with `commit` as side A, or `None` when it has no
+/// test of its own that a mutant on its parent breaks at the merge.
+#[allow(clippy::too_many_arguments)]
+fn build_conflict(
+    args: &MergeEvalArgs,
+    ekstazi: &Path,
+    scratch: &Path,
+    commit: &str,
+    index: usize,
+    octopus: bool,
+    log: &Path,
+    rng: &mut mutate::SplitMix,
+) -> Result<Option<Row>> {
+    let git = |a: &[&str]| output(&mut evidence::git(scratch, a));
+    let parent = match &parents(scratch, commit)?[..] {
+        [one] => one.clone(),
+        _ => return Ok(None),
+    };
+    let changed = git(&["diff", "--name-only", &parent, commit])?;
+    let changed: Vec<&str> = changed.lines().collect();
+    if !changed
+        .iter()
+        .any(|f| mutate::is_mutable_source(f, &args.sources))
+    {
+        return Ok(None);
+    }
+    let own_static = own_tests(scratch, &parent, commit, &changed)?;
+    if own_static.is_empty() {
+        return Ok(None);
+    }
+    eprintln!(
+        "{}: side A adds or changes {}",
+        &commit[..10],
+        own_static.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+
+    evidence::checkout_clean(scratch, &parent)?;
+    let at_base = evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?;
+    evidence::checkout_clean(scratch, commit)?;
+    let at_a = evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?;
+    if !at_base.built || !at_a.built {
+        eprintln!("{}: does not build", &commit[..10]);
+        return Ok(None);
+    }
+    // Side A's own tests, as the harness judges them: new against the
+    // base, or with changed text.
+    let own: BTreeSet<TestId> = at_a
+        .outcomes
+        .keys()
+        .filter(|id| own_static.contains(last_segment(&id.1)))
+        .cloned()
+        .collect();
+    let passing: Vec<&TestId> = own.iter().filter(|id| at_a.outcomes[*id] == "ok").collect();
+    if passing.is_empty() {
+        return Ok(None);
+    }
+
+    // What they execute at A.
+    let state = tempfile::tempdir_in(&args.out)?;
+    let report = args.out.join("report.json");
+    evidence::ekstazi_test(&EkstaziOpts {
+        ekstazi,
+        dir: scratch,
+        state: state.path(),
+        granularity: "function",
+        cargo_args: &args.cargo_args,
+        target_dir: None,
+        log,
+        report: &report,
+        timeout: args.timeout,
+    })?;
+
+    evidence::checkout_clean(scratch, &parent)?;
+    let sites = mutate::candidates(scratch, &args.sources, &[])?;
+    let spans = function_spans_of(scratch, &sites);
+    for test in passing.into_iter().take(2) {
+        let executed = executed_functions(state.path(), test);
+        if executed.is_empty() {
+            continue;
+        }
+        let (inside, outside): (Vec<Mutant>, Vec<Mutant>) = sites
+            .iter()
+            .cloned()
+            .partition(|m| enclosing(&spans, m).is_some_and(|f| executed.contains(f)));
+        let order = mutate::interleave(inside, args.seed ^ index as u64);
+        for mutant in order.into_iter().take(args.tries) {
+            let mut sides = vec![side(scratch, &parent, &[&mutant])?];
+            let mut mutants = vec![describe_mutant(&mutant)];
+            if octopus {
+                let other: Vec<Mutant> = outside
+                    .iter()
+                    .filter(|m| m.file != mutant.file)
+                    .cloned()
+                    .collect();
+                if other.is_empty() {
+                    return Ok(None);
+                }
+                let third = &other[rng.below(other.len())];
+                sides.push(side(scratch, &parent, &[third])?);
+                mutants.push(describe_mutant(third));
+            }
+            let Some(merge) = merge_of(scratch, commit, &sides)? else {
+                continue;
+            };
+            let at_merge = evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?;
+            if !at_merge.built || at_merge.outcomes.get(test).is_none_or(|o| o == "ok") {
+                continue;
+            }
+            let mut at_parents = vec![at_a.outcomes.clone()];
+            for side in &sides {
+                evidence::checkout_clean(scratch, side)?;
+                at_parents.push(
+                    evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?.outcomes,
+                );
+            }
+            let truth = ground_truth(&at_merge.outcomes, &at_parents, &own);
+            return Ok(Some(Row {
+                merge,
+                parents: 1 + sides.len(),
+                test: Some(test.clone()),
+                mutants,
+                truth,
+                tests: counted(&at_merge),
+                ..Row::default()
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The verdict of every test that fails at the merge, by the issue's
+/// definitions (own tests are side A's: the mutant sides change no test).
+fn ground_truth(
+    at_merge: &HashMap<TestId, String>,
+    at_parents: &[HashMap<TestId, String>],
+    own_a: &BTreeSet<TestId>,
+) -> BTreeMap<TestId, &'static str> {
+    let mut truth = BTreeMap::new();
+    for (test, outcome) in at_merge {
+        if outcome == "ok" || outcome == "ignored" {
+            continue;
+        }
+        let there: Vec<Option<&str>> = at_parents
+            .iter()
+            .map(|p| p.get(test).map(String::as_str).filter(|o| *o != "ignored"))
+            .collect();
+        let verdict = if there.iter().any(|o| o.is_some_and(|o| o != "ok")) {
+            "already failing"
+        } else if own_a.contains(test) && there[0] == Some("ok") {
+            "lost behaviour"
+        } else if there.iter().all(|o| *o == Some("ok")) {
+            "semantic conflict"
+        } else {
+            continue;
+        };
+        truth.insert(test.clone(), verdict);
+    }
+    truth
+}
+
+/// `cargo ekstazi merge-check --json` at the row's merge, from an empty
+/// state; its verdicts and counts go into the row.
+fn merge_check(
+    ekstazi: &Path,
+    scratch: &Path,
+    out: &Path,
+    log: &Path,
+    row: &mut Row,
+) -> Result<()> {
+    evidence::checkout_clean(scratch, &row.merge)?;
+    let state = tempfile::tempdir_in(out)?;
+    let clock = Instant::now();
+    let ran = Command::new(ekstazi)
+        .args(["ekstazi", "merge-check", "--json", "--state-dir"])
+        .arg(state.path())
+        .arg(&row.merge)
+        .current_dir(scratch)
+        .env("TMPDIR", evidence::private_tmp(scratch))
+        .output()?;
+    row.wall = clock.elapsed().as_secs_f64();
+    row.exit = ran.status.code();
+    let mut file = evidence::log_file(log)?;
+    std::io::Write::write_all(
+        &mut file,
+        format!(
+            "== cargo ekstazi merge-check {}\n{}\n{}\n",
+            row.merge,
+            String::from_utf8_lossy(&ran.stdout),
+            String::from_utf8_lossy(&ran.stderr)
+        )
+        .as_bytes(),
+    )?;
+    let json: serde_json::Value = match serde_json::from_slice(&ran.stdout) {
+        Ok(json) => json,
+        Err(_) => {
+            row.error = Some(
+                String::from_utf8_lossy(&ran.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("failed")
+                    .to_owned(),
+            );
+            return Ok(());
+        }
+    };
+    let names = |key: &str| json[key].as_array().map_or(0, Vec::len);
+    row.ran = names("ran_at_merge");
+    row.both_sides = names("both_sides");
+    row.untested = names("untested");
+    for conflict in json["conflicts"].as_array().into_iter().flatten() {
+        if let (Some(test), Some(kind)) = (conflict["test"].as_str(), conflict["kind"].as_str())
+            && let Some((binary, name)) = test.split_once(' ')
+        {
+            row.reported
+                .insert((binary.to_owned(), name.to_owned()), kind.to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// A commit of `parent`'s tree with `mutants` applied.
+fn side(scratch: &Path, parent: &str, mutants: &[&Mutant]) -> Result<String> {
+    evidence::checkout_clean(scratch, parent)?;
+    for mutant in mutants {
+        let path = scratch.join(&mutant.file);
+        let text = std::fs::read_to_string(&path)?;
+        std::fs::write(&path, mutant.apply(&text))?;
+    }
+    run_ok(
+        evidence::git(scratch, &identity(&["commit", "-q", "-a", "-m"]))
+            .arg(format!("mutant: {}", describe_mutant(mutants[0]))),
+    )?;
+    Ok(output(&mut evidence::git(scratch, &["rev-parse", "HEAD"]))?
+        .trim()
+        .to_owned())
+}
+
+/// `sides` merged into `commit` with git's default strategy, checked out;
+/// `None` on a textual conflict.
+fn merge_of(scratch: &Path, commit: &str, sides: &[String]) -> Result<Option<String>> {
+    evidence::checkout_clean(scratch, commit)?;
+    let mut merge = identity(&["merge", "--no-ff", "--no-edit", "-q"]);
+    merge.extend(sides.iter().map(String::as_str));
+    let merged = evidence::git(scratch, &merge)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()?
+        .success();
+    if !merged {
+        let _ = evidence::git(scratch, &["merge", "--abort"]).status();
+        return Ok(None);
+    }
+    Ok(Some(
+        output(&mut evidence::git(scratch, &["rev-parse", "HEAD"]))?
+            .trim()
+            .to_owned(),
+    ))
+}
+
+fn identity<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec![
+        "-c",
+        "user.name=eval merges",
+        "-c",
+        "user.email=eval@localhost",
+        "-c",
+        "commit.gpgsign=false",
+    ];
+    all.extend(args);
+    all
+}
+
+fn parents(scratch: &Path, commit: &str) -> Result<Vec<String>> {
+    Ok(output(&mut evidence::git(
+        scratch,
+        &["rev-parse", &format!("{commit}^@")],
+    ))?
+    .lines()
+    .map(str::to_owned)
+    .collect())
+}
+
+fn passes(run: &RetestAll) -> bool {
+    run.built
+        && !run.timed_out
+        && !run.outcomes.is_empty()
+        && run.outcomes.values().all(|o| o == "ok" || o == "ignored")
+}
+
+fn counted(run: &RetestAll) -> usize {
+    run.outcomes.values().filter(|o| *o != "ignored").count()
+}
+
+fn describe_mutant(m: &Mutant) -> String {
+    format!("{}:{} {}", m.file, m.line, m.what)
+}
+
+fn last_segment(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+/// The test functions (a `#[…test]` attribute) that `commit` adds or
+/// changes against `parent`, by name, in the Rust files it changes.
+fn own_tests(
+    scratch: &Path,
+    parent: &str,
+    commit: &str,
+    changed: &[&str],
+) -> Result<BTreeSet<String>> {
+    let mut own = BTreeSet::new();
+    for file in changed.iter().filter(|f| f.ends_with(".rs")) {
+        let text_at = |rev: &str| {
+            output(&mut evidence::git(
+                scratch,
+                &["show", &format!("{rev}:{file}")],
+            ))
+            .unwrap_or_default()
+        };
+        let before = test_functions(&text_at(parent));
+        for (name, text) in test_functions(&text_at(commit)) {
+            if before.get(&name) != Some(&text) {
+                own.insert(name);
+            }
+        }
+    }
+    Ok(own)
+}
+
+/// Test functions by name, with their text (tokens, so that formatting
+/// alone is no change).
+fn test_functions(text: &str) -> BTreeMap<String, String> {
+    struct Tests(BTreeMap<String, String>);
+    impl<'ast> Visit<'ast> for Tests {
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            let is_test = f
+                .attrs
+                .iter()
+                .any(|a| a.path().segments.last().is_some_and(|s| s.ident == "test"));
+            if is_test {
+                let tokens = quote::ToTokens::to_token_stream(f).to_string();
+                self.0.insert(f.sig.ident.to_string(), tokens);
+            }
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    let mut tests = Tests(BTreeMap::new());
+    if let Ok(ast) = syn::parse_file(text) {
+        tests.visit_file(&ast);
+    }
+    tests.0
+}
+
+/// Each function's byte span and name, per file of `sites`.
+type Spans = HashMap<String, Vec<(usize, usize, String)>>;
+
+fn function_spans_of(scratch: &Path, sites: &[Mutant]) -> Spans {
+    let files: BTreeSet<&str> = sites.iter().map(|m| m.file.as_str()).collect();
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(scratch.join(file)).unwrap_or_default();
+            (file.to_owned(), function_spans(&text))
+        })
+        .collect()
+}
+
+/// The name of the innermost function around a mutant.
+fn enclosing<'a>(spans: &'a Spans, m: &Mutant) -> Option<&'a str> {
+    spans
+        .get(&m.file)?
+        .iter()
+        .filter(|(start, end, _)| *start <= m.start && m.end <= *end)
+        .min_by_key(|(start, end, _)| end - start)
+        .map(|(_, _, name)| name.as_str())
+}
+
+fn function_spans(text: &str) -> Vec<(usize, usize, String)> {
+    struct Functions<'a> {
+        line_starts: Vec<usize>,
+        text: &'a str,
+        found: Vec<(usize, usize, String)>,
+    }
+    impl Functions<'_> {
+        fn offset(&self, at: proc_macro2::LineColumn) -> usize {
+            let start = self.line_starts.get(at.line.saturating_sub(1)).copied();
+            let start = start.unwrap_or(self.text.len());
+            let line = &self.text[start..];
+            start
+                + line
+                    .char_indices()
+                    .nth(at.column)
+                    .map_or(line.len(), |(i, _)| i)
+        }
+        fn add(&mut self, ident: &syn::Ident, span: proc_macro2::Span) {
+            let (start, end) = (self.offset(span.start()), self.offset(span.end()));
+            self.found.push((start, end, ident.to_string()));
+        }
+    }
+    impl<'ast> Visit<'ast> for Functions<'_> {
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            self.add(&f.sig.ident, syn::spanned::Spanned::span(f));
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            self.add(&f.sig.ident, syn::spanned::Spanned::span(f));
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+        fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+            self.add(&f.sig.ident, syn::spanned::Spanned::span(f));
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let mut functions = Functions {
+        line_starts: std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect(),
+        text,
+        found: Vec::new(),
+    };
+    if let Ok(ast) = syn::parse_file(text) {
+        functions.visit_file(&ast);
+    }
+    functions.found
+}
+
+/// The names (last path segment) of the functions a test's record says it
+/// executed, in its own binary and in the programs it ran.
+fn executed_functions(state: &Path, (binary, test): &TestId) -> BTreeSet<String> {
+    use ekstazi_core::store::{Loaded, Store};
+    let store = Store::new(state);
+    let Loaded::Found(record) = store.load(binary, test) else {
+        return BTreeSet::new();
+    };
+    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    record
+        .code
+        .iter()
+        .flat_map(|code| code.functions.iter())
+        .filter_map(|id| table.get(id))
+        .filter_map(|f| function_name(&ekstazi_core::fingerprint::demangle(&f.name)))
+        .collect()
+}
+
+/// `a::B<T>::c::{{closure}}::h0123…` → `c`.
+fn function_name(demangled: &str) -> Option<String> {
+    let mut flat = String::with_capacity(demangled.len());
+    let mut depth = 0usize;
+    for c in demangled.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => flat.push(c),
+            _ => {}
+        }
+    }
+    flat.rsplit("::")
+        .find(|s| {
+            let hash = s.len() == 17
+                && s.starts_with('h')
+                && s[1..].chars().all(|c| c.is_ascii_hexdigit());
+            !(s.is_empty() || s.starts_with('{') || hash)
+        })
+        .map(str::to_owned)
+}
+
+fn describe(row: &Row) -> String {
+    let (right, wrong, missed, made_up) = row.tally();
+    let mut line = format!(
+        "{}: {} parents, ran {}/{} tests at the merge, {} meet two sides",
+        row.name, row.parents, row.ran, row.tests, row.both_sides
+    );
+    if let Some((truth, reported)) = row.own_test() {
+        let _ = write!(
+            line,
+            "; side A's test: {truth}, merge-check: {}",
+            reported.unwrap_or("nothing")
+        );
+    }
+    let _ = write!(
+        line,
+        "; verdicts {right} right, {wrong} wrong, {missed} missed, {made_up} unfounded; exit {}",
+        row.exit.map_or("-".to_owned(), |c| c.to_string())
+    );
+    if let Some(e) = &row.error {
+        let _ = write!(line, "; error: {e}");
+    }
+    line
+}
+
+fn write_results(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> Result<()> {
+    let mut csv = String::from(
+        "name,merge,parents,kind,test,truth,reported,tests,ran,both_sides,untested,\
+         right,wrong,missed,unfounded,exit,wall,mutants,error\n",
+    );
+    for row in rows {
+        let (right, wrong, missed, made_up) = row.tally();
+        let (truth, reported) = row.own_test().unwrap_or(("", None));
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1},\"{}\",\"{}\"",
+            row.name,
+            row.merge,
+            row.parents,
+            if row.test.is_some() { "built" } else { "real" },
+            row.test
+                .as_ref()
+                .map_or(String::new(), |(b, n)| format!("{b} {n}")),
+            truth,
+            reported.unwrap_or(""),
+            row.tests,
+            row.ran,
+            row.both_sides,
+            row.untested,
+            right,
+            wrong,
+            missed,
+            made_up,
+            row.exit.map_or(String::new(), |c| c.to_string()),
+            row.wall,
+            row.mutants.join(" | ").replace('"', "'"),
+            row.error.as_deref().unwrap_or("").replace('"', "'"),
+        );
+    }
+    std::fs::write(args.out.join("merges.csv"), csv)?;
+    std::fs::write(
+        args.out.join("summary.md"),
+        summary(args, rows, skipped_real),
+    )?;
+    Ok(())
+}
+
+fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
+    let (built, real): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.test.is_some());
+    let mut s = format!(
+        "# merge-check on {} (from {})\n\n",
+        args.repo.display(),
+        args.from
+    );
+    let octopus = built.iter().filter(|r| r.parents > 2).count();
+    let detected = built
+        .iter()
+        .filter(|r| r.own_test().is_some_and(|(_, rep)| rep.is_some()))
+        .count();
+    let right = built
+        .iter()
+        .filter(|r| r.own_test().is_some_and(|(t, rep)| rep == Some(t)))
+        .count();
+    let errors = rows.iter().filter(|r| r.error.is_some()).count();
+    let _ = writeln!(
+        s,
+        "Built conflicts: {} ({octopus} octopus), side A's test detected in {detected} ({:.0} %), \
+         classified right in {right} ({:.0} %); merge-check failed on {errors} merge(s).\n",
+        built.len(),
+        evidence::share(detected, built.len()),
+        evidence::share(right, built.len()),
+    );
+    let mut by_kind: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let (mut all_right, mut all_wrong, mut all_missed, mut all_made_up) = (0, 0, 0, 0);
+    for row in &built {
+        let (r, w, m, u) = row.tally();
+        all_right += r;
+        all_wrong += w;
+        all_missed += m;
+        all_made_up += u;
+        for (test, kind) in &row.truth {
+            let e = by_kind.entry(kind).or_default();
+            e.0 += 1;
+            e.1 += usize::from(row.reported.get(test).is_some_and(|k| k == kind));
+        }
+    }
+    let _ = writeln!(
+        s,
+        "Every test failing at a built merge: {} right, {} classified wrong, {} missed, \
+         {} reported without ground truth.\n",
+        all_right, all_wrong, all_missed, all_made_up
+    );
+    s.push_str("| ground truth | tests | merge-check agrees |\n|---|---:|---:|\n");
+    for kind in KINDS {
+        let (n, ok) = by_kind.get(kind).copied().unwrap_or_default();
+        let _ = writeln!(s, "| {kind} | {n} | {ok} |");
+    }
+    let ran: usize = built.iter().map(|r| r.ran).sum();
+    let tests: usize = built.iter().map(|r| r.tests).sum();
+    let _ = writeln!(
+        s,
+        "\nTests run at the built merges: {ran} of {tests} ({:.1} %).\n",
+        evidence::share(ran, tests)
+    );
+    let alarms = real.iter().filter(|r| r.blamed() > 0).count();
+    let ran: usize = real.iter().map(|r| r.ran).sum();
+    let tests: usize = real.iter().map(|r| r.tests).sum();
+    let untested = real.iter().filter(|r| r.untested > 0).count();
+    let _ = writeln!(
+        s,
+        "Real merges that pass: {} checked ({skipped_real} skipped: cargo test does not pass \
+         there), false alarms on {alarms}; tests run at the merge: {ran} of {tests} ({:.1} %); \
+         untested interactions listed at {untested}.\n",
+        real.len(),
+        evidence::share(ran, tests),
+    );
+    s.push_str(
+        "| merge | parents | side A's test | truth | merge-check | ran | tests | wall s |\n",
+    );
+    s.push_str("|---|---:|---|---|---|---:|---:|---:|\n");
+    for row in rows {
+        let (truth, reported) = row.own_test().unwrap_or(("", None));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} |",
+            row.name,
+            row.parents,
+            row.test.as_ref().map_or("—".to_owned(), |(_, n)| n.clone()),
+            if truth.is_empty() { "—" } else { truth },
+            match (&row.error, reported) {
+                (Some(e), _) => format!("error: {e}"),
+                (None, Some(k)) => k.to_owned(),
+                (None, None) if row.blamed() > 0 => format!("{} blamed", row.blamed()),
+                (None, None) => "nothing".to_owned(),
+            },
+            row.ran,
+            row.tests,
+            row.wall
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_names_are_the_last_segment_outside_generics_and_closures() {
+        let name = |s| function_name(s).unwrap();
+        assert_eq!(name("hexyl::Printer<W>::print_byte"), "print_byte");
+        assert_eq!(
+            name("<dust::node::Node as core::cmp::Ord>::cmp::h0123456789abcdef"),
+            "cmp"
+        );
+        assert_eq!(
+            name("fd::walk::spawn_senders::{{closure}}"),
+            "spawn_senders"
+        );
+    }
+
+    #[test]
+    fn a_test_is_own_when_added_or_its_text_changed() {
+        let before = "#[test]\nfn kept() { assert!(true) }\n#[test]\nfn changed() { f(1) }";
+        let after = "#[test]\nfn kept() {\n    assert!(true)\n}\n#[test]\nfn changed() { f(2) }\n\
+                     mod m { #[tokio::test]\nasync fn added() {} }";
+        let before = test_functions(before);
+        let own: Vec<String> = test_functions(after)
+            .into_iter()
+            .filter(|(n, t)| before.get(n) != Some(t))
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(own, ["added", "changed"]);
+    }
+
+    #[test]
+    fn a_mutant_belongs_to_the_innermost_function() {
+        let text = "fn outer() {\n    fn inner() { 1 < 2; }\n    3 > 4;\n}\n";
+        let spans: Spans = [("a.rs".to_owned(), function_spans(text))].into();
+        let at = |needle: &str| Mutant {
+            operator: mutate::Operator::Comparison,
+            file: "a.rs".to_owned(),
+            line: 0,
+            start: text.find(needle).unwrap(),
+            end: text.find(needle).unwrap() + 1,
+            with: String::new(),
+            what: String::new(),
+        };
+        assert_eq!(enclosing(&spans, &at("<")), Some("inner"));
+        assert_eq!(enclosing(&spans, &at(">")), Some("outer"));
+    }
+
+    #[test]
+    fn ground_truth_follows_the_documented_order() {
+        let id = |n: &str| ("b".to_owned(), n.to_owned());
+        let outcomes = |pairs: &[(&str, &str)]| -> HashMap<TestId, String> {
+            pairs
+                .iter()
+                .map(|(n, o)| (id(n), (*o).to_owned()))
+                .collect()
+        };
+        let merge = outcomes(&[
+            ("both", "FAILED"),
+            ("new", "FAILED"),
+            ("broken", "FAILED"),
+            ("fine", "ok"),
+        ]);
+        let a = outcomes(&[
+            ("both", "ok"),
+            ("new", "ok"),
+            ("broken", "ok"),
+            ("fine", "ok"),
+        ]);
+        let b = outcomes(&[("both", "ok"), ("broken", "FAILED"), ("fine", "ok")]);
+        let own = [id("new")].into();
+        let truth = ground_truth(&merge, &[a, b], &own);
+        assert_eq!(truth.get(&id("both")), Some(&"semantic conflict"));
+        assert_eq!(truth.get(&id("new")), Some(&"lost behaviour"));
+        assert_eq!(truth.get(&id("broken")), Some(&"already failing"));
+        assert_eq!(truth.get(&id("fine")), None);
+    }
+}
