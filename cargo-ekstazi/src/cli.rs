@@ -299,7 +299,7 @@ pub struct MergeStateArgs {
 #[derive(Args, Debug)]
 pub struct BisectArgs {
     /// The tests: a name (`module::test`), `<binary id> <name>`, or a unique part of either
-    #[arg(required = true, value_name = "TEST")]
+    #[arg(id = "test_names", required = true, value_name = "TEST")]
     pub tests: Vec<String>,
     /// A commit where a named test fails (repeatable) [default: HEAD]
     #[arg(long, value_name = "REV")]
@@ -353,16 +353,17 @@ pub struct MergeCheckArgs {
     pub state: StateOpts,
 }
 
-/// Where the state directory is, for the commands that build other commits
-/// of one workspace and file what they learn.
+/// Where the state directory is, and how the workspace is built, for the
+/// commands that build other commits of one workspace (in a scratch
+/// worktree, where the cargo options are given to each `cargo ekstazi
+/// test`) and file what they learn.
 #[derive(Args, Debug)]
 pub struct StateOpts {
     /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Path to Cargo.toml
-    #[arg(long, value_name = "PATH")]
-    pub manifest_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub cargo: CargoOpts,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -685,6 +686,57 @@ impl CargoOpts {
         if let Some(path) = &self.manifest_path {
             args.extend(["--manifest-path".to_owned(), path.display().to_string()]);
         }
+    }
+
+    /// These options as a run in a scratch worktree takes them: the
+    /// worktree has its own manifest and target directory, and its runs'
+    /// output is not shown.
+    pub fn for_worktree(&self) -> CargoOpts {
+        CargoOpts {
+            manifest_path: None,
+            target_dir: None,
+            quiet: false,
+            verbose: 0,
+            ..self.clone()
+        }
+    }
+
+    /// Only what decides how things are built (features, profile, lockfile
+    /// and network), for a run that names its own packages and targets.
+    pub fn build_only(&self) -> CargoOpts {
+        CargoOpts {
+            all_features: self.all_features,
+            no_default_features: self.no_default_features,
+            features: self.features.clone(),
+            release: self.release,
+            profile: self.profile.clone(),
+            locked: self.locked,
+            offline: self.offline,
+            frozen: self.frozen,
+            ..CargoOpts::default()
+        }
+    }
+
+    /// Whether the package named `name` is among those `-p` and
+    /// `--exclude` select (every package, when neither is given). A spec's
+    /// version (`name@1.0`) is not compared.
+    pub fn selects_package(&self, name: &str) -> bool {
+        let named = |specs: &[String]| {
+            specs
+                .iter()
+                .any(|s| s.split_once('@').map_or(s.as_str(), |(n, _)| n) == name)
+        };
+        (self.package.is_empty() || named(&self.package)) && !named(&self.exclude)
+    }
+
+    /// Whether features or the profile are chosen: what a build with these
+    /// options holds may differ from what a plain run recorded.
+    pub fn chooses_build(&self) -> bool {
+        !self.features.is_empty()
+            || self.all_features
+            || self.no_default_features
+            || self.release
+            || self.profile.is_some()
     }
 
     /// Whether a target selection flag is given: then `cargo test` runs no

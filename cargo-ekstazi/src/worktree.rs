@@ -7,8 +7,11 @@
 //! what it is asked to, whatever the user's records say); what it files is
 //! then merged into the user's history, not into the current records. The
 //! worktree is removed on drop, and a run stops when the interrupt flag is
-//! raised (Ctrl-C), its process group killed.
+//! raised (Ctrl-C), its process group killed. Every run takes the user's
+//! cargo options (packages, features, profile), so that it builds and runs
+//! what their `cargo ekstazi test` would.
 
+use crate::cli::CargoOpts;
 use crate::git::Repo;
 use crate::style;
 use anyhow::{Context, Result, bail};
@@ -33,6 +36,8 @@ pub struct Worktree {
     target_dir: PathBuf,
     store: Store,
     interrupted: Arc<AtomicBool>,
+    /// The user's cargo options, as every run here takes them.
+    cargo: CargoOpts,
 }
 
 /// What one run at a commit showed.
@@ -58,6 +63,7 @@ impl Worktree {
         root: &Path,
         store: &Store,
         interrupted: Arc<AtomicBool>,
+        cargo: &CargoOpts,
         purpose: &str,
     ) -> Result<Worktree> {
         let toplevel = repo
@@ -76,6 +82,7 @@ impl Worktree {
             created: false,
             store: store.clone(),
             interrupted,
+            cargo: cargo.for_worktree(),
         })
     }
 
@@ -149,7 +156,12 @@ impl Worktree {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        if !tests.is_empty() {
+        if tests.is_empty() {
+            command.args(self.cargo.to_cargo_args(true));
+        } else {
+            // The tests name their packages and targets; the user's
+            // selection of them would only add others to build.
+            command.args(self.cargo.build_only().to_cargo_args(true));
             let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
             for binary in binaries {
                 command.args(ekstazi_core::key::cargo_target_args(binary));

@@ -285,3 +285,47 @@ fn a_prospective_merge_is_checked_without_touching_the_checkout() {
     assert!(run.stderr.contains("do not merge cleanly"), "{run:?}");
     assert!(!f.file("target/ekstazi/merge-check/worktree").exists());
 }
+
+/// The cargo options are the user's `cargo ekstazi test`'s: with `-p`,
+/// only that package's tests are surveyed and run, whether the history or
+/// the builds know them.
+#[test]
+fn the_package_selection_reaches_the_surveys_and_every_build() {
+    let f = Fixture::new("basic").in_git();
+    f.git(&["checkout", "-q", "-b", "a", "main"]);
+    f.edit("alpha/src/lib.rs", "x * 2", "x << 1");
+    f.commit("double by shifting");
+    f.git(&["checkout", "-q", "-b", "b", "main"]);
+    f.edit(
+        "beta/src/lib.rs",
+        "alpha::double(alpha::double(x))",
+        "alpha::double(x) * 2",
+    );
+    f.commit("quadruple with one call");
+    f.git(&["checkout", "-q", "main"]);
+
+    // beta's tests run the changes of both sides.
+    let everything = merge_check(&f, &["a", "b"], 0);
+    assert_eq!(
+        strings(&everything["both_sides"]),
+        ["beta tests::quadruples", "beta::files reads_nothing"],
+        "{everything}"
+    );
+    for (args, how) in [
+        (&["-p", "alpha"][..], "history"),
+        (&["-p", "alpha", "--build"], "built"),
+    ] {
+        let alpha = merge_check(&f, &[args, &["a", "b"]].concat(), 0);
+        assert_eq!(surveyed(&alpha), [how; 3], "{alpha}");
+        assert_eq!(
+            strings(&alpha["both_sides"]),
+            Vec::<String>::new(),
+            "{alpha}"
+        );
+        assert_eq!(
+            strings(&alpha["ran_at_merge"]),
+            Vec::<String>::new(),
+            "{alpha}"
+        );
+    }
+}

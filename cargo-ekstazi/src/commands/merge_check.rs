@@ -14,7 +14,7 @@
 //! joins the history, so a later `cargo ekstazi test` at the merge or its
 //! parents can skip what they showed.
 
-use crate::cli::MergeCheckArgs;
+use crate::cli::{CargoOpts, MergeCheckArgs};
 use crate::git::Repo;
 use crate::style;
 use crate::worktree::{Ran, TestId, Worktree, short};
@@ -49,7 +49,14 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
-    let mut worktree = Worktree::new(&repo, &root, &store, interrupted, "merge-check")?;
+    let mut worktree = Worktree::new(
+        &repo,
+        &root,
+        &store,
+        interrupted,
+        &args.state.cargo,
+        "merge-check",
+    )?;
 
     // The merge and its parents.
     let (merge, parents, prospective) = if args.revs.len() >= 2 {
@@ -88,10 +95,21 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     // (all of them) would differ where nothing changed. And not when the
     // untested interactions are wanted: they are among the others.
     let commits: Vec<&String> = std::iter::once(&base).chain(&parents).collect();
-    let filed: Option<Vec<Survey>> = if args.build || args.fail_on_untested {
+    // Nor when the options choose targets, features or a profile: the
+    // records filed there do not say what they were run with. Packages are
+    // known from the records' binaries.
+    let cargo = &args.state.cargo;
+    let filed: Option<Vec<Survey>> = if args.build
+        || args.fail_on_untested
+        || cargo.selects_targets()
+        || cargo.chooses_build()
+    {
         None
     } else {
-        commits.iter().map(|c| survey_filed(&store, c)).collect()
+        commits
+            .iter()
+            .map(|c| survey_filed(&store, c, cargo))
+            .collect()
     };
     let from_history = filed.is_some();
     let mut surveys = match filed {
@@ -302,13 +320,21 @@ impl Survey {
 }
 
 /// A commit from the records the history filed there, if it holds any,
-/// all intact. Only the functions some test executed are known then.
-fn survey_filed(store: &Store, commit: &str) -> Option<Survey> {
+/// all intact, of the packages the options select. Only the functions some
+/// test executed are known then.
+fn survey_filed(store: &Store, commit: &str, cargo: &CargoOpts) -> Option<Survey> {
     let history = store.history();
     let manifest = history.manifest(commit)?;
     let table = FunctionTable::load(&store.functions_dir());
     let mut records = Vec::with_capacity(manifest.entries.len());
-    for entry in &manifest.entries {
+    let selected = manifest.entries.iter().filter(|entry| {
+        let package = entry
+            .binary
+            .split_once("::")
+            .map_or(&*entry.binary, |(p, _)| p);
+        cargo.selects_package(package)
+    });
+    for entry in selected {
         let record = history.object(&entry.record)?;
         if (&record.binary, &record.test) != (&entry.binary, &entry.test) {
             return None;

@@ -260,7 +260,7 @@ pub fn locked_state(
     ekstazi_core::store::Store,
     ekstazi_core::store::StoreLock,
 )> {
-    let (root, state) = workspace_state_dir(opts.manifest_path.as_deref())?;
+    let (root, state) = workspace_state_dir(opts.cargo.manifest_path.as_deref())?;
     let state = match &opts.state_dir {
         Some(dir) => std::path::absolute(dir)?,
         None => state,
