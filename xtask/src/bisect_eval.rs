@@ -42,7 +42,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct BisectEvalArgs {
-    pub repo: PathBuf,
+    /// The project, where results go, the tool, the cargo options and the
+    /// time limit.
+    pub project: evidence::Project,
     pub from: String,
     pub commits: usize,
     /// Injected regressions to make.
@@ -51,10 +53,6 @@ pub struct BisectEvalArgs {
     pub per_chain: usize,
     pub seed: u64,
     pub sources: Vec<String>,
-    pub out: PathBuf,
-    pub cargo_args: Vec<String>,
-    pub timeout: Duration,
-    pub ekstazi: PathBuf,
     /// Search the regressions of an earlier run's `cases.json` again.
     pub resume: bool,
 }
@@ -110,7 +108,11 @@ struct Placed {
 const WAYS: [&str; 3] = ["git bisect", "tool, no history", "tool, CI history"];
 
 pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
+    let (ekstazi, scratch) = evidence::scratch_setup(
+        &args.project.out,
+        Some(&args.project.ekstazi),
+        &args.project.repo,
+    )?;
     let git = |a: &[&str]| evidence::git(&scratch, a);
     // A rerun starts with no bisect of an earlier one in flight.
     let _ = git(&["bisect", "reset"])
@@ -129,11 +131,11 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     eprintln!(
         "bisect evaluation on {} commits of {}",
         n + 1,
-        args.repo.display()
+        args.project.repo.display()
     );
-    let logs = args.out.join("logs");
+    let logs = args.project.out.join("logs");
     std::fs::create_dir_all(&logs)?;
-    let cases_path = args.out.join("cases.json");
+    let cases_path = args.project.out.join("cases.json");
     let cases: Vec<Case> = if args.resume && cases_path.exists() {
         eprintln!("the regressions of {}", cases_path.display());
         let cases: Vec<Case> = serde_json::from_slice(&std::fs::read(&cases_path)?)?;
@@ -175,7 +177,7 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
         let log = logs.join(format!("search-{}.log", case.name));
         let found = git_bisect(args, &scratch, case, &log)?;
         rows.push((c, WAYS[0], found));
-        let without = args.out.join("state-search");
+        let without = args.project.out.join("state-search");
         let _ = std::fs::remove_dir_all(&without);
         std::fs::create_dir_all(&without)?;
         crate::copy_tree(&case.state, &without)?;
@@ -205,7 +207,10 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
         write_results(args, &cases, &rows)?;
     }
     write_results(args, &cases, &rows)?;
-    print!("{}", std::fs::read_to_string(args.out.join("summary.md"))?);
+    print!(
+        "{}",
+        std::fs::read_to_string(args.project.out.join("summary.md"))?
+    );
     Ok(())
 }
 
@@ -229,7 +234,7 @@ fn make_cases(
     };
 
     // 1. CI over the original window.
-    let base_state = args.out.join("state-ci");
+    let base_state = args.project.out.join("state-ci");
     let _ = std::fs::remove_dir_all(&base_state);
     eprintln!("CI over the window");
     let base_reports = ci.run(&base_state, commits, 0, "base")?;
@@ -300,11 +305,11 @@ impl Ci<'_> {
                     dir: self.scratch,
                     state,
                     granularity: "function",
-                    cargo_args: &self.args.cargo_args,
-                    target_dir: Some(&self.args.out.join("target-ci")),
+                    cargo_args: &self.args.project.cargo_args,
+                    target_dir: Some(&self.args.project.out.join("target-ci")),
                     log: &self.logs.join(format!("ci-{tag}-{i:03}.log")),
                     report: &self.logs.join(format!("ci-{tag}-{i:03}.json")),
-                    timeout: self.args.timeout,
+                    timeout: self.args.project.timeout,
                 },
                 &[("EKSTAZI_HISTORY_COMMITS", self.bound.clone())],
             )?;
@@ -343,15 +348,15 @@ fn inject(
     let scratch = ci.scratch;
     let n = commits.len() - 1;
     evidence::checkout_clean(scratch, &commits[n])?;
-    let plain_target = args.out.join("target-plain");
-    let mut retest_args = args.cargo_args.clone();
+    let plain_target = args.project.out.join("target-plain");
+    let mut retest_args = args.project.cargo_args.clone();
     retest_args.push("--tests".to_owned());
     eprintln!("cargo test at the newest commit");
     let clean = evidence::retest_all_in(
         scratch,
         Some(&plain_target),
         &retest_args,
-        args.timeout,
+        args.project.timeout,
         &ci.logs.join("tip-cargo-test.log"),
     )?;
     anyhow::ensure!(clean.built, "the newest commit does not build");
@@ -374,7 +379,7 @@ fn inject(
             &clean,
             &plain_target,
             &retest_args,
-            args.timeout,
+            args.project.timeout,
             &ci.logs.join(format!("mutant-{tried:03}.log")),
             &pending,
             non_monotone,
@@ -396,13 +401,13 @@ fn inject(
         if pending.len() < args.per_chain && made + pending.len() < args.regressions {
             continue;
         }
-        let chain = rewrite(scratch, commits, &pending, chain_no, &args.out)?;
+        let chain = rewrite(scratch, commits, &pending, chain_no, &args.project.out)?;
         let first = pending
             .iter()
             .filter_map(|p| p.active.iter().position(|a| *a))
             .min()
             .unwrap_or(n);
-        let state = args.out.join(format!("state-chain-{chain_no}"));
+        let state = args.project.out.join(format!("state-chain-{chain_no}"));
         let _ = std::fs::remove_dir_all(&state);
         std::fs::create_dir_all(&state)?;
         crate::copy_tree(base_state, &state)?;
@@ -714,7 +719,7 @@ fn latest_point(truth: &[Truth]) -> Option<(usize, usize)> {
 /// `git bisect run` with a plain `cargo test` of the one test.
 fn git_bisect(args: &BisectEvalArgs, scratch: &Path, case: &Case, log: &Path) -> Result<Found> {
     let git = |a: &[&str]| evidence::git(scratch, a);
-    let counter = args.out.join("git-bisect-builds");
+    let counter = args.project.out.join("git-bisect-builds");
     std::fs::write(&counter, "")?;
     let bad = case.chain.last().context("empty chain")?;
     evidence::checkout_clean(scratch, bad)?;
@@ -744,8 +749,11 @@ exit 125
             ekstazi_core::key::cargo_target_args(&case.test.0).join(" "),
         )
         .env("EVAL_NAME", &case.test.1)
-        .env("EVAL_TIMEOUT", args.timeout.as_secs().max(1).to_string())
-        .env("CARGO_TARGET_DIR", args.out.join("target-plain"))
+        .env(
+            "EVAL_TIMEOUT",
+            args.project.timeout.as_secs().max(1).to_string(),
+        )
+        .env("CARGO_TARGET_DIR", args.project.out.join("target-plain"))
         .env("TMPDIR", evidence::private_tmp(scratch))
         .output()?;
     let wall = clock.elapsed().as_secs_f64();
@@ -916,7 +924,7 @@ fn write_results(
             f.error.clone().unwrap_or_default().replace('"', "'")
         );
     }
-    std::fs::write(args.out.join("bisect.csv"), csv)?;
+    std::fs::write(args.project.out.join("bisect.csv"), csv)?;
 
     let mut md = String::new();
     let _ = writeln!(
@@ -924,7 +932,7 @@ fn write_results(
         "{} commits ending at {} of {}; {} regressions searched\n",
         args.commits + 1,
         args.from,
-        crate::replay::project_name(&args.repo),
+        crate::replay::project_name(&args.project.repo),
         rows.len() / WAYS.len()
     );
     let _ = writeln!(
@@ -968,7 +976,7 @@ fn write_results(
             );
         }
     }
-    std::fs::write(args.out.join("summary.md"), md)?;
+    std::fs::write(args.project.out.join("summary.md"), md)?;
     Ok(())
 }
 

@@ -16,6 +16,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// What every evaluation of a real project is given.
+pub struct Project {
+    /// A git repository (a clone or a bare mirror) of the project.
+    pub repo: PathBuf,
+    /// Where the scratch worktree, state and results go.
+    pub out: PathBuf,
+    /// Cargo options for every command.
+    pub cargo_args: Vec<String>,
+    /// Per test for cargo-ekstazi (`--timeout`); for the whole test run of
+    /// `cargo test`, which has no per-test limit.
+    pub timeout: Duration,
+    /// The cargo-ekstazi binary measured.
+    pub ekstazi: PathBuf,
+}
+
 /// A test's identity: binary key and name.
 pub type TestId = (String, String);
 

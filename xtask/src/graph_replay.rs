@@ -42,18 +42,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 pub struct GraphArgs {
-    pub repo: PathBuf,
+    /// The project, where results go, the tool, the cargo options and the
+    /// time limit.
+    pub project: evidence::Project,
     /// Commits in the window, start commits included.
     pub commits: usize,
     pub from: String,
     pub granularity: String,
-    pub out: PathBuf,
-    pub cargo_args: Vec<String>,
-    pub timeout: Duration,
-    pub ekstazi: PathBuf,
 }
 
 type Tests = BTreeSet<TestId>;
@@ -609,7 +606,12 @@ impl Tool<'_> {
     /// `cargo ekstazi list --json` with `variant` (`--no-history`, or
     /// `--vouch-only-from <commit>`), kept under `lists/<label>.json`.
     fn list(&self, label: &str, variant: &[&str]) -> Result<Listing> {
-        let log = self.args.out.join("logs").join(format!("{label}.log"));
+        let log = self
+            .args
+            .project
+            .out
+            .join("logs")
+            .join(format!("{label}.log"));
         let out = self
             .command()
             .args(["ekstazi", "list", "--json", "--no-doc", "--granularity"])
@@ -617,11 +619,11 @@ impl Tool<'_> {
             .arg("--state-dir")
             .arg(&self.state)
             .args(variant)
-            .args(&self.args.cargo_args)
+            .args(&self.args.project.cargo_args)
             .stderr(evidence::log_file(&log)?)
             .output()
             .context("cannot run cargo ekstazi list")?;
-        let lists = self.args.out.join("lists");
+        let lists = self.args.project.out.join("lists");
         std::fs::create_dir_all(&lists)?;
         std::fs::write(lists.join(format!("{label}.json")), &out.stdout)?;
         if !out.status.success() {
@@ -664,7 +666,11 @@ impl Tool<'_> {
 }
 
 pub fn replay(args: &GraphArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
+    let (ekstazi, scratch) = evidence::scratch_setup(
+        &args.project.out,
+        Some(&args.project.ekstazi),
+        &args.project.repo,
+    )?;
     let window = Window::read(&scratch, &args.from, args.commits)?;
     let dag = &window.dag;
     let idom = dag.dominators();
@@ -672,18 +678,18 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
     let starts = (0..n).filter(|&c| dag.is_start(c)).count();
     eprintln!(
         "replaying {n} commits of {} in topological order ({starts} of them only start the state)",
-        args.repo.display()
+        args.project.repo.display()
     );
     let tool = Tool {
         args,
         ekstazi: &ekstazi,
         scratch: &scratch,
-        state: args.out.join("state"),
-        target: args.out.join("target"),
+        state: args.project.out.join("state"),
+        target: args.project.out.join("target"),
         env: vec![("EKSTAZI_HISTORY_COMMITS", (n + 1).to_string())],
     };
-    let logs = args.out.join("logs");
-    let reports = args.out.join("reports");
+    let logs = args.project.out.join("logs");
+    let reports = args.project.out.join("reports");
     std::fs::create_dir_all(&reports)?;
 
     let mut stored = Stored::new(window.short.clone());
@@ -719,9 +725,9 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
 
         let retest = evidence::retest_all_in(
             &scratch,
-            Some(&args.out.join("target-cargo-test")),
-            &args.cargo_args,
-            args.timeout,
+            Some(&args.project.out.join("target-cargo-test")),
+            &args.project.cargo_args,
+            args.project.timeout,
             &logs.join(format!("{h:03}-{short}-cargo-test.log")),
         )?;
         if !retest.built {
@@ -811,11 +817,11 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                 dir: &scratch,
                 state: &tool.state,
                 granularity: &args.granularity,
-                cargo_args: &args.cargo_args,
+                cargo_args: &args.project.cargo_args,
                 target_dir: Some(&tool.target),
                 log: &logs.join(format!("{h:03}-{short}-ekstazi.log")),
                 report: &report_path,
-                timeout: args.timeout,
+                timeout: args.project.timeout,
             },
             &tool.env,
         )?;
@@ -854,7 +860,7 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                 miss.now
             );
             evidence::report_miss(
-                &args.out.join("misses"),
+                &args.project.out.join("misses"),
                 short,
                 &tool.state,
                 &miss.id,
@@ -898,7 +904,10 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
         write_results(args, &rows, &not_built, &ekstazi_failed, h + 1, n, starts)?;
     }
     write_results(args, &rows, &not_built, &ekstazi_failed, n, n, starts)?;
-    print!("{}", std::fs::read_to_string(args.out.join("summary.md"))?);
+    print!(
+        "{}",
+        std::fs::read_to_string(args.project.out.join("summary.md"))?
+    );
     Ok(())
 }
 
@@ -940,20 +949,20 @@ fn write_results(
             quote(&r.notes.join("; "))
         )?;
     }
-    std::fs::write(args.out.join("graph.csv"), csv)?;
+    std::fs::write(args.project.out.join("graph.csv"), csv)?;
 
     let mut s = String::new();
     writeln!(
         s,
         "## {}: graph replay, {done} of {total} commits ending at `{}` (topological order; {starts} only start the state)\n",
-        crate::replay::project_name(&args.repo),
+        crate::replay::project_name(&args.project.repo),
         args.from
     )?;
     writeln!(
         s,
         "Granularity {}; cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}. Misses: **{}** (skipped tests compared with their witness: {}; skipped tests `cargo test` gave no outcome for: {}). Tests the tool selected beyond Sᵏ (at an ordinary commit, beyond its parent's records alone), all commits: {}.\n",
         args.granularity,
-        args.cargo_args.join(" "),
+        args.project.cargo_args.join(" "),
         not_built.len(),
         in_parens(not_built),
         ekstazi_failed.len(),
@@ -993,7 +1002,7 @@ fn write_results(
             r.notes.join("; ").replace('|', "\\|")
         )?;
     }
-    std::fs::write(args.out.join("summary.md"), s)?;
+    std::fs::write(args.project.out.join("summary.md"), s)?;
     Ok(())
 }
 

@@ -165,6 +165,24 @@ struct EvalProject {
     cargo_args: Vec<String>,
 }
 
+impl EvalProject {
+    /// Paths made absolute, and the tool built unless `tool` is false (a
+    /// dry run measures nothing).
+    fn resolve(self, tool: bool) -> Result<evidence::Project> {
+        Ok(evidence::Project {
+            repo: std::path::absolute(self.repo)?,
+            out: std::path::absolute(self.out)?,
+            cargo_args: self.cargo_args,
+            timeout: Duration::from_secs(self.timeout),
+            ekstazi: if tool {
+                ekstazi_binary(self.ekstazi)?
+            } else {
+                PathBuf::new()
+            },
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Eval {
     /// Replay consecutive first-parent commits of a project: retest-all with
@@ -382,14 +400,10 @@ fn main() -> Result<()> {
                 _ => bail!("--graph measures one granularity: one state carries the history"),
             };
             graph_replay::replay(&graph_replay::GraphArgs {
-                repo: std::path::absolute(project.repo)?,
+                project: project.resolve(true)?,
                 commits,
                 from,
                 granularity,
-                out: std::path::absolute(project.out)?,
-                cargo_args: project.cargo_args,
-                timeout: Duration::from_secs(project.timeout),
-                ekstazi: ekstazi_binary(project.ekstazi)?,
             })
         }
         Task::Eval {
@@ -402,7 +416,7 @@ fn main() -> Result<()> {
                     project,
                 },
         } => replay::replay(&replay::ReplayArgs {
-            repo: std::path::absolute(project.repo)?,
+            project: project.resolve(true)?,
             commits,
             from,
             granularities: {
@@ -411,10 +425,6 @@ fn main() -> Result<()> {
                 }
                 granularity
             },
-            out: std::path::absolute(project.out)?,
-            cargo_args: project.cargo_args,
-            timeout: Duration::from_secs(project.timeout),
-            ekstazi: ekstazi_binary(project.ekstazi)?,
         }),
         Task::Eval {
             what:
@@ -429,17 +439,13 @@ fn main() -> Result<()> {
                     project,
                 },
         } => bisect_eval::bisect(&bisect_eval::BisectEvalArgs {
-            repo: std::path::absolute(project.repo)?,
+            project: project.resolve(true)?,
             from,
             commits,
             regressions,
             per_chain: per_chain.max(1),
             seed,
             sources,
-            out: std::path::absolute(project.out)?,
-            cargo_args: project.cargo_args,
-            timeout: Duration::from_secs(project.timeout),
-            ekstazi: ekstazi_binary(project.ekstazi)?,
             resume,
         }),
         Task::Eval {
@@ -456,7 +462,7 @@ fn main() -> Result<()> {
                     project,
                 },
         } => merge_eval::merges(&merge_eval::MergeEvalArgs {
-            repo: std::path::absolute(project.repo)?,
+            project: project.resolve(true)?,
             from,
             window,
             merges,
@@ -465,21 +471,13 @@ fn main() -> Result<()> {
             tries: tries.max(1),
             seed,
             sources,
-            out: std::path::absolute(project.out)?,
-            cargo_args: project.cargo_args,
-            timeout: Duration::from_secs(project.timeout),
-            ekstazi: ekstazi_binary(project.ekstazi)?,
         }),
         Task::Eval {
             what: Eval::Noise { rev, runs, project },
         } => noise::noise(&noise::NoiseArgs {
-            repo: std::path::absolute(project.repo)?,
+            project: project.resolve(true)?,
             rev,
             runs,
-            out: std::path::absolute(project.out)?,
-            cargo_args: project.cargo_args,
-            timeout: Duration::from_secs(project.timeout),
-            ekstazi: ekstazi_binary(project.ekstazi)?,
         }),
         Task::Eval {
             what:
@@ -494,7 +492,7 @@ fn main() -> Result<()> {
                     project,
                 },
         } => mutate::mutate(&mutate::MutateArgs {
-            repo: std::path::absolute(project.repo)?,
+            project: project.resolve(!dry_run)?,
             rev,
             mutants,
             seed,
@@ -502,14 +500,6 @@ fn main() -> Result<()> {
             sources,
             data,
             dry_run,
-            out: std::path::absolute(project.out)?,
-            cargo_args: project.cargo_args,
-            timeout: Duration::from_secs(project.timeout),
-            ekstazi: if dry_run {
-                PathBuf::new()
-            } else {
-                ekstazi_binary(project.ekstazi)?
-            },
         }),
         Task::Eval {
             what: Eval::Plot { out, name, svg },

@@ -42,13 +42,15 @@ use crate::mutate::{self, Mutant};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use syn::visit::Visit;
 
 pub struct MergeEvalArgs {
-    pub repo: PathBuf,
+    /// The project, where results go, the tool, the cargo options and the
+    /// time limit.
+    pub project: evidence::Project,
     pub from: String,
     /// Non-merge commits searched for sides A, newest first.
     pub window: usize,
@@ -62,10 +64,6 @@ pub struct MergeEvalArgs {
     pub tries: usize,
     pub seed: u64,
     pub sources: Vec<String>,
-    pub out: PathBuf,
-    pub cargo_args: Vec<String>,
-    pub timeout: Duration,
-    pub ekstazi: PathBuf,
 }
 
 /// What merge-check can say of a test.
@@ -135,8 +133,12 @@ impl Row {
 }
 
 pub fn merges(args: &MergeEvalArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
-    let logs = args.out.join("logs");
+    let (ekstazi, scratch) = evidence::scratch_setup(
+        &args.project.out,
+        Some(&args.project.ekstazi),
+        &args.project.repo,
+    )?;
+    let logs = args.project.out.join("logs");
     std::fs::create_dir_all(&logs)?;
     let mut rows = Vec::new();
 
@@ -153,7 +155,12 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
         let name = format!("real-{}", &merge[..10]);
         let log = logs.join(format!("{name}.log"));
         evidence::checkout_clean(&scratch, merge)?;
-        let at_merge = evidence::retest_all(&scratch, &args.cargo_args, args.timeout, &log)?;
+        let at_merge = evidence::retest_all(
+            &scratch,
+            &args.project.cargo_args,
+            args.project.timeout,
+            &log,
+        )?;
         if !passes(&at_merge) {
             eprintln!("{name}: cargo test does not pass at the merge; skipped");
             skipped_real += 1;
@@ -166,7 +173,7 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
             tests: counted(&at_merge),
             ..Row::default()
         };
-        merge_check(&ekstazi, &scratch, &args.out, &log, &mut row)?;
+        merge_check(&ekstazi, &scratch, &args.project.out, &log, &mut row)?;
         eprintln!("{}", describe(&row));
         rows.push(row);
     }
@@ -192,7 +199,7 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
         ) {
             Ok(Some(mut row)) => {
                 row.name = name;
-                merge_check(&ekstazi, &scratch, &args.out, &log, &mut row)?;
+                merge_check(&ekstazi, &scratch, &args.project.out, &log, &mut row)?;
                 eprintln!("{}", describe(&row));
                 rows.push(row);
                 built += 1;
@@ -204,7 +211,7 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
         write_results(args, &rows, skipped_real)?;
     }
     write_results(args, &rows, skipped_real)?;
-    eprintln!("results in {}", args.out.display());
+    eprintln!("results in {}", args.project.out.display());
     Ok(())
 }
 
@@ -245,9 +252,10 @@ fn build_conflict(
     );
 
     evidence::checkout_clean(scratch, &parent)?;
-    let at_base = evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?;
+    let at_base =
+        evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
     evidence::checkout_clean(scratch, commit)?;
-    let at_a = evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?;
+    let at_a = evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
     if !at_base.built || !at_a.built {
         eprintln!("{}: does not build", &commit[..10]);
         return Ok(None);
@@ -266,18 +274,18 @@ fn build_conflict(
     }
 
     // What they execute at A.
-    let state = tempfile::tempdir_in(&args.out)?;
-    let report = args.out.join("report.json");
+    let state = tempfile::tempdir_in(&args.project.out)?;
+    let report = args.project.out.join("report.json");
     evidence::ekstazi_test(&EkstaziOpts {
         ekstazi,
         dir: scratch,
         state: state.path(),
         granularity: "function",
-        cargo_args: &args.cargo_args,
+        cargo_args: &args.project.cargo_args,
         target_dir: None,
         log,
         report: &report,
-        timeout: args.timeout,
+        timeout: args.project.timeout,
     })?;
 
     evidence::checkout_clean(scratch, &parent)?;
@@ -312,7 +320,8 @@ fn build_conflict(
             let Some(merge) = merge_of(scratch, commit, &sides)? else {
                 continue;
             };
-            let at_merge = evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?;
+            let at_merge =
+                evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
             if !at_merge.built || at_merge.outcomes.get(test).is_none_or(|o| o == "ok") {
                 continue;
             }
@@ -320,7 +329,13 @@ fn build_conflict(
             for side in &sides {
                 evidence::checkout_clean(scratch, side)?;
                 at_parents.push(
-                    evidence::retest_all(scratch, &args.cargo_args, args.timeout, log)?.outcomes,
+                    evidence::retest_all(
+                        scratch,
+                        &args.project.cargo_args,
+                        args.project.timeout,
+                        log,
+                    )?
+                    .outcomes,
                 );
             }
             let truth = ground_truth(&at_merge.outcomes, &at_parents, &own);
@@ -731,9 +746,9 @@ fn write_results(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> Res
             row.error.as_deref().unwrap_or("").replace('"', "'"),
         );
     }
-    std::fs::write(args.out.join("merges.csv"), csv)?;
+    std::fs::write(args.project.out.join("merges.csv"), csv)?;
     std::fs::write(
-        args.out.join("summary.md"),
+        args.project.out.join("summary.md"),
         summary(args, rows, skipped_real),
     )?;
     Ok(())
@@ -743,7 +758,7 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
     let (built, real): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r.test.is_some());
     let mut s = format!(
         "# merge-check on {} (from {})\n\n",
-        args.repo.display(),
+        args.project.repo.display(),
         args.from
     );
     let octopus = built.iter().filter(|r| r.parents > 2).count();

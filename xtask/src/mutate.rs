@@ -22,13 +22,15 @@ use crate::evidence::{self, EkstaziOpts, RetestAll, TestId, output, run_ok};
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 pub struct MutateArgs {
-    pub repo: PathBuf,
+    /// The project, where results go, the tool, the cargo options and the
+    /// time limit.
+    pub project: evidence::Project,
     pub rev: String,
     pub mutants: usize,
     pub seed: u64,
@@ -36,11 +38,6 @@ pub struct MutateArgs {
     pub sources: Vec<String>,
     pub data: Vec<String>,
     pub dry_run: bool,
-    pub out: PathBuf,
-    pub cargo_args: Vec<String>,
-    /// Per test for cargo-ekstazi, for the whole test run of `cargo test`.
-    pub timeout: std::time::Duration,
-    pub ekstazi: PathBuf,
 }
 
 /// A mutation operator.
@@ -118,14 +115,18 @@ struct Outcome {
 }
 
 pub fn mutate(args: &MutateArgs) -> Result<()> {
-    let tool = (!args.dry_run).then_some(args.ekstazi.as_path());
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, tool, &args.repo)?;
+    let tool = (!args.dry_run).then_some(args.project.ekstazi.as_path());
+    let (ekstazi, scratch) = evidence::scratch_setup(&args.project.out, tool, &args.project.repo)?;
     evidence::checkout_clean(&scratch, &args.rev)?;
     let head = output(&mut evidence::git(
         &scratch,
         &["log", "-1", "--format=%h %s"],
     ))?;
-    eprintln!("mutating {} at {}", args.repo.display(), head.trim());
+    eprintln!(
+        "mutating {} at {}",
+        args.project.repo.display(),
+        head.trim()
+    );
 
     let candidates = candidates(&scratch, &args.sources, &args.data)?;
     let mut counts: BTreeMap<Operator, usize> = BTreeMap::new();
@@ -157,10 +158,10 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
 
     // `cargo test` for the comparison runs the same tests cargo-ekstazi
     // runs (no doctests).
-    let mut retest_args = args.cargo_args.clone();
+    let mut retest_args = args.project.cargo_args.clone();
     retest_args.push("--tests".to_owned());
-    let logs = args.out.join("logs");
-    let reports = args.out.join("reports");
+    let logs = args.project.out.join("logs");
+    let reports = args.project.out.join("reports");
     std::fs::create_dir_all(&reports)?;
 
     // The clean tree: retest-all, and the recorded state of each
@@ -170,7 +171,7 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
     let clean = evidence::retest_all(
         &scratch,
         &retest_args,
-        args.timeout,
+        args.project.timeout,
         &logs.join("clean-cargo-test.log"),
     )?;
     anyhow::ensure!(clean.built, "the clean tree does not build");
@@ -179,7 +180,7 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
         "cargo test on the clean tree ran over the time limit (--timeout)"
     );
     for granularity in &args.granularities {
-        let state = args.out.join(format!("clean-state-{granularity}"));
+        let state = args.project.out.join(format!("clean-state-{granularity}"));
         let _ = std::fs::remove_dir_all(&state);
         for round in 0..2 {
             let run = evidence::ekstazi_test(&EkstaziOpts {
@@ -187,11 +188,11 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
                 dir: &scratch,
                 state: &state,
                 granularity,
-                cargo_args: &args.cargo_args,
-                target_dir: Some(&args.out.join(format!("target-{granularity}"))),
+                cargo_args: &args.project.cargo_args,
+                target_dir: Some(&args.project.out.join(format!("target-{granularity}"))),
                 log: &logs.join(format!("clean-{granularity}.log")),
                 report: &reports.join(format!("clean-{granularity}-{round}.json")),
-                timeout: args.timeout,
+                timeout: args.project.timeout,
             })?;
             let report = run
                 .report
@@ -270,7 +271,10 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
         write_results(args, &head, &outcomes, unviable)?;
     }
     write_results(args, &head, &outcomes, unviable)?;
-    print!("{}", std::fs::read_to_string(args.out.join("summary.md"))?);
+    print!(
+        "{}",
+        std::fs::read_to_string(args.project.out.join("summary.md"))?
+    );
     Ok(())
 }
 
@@ -282,13 +286,13 @@ fn try_mutant(
     mutant: &Mutant,
     n: usize,
 ) -> Result<Outcome> {
-    let logs = args.out.join("logs");
-    let mut retest_args = args.cargo_args.clone();
+    let logs = args.project.out.join("logs");
+    let mut retest_args = args.project.cargo_args.clone();
     retest_args.push("--tests".to_owned());
     let retest = evidence::retest_all(
         scratch,
         &retest_args,
-        args.timeout,
+        args.project.timeout,
         &logs.join(format!("{n:03}-cargo-test.log")),
     )?;
     let mut outcome = Outcome {
@@ -327,8 +331,8 @@ fn try_mutant(
     }
 
     for granularity in &args.granularities {
-        let clean_state = args.out.join(format!("clean-state-{granularity}"));
-        let state = args.out.join(format!("state-{granularity}"));
+        let clean_state = args.project.out.join(format!("clean-state-{granularity}"));
+        let state = args.project.out.join(format!("state-{granularity}"));
         let _ = std::fs::remove_dir_all(&state);
         copy_dir(&clean_state, &state)?;
         let run = evidence::ekstazi_test(&EkstaziOpts {
@@ -336,14 +340,15 @@ fn try_mutant(
             dir: scratch,
             state: &state,
             granularity,
-            cargo_args: &args.cargo_args,
-            target_dir: Some(&args.out.join(format!("target-{granularity}"))),
+            cargo_args: &args.project.cargo_args,
+            target_dir: Some(&args.project.out.join(format!("target-{granularity}"))),
             log: &logs.join(format!("{n:03}-{granularity}.log")),
             report: &args
+                .project
                 .out
                 .join("reports")
                 .join(format!("{n:03}-{granularity}.json")),
-            timeout: args.timeout,
+            timeout: args.project.timeout,
         })?;
         let mut side = Side {
             total: run.wall,
@@ -372,7 +377,7 @@ fn try_mutant(
                     );
                     // The record it was skipped on is the clean state's.
                     evidence::report_miss(
-                        &args.out.join("misses"),
+                        &args.project.out.join("misses"),
                         &format!("mutant{n:03}-{granularity}"),
                         &clean_state,
                         id,
@@ -427,11 +432,11 @@ fn write_results(
         }
         csv.push('\n');
     }
-    std::fs::write(args.out.join("mutants.csv"), csv)?;
+    std::fs::write(args.project.out.join("mutants.csv"), csv)?;
 
     let built: Vec<&Outcome> = outcomes.iter().filter(|o| o.built).collect();
     let killed = built.iter().filter(|o| !o.killing.is_empty()).count();
-    let name = crate::replay::project_name(&args.repo);
+    let name = crate::replay::project_name(&args.project.repo);
     let mut md = String::new();
     writeln!(
         md,
@@ -442,11 +447,11 @@ fn write_results(
     writeln!(
         md,
         "Cargo options: `{}`. Mutants tried: {} ({} did not compile and were replaced); built and tested: {}; killed (some test failed under `cargo test`): {killed}; `cargo test` stopped at the {} s limit: {} ({} tests it did not reach are unverified).\n",
-        args.cargo_args.join(" "),
+        args.project.cargo_args.join(" "),
         outcomes.len(),
         unviable,
         built.len(),
-        args.timeout.as_secs(),
+        args.project.timeout.as_secs(),
         built.iter().filter(|o| o.timed_out).count(),
         built.iter().map(|o| o.unverified).sum::<usize>(),
     )?;
@@ -542,7 +547,7 @@ fn write_results(
         }
         writeln!(md)?;
     }
-    std::fs::write(args.out.join("summary.md"), md)?;
+    std::fs::write(args.project.out.join("summary.md"), md)?;
     Ok(())
 }
 

@@ -13,18 +13,16 @@ use crate::evidence::{self, Report, TestId, log_file, output};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub struct NoiseArgs {
-    pub repo: PathBuf,
+    /// The project, where results go, the tool, the cargo options and the
+    /// time limit.
+    pub project: evidence::Project,
     pub rev: String,
     pub runs: usize,
-    pub out: PathBuf,
-    pub cargo_args: Vec<String>,
-    pub timeout: Duration,
-    pub ekstazi: PathBuf,
 }
 
 /// One run after the first: what it selected, split by why.
@@ -41,14 +39,18 @@ struct Rerun {
 }
 
 pub fn noise(args: &NoiseArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
+    let (ekstazi, scratch) = evidence::scratch_setup(
+        &args.project.out,
+        Some(&args.project.ekstazi),
+        &args.project.repo,
+    )?;
     evidence::checkout_clean(&scratch, &args.rev)?;
     let head = output(&mut evidence::git(
         &scratch,
         &["log", "-1", "--format=%h %s"],
     ))?;
-    let state = args.out.join("state");
-    let target = args.out.join("target");
+    let state = args.project.out.join("state");
+    let target = args.project.out.join("target");
     // A state left by an earlier invocation would make the first run a
     // rerun.
     let _ = std::fs::remove_dir_all(&state);
@@ -61,7 +63,7 @@ pub fn noise(args: &NoiseArgs) -> Result<()> {
     let mut first = (0usize, 0usize, 0.0f64);
     for run in 1..=args.runs.max(2) {
         eprintln!("run {run} at {}", head.trim());
-        let report_path = args.out.join(format!("run-{run}.json"));
+        let report_path = args.project.out.join(format!("run-{run}.json"));
         let (report, wall) = ekstazi_run(
             args,
             &ekstazi,
@@ -70,7 +72,7 @@ pub fn noise(args: &NoiseArgs) -> Result<()> {
             &target,
             &tmp,
             &report_path,
-            &args.out.join(format!("run-{run}.log")),
+            &args.project.out.join(format!("run-{run}.log")),
         )?;
         let failed_now = report
             .in_scope()
@@ -93,13 +95,13 @@ pub fn noise(args: &NoiseArgs) -> Result<()> {
     }
 
     let text = render(
-        &crate::replay::project_name(&args.repo),
+        &crate::replay::project_name(&args.project.repo),
         head.trim(),
-        &args.cargo_args,
+        &args.project.cargo_args,
         first,
         &reruns,
     );
-    std::fs::write(args.out.join("noise.md"), &text)?;
+    std::fs::write(args.project.out.join("noise.md"), &text)?;
     print!("{text}");
     Ok(())
 }
@@ -125,8 +127,8 @@ fn ekstazi_run(
         .arg("--report-json")
         .arg(report)
         .arg("--timeout")
-        .arg(args.timeout.as_secs().max(1).to_string())
-        .args(&args.cargo_args)
+        .arg(args.project.timeout.as_secs().max(1).to_string())
+        .args(&args.project.cargo_args)
         .current_dir(dir)
         .env("TMPDIR", tmp)
         .env("CARGO_TARGET_DIR", target)

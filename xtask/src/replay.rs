@@ -17,19 +17,16 @@ use crate::evidence::{self, EkstaziOpts, TestId, output};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 pub struct ReplayArgs {
-    pub repo: PathBuf,
+    /// The project, where results go, the tool, the cargo options and the
+    /// time limit.
+    pub project: evidence::Project,
     pub commits: usize,
     pub from: String,
     pub granularities: Vec<String>,
-    pub out: PathBuf,
-    pub cargo_args: Vec<String>,
-    /// Per test for cargo-ekstazi, for the whole test run of `cargo test`.
-    pub timeout: std::time::Duration,
-    pub ekstazi: PathBuf,
 }
 
 /// One commit's measurements for one granularity.
@@ -73,7 +70,11 @@ impl Row {
 pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons";
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.out, Some(&args.ekstazi), &args.repo)?;
+    let (ekstazi, scratch) = evidence::scratch_setup(
+        &args.project.out,
+        Some(&args.project.ekstazi),
+        &args.project.repo,
+    )?;
     let listing = output(
         Command::new("git")
             .arg("-C")
@@ -87,7 +88,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     eprintln!(
         "replaying {} commits (+1 to start from) of {}",
         commits.len() - 1,
-        args.repo.display()
+        args.project.repo.display()
     );
 
     let mut rows: HashMap<String, Vec<Row>> = HashMap::new();
@@ -96,8 +97,8 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     let mut previous: HashMap<String, HashMap<TestId, String>> = HashMap::new();
     let mut not_built: Vec<String> = Vec::new();
     let mut ekstazi_failed: Vec<String> = Vec::new();
-    let logs = args.out.join("logs");
-    let reports = args.out.join("reports");
+    let logs = args.project.out.join("logs");
+    let reports = args.project.out.join("reports");
     std::fs::create_dir_all(&reports)?;
     for (i, commit) in commits.iter().enumerate() {
         evidence::checkout_clean(&scratch, commit)?;
@@ -110,8 +111,8 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
 
         let retest = evidence::retest_all(
             &scratch,
-            &args.cargo_args,
-            args.timeout,
+            &args.project.cargo_args,
+            args.project.timeout,
             &logs.join(format!("{i:03}-{short}-cargo-test.log")),
         )?;
         if !retest.built {
@@ -123,19 +124,19 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
         }
 
         for granularity in &args.granularities {
-            let state = args.out.join(format!("state-{granularity}"));
-            let target = args.out.join(format!("target-{granularity}"));
+            let state = args.project.out.join(format!("state-{granularity}"));
+            let target = args.project.out.join(format!("target-{granularity}"));
             let report_path = reports.join(format!("{i:03}-{short}-{granularity}.json"));
             let run = evidence::ekstazi_test(&EkstaziOpts {
                 ekstazi: &ekstazi,
                 dir: &scratch,
                 state: &state,
                 granularity,
-                cargo_args: &args.cargo_args,
+                cargo_args: &args.project.cargo_args,
                 target_dir: Some(&target),
                 log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
                 report: &report_path,
-                timeout: args.timeout,
+                timeout: args.project.timeout,
             })?;
             let Some(report) = run.report else {
                 eprintln!(
@@ -170,7 +171,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                             before.map_or("(new)", String::as_str)
                         );
                         evidence::report_miss(
-                            &args.out.join("misses"),
+                            &args.project.out.join("misses"),
                             &format!("{short}-{granularity}"),
                             &state,
                             id,
@@ -225,7 +226,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
         // plotted) while it runs.
         write_results(args, &rows, &not_built, &ekstazi_failed, i)?;
     }
-    let summary = std::fs::read_to_string(args.out.join("summary.md"))?;
+    let summary = std::fs::read_to_string(args.project.out.join("summary.md"))?;
     print!("{summary}");
     Ok(())
 }
@@ -237,7 +238,7 @@ fn write_results(
     ekstazi_failed: &[String],
     done: usize,
 ) -> Result<()> {
-    let name = project_name(&args.repo);
+    let name = project_name(&args.project.repo);
     let mut summary = String::new();
     writeln!(
         summary,
@@ -247,7 +248,7 @@ fn write_results(
     writeln!(
         summary,
         "Cargo options: `{}`. Commits that did not build (skipped): {}{}. cargo-ekstazi runs that failed: {}{}.\n",
-        args.cargo_args.join(" "),
+        args.project.cargo_args.join(" "),
         not_built.len(),
         list_in_parens(not_built),
         ekstazi_failed.len(),
@@ -304,10 +305,13 @@ fn write_results(
             )?;
         }
     }
-    std::fs::write(args.out.join("summary.md"), &summary)?;
+    std::fs::write(args.project.out.join("summary.md"), &summary)?;
     for granularity in &args.granularities {
         let rows = rows.get(granularity).map(Vec::as_slice).unwrap_or(&[]);
-        write_csv(&args.out.join(format!("replay-{granularity}.csv")), rows)?;
+        write_csv(
+            &args.project.out.join(format!("replay-{granularity}.csv")),
+            rows,
+        )?;
     }
     let series: Vec<(String, Vec<Row>)> = args
         .granularities
@@ -315,7 +319,7 @@ fn write_results(
         .map(|g| (g.clone(), rows.get(g).cloned().unwrap_or_default()))
         .collect();
     if series.iter().any(|(_, r)| !r.is_empty()) {
-        crate::plot::replay_svg(&args.out.join("replay.svg"), &name, &series)?;
+        crate::plot::replay_svg(&args.project.out.join("replay.svg"), &name, &series)?;
     }
     Ok(())
 }
