@@ -173,7 +173,7 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
             tests: counted(&at_merge),
             ..Row::default()
         };
-        merge_check(&ekstazi, &scratch, &args.project.out, &log, &mut row)?;
+        merge_check(&ekstazi, &scratch, &args.project, &log, &mut row)?;
         eprintln!("{}", describe(&row));
         rows.push(row);
     }
@@ -199,7 +199,7 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
         ) {
             Ok(Some(mut row)) => {
                 row.name = name;
-                merge_check(&ekstazi, &scratch, &args.project.out, &log, &mut row)?;
+                merge_check(&ekstazi, &scratch, &args.project, &log, &mut row)?;
                 eprintln!("{}", describe(&row));
                 rows.push(row);
                 built += 1;
@@ -322,7 +322,13 @@ fn build_conflict(
             };
             let at_merge =
                 evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
-            if !at_merge.built || at_merge.outcomes.get(test).is_none_or(|o| o == "ok") {
+            // A mutant that makes a test hang is no conflict to name:
+            // `cargo test` was stopped, and what it did not reach has no
+            // outcome to judge by.
+            if !at_merge.built
+                || at_merge.timed_out
+                || at_merge.outcomes.get(test).is_none_or(|o| o == "ok")
+            {
                 continue;
             }
             let mut at_parents = vec![at_a.outcomes.clone()];
@@ -388,12 +394,12 @@ fn ground_truth(
 fn merge_check(
     ekstazi: &Path,
     scratch: &Path,
-    out: &Path,
+    project: &evidence::Project,
     log: &Path,
     row: &mut Row,
 ) -> Result<()> {
     evidence::checkout_clean(scratch, &row.merge)?;
-    let state = tempfile::tempdir_in(out)?;
+    let state = tempfile::tempdir_in(&project.out)?;
     let clock = Instant::now();
     let ran = Command::new(ekstazi)
         .args(["ekstazi", "merge-check", "--json", "--state-dir"])
@@ -401,6 +407,11 @@ fn merge_check(
         .arg(&row.merge)
         .current_dir(scratch)
         .env("TMPDIR", evidence::private_tmp(scratch))
+        // Every nested `cargo ekstazi test` kills a test that hangs.
+        .env(
+            "EKSTAZI_TIMEOUT",
+            project.timeout.as_secs().max(1).to_string(),
+        )
         .output()?;
     row.wall = clock.elapsed().as_secs_f64();
     row.exit = ran.status.code();
