@@ -34,6 +34,8 @@ pub struct Worktree {
     worktree: PathBuf,
     created: bool,
     target_dir: PathBuf,
+    /// The last run's output (the runs' own is not shown).
+    log: PathBuf,
     store: Store,
     interrupted: Arc<AtomicBool>,
     /// The user's cargo options, as every run here takes them.
@@ -77,6 +79,7 @@ impl Worktree {
         Ok(Worktree {
             worktree: scratch.join("worktree"),
             target_dir: scratch.join("target"),
+            log: scratch.join("last-run.log"),
             toplevel,
             workspace,
             created: false,
@@ -92,6 +95,11 @@ impl Worktree {
         let _ = git(&self.toplevel, &["worktree", "remove", "--force", &path]);
         let _ = std::fs::remove_dir_all(&self.worktree);
         let _ = git(&self.toplevel, &["worktree", "prune"]);
+    }
+
+    /// What the last run printed: where to look when it built nothing.
+    pub fn log(&self) -> &Path {
+        &self.log
     }
 
     /// Git in the worktree (made at `commit` first if there is none yet).
@@ -153,9 +161,10 @@ impl Worktree {
             .arg("--report-json")
             .arg(&report)
             .current_dir(self.worktree.join(&self.workspace))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdin(Stdio::null());
+        let log = std::fs::File::create(&self.log)
+            .with_context(|| format!("cannot write {}", self.log.display()))?;
+        command.stdout(log.try_clone()?).stderr(log);
         if tests.is_empty() {
             command.args(self.cargo.to_cargo_args(true));
         } else {
@@ -163,8 +172,20 @@ impl Worktree {
             // selection of them would only add others to build.
             command.args(self.cargo.build_only().to_cargo_args(true));
             let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
-            for binary in binaries {
-                command.args(ekstazi_core::key::cargo_target_args(binary));
+            if binaries.iter().any(|b| b.contains("::doc/")) {
+                // `--doc` goes with no other target: name the packages, and
+                // the names below choose among all their tests.
+                let packages: BTreeSet<&str> = binaries
+                    .iter()
+                    .map(|b| b.split_once("::").map_or(*b, |(package, _)| package))
+                    .collect();
+                for package in packages {
+                    command.args(["-p", package]);
+                }
+            } else {
+                for binary in binaries {
+                    command.args(ekstazi_core::key::cargo_target_args(binary));
+                }
             }
             command.args(["--", "--exact"]);
             command.args(tests.iter().map(|(_, name)| name));

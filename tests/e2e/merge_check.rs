@@ -329,3 +329,37 @@ fn the_package_selection_reaches_the_surveys_and_every_build() {
         );
     }
 }
+
+/// A library's doctests are one unit that cargo builds with `--doc` alone:
+/// run at the merge with a unit test, they are asked for by package.
+#[test]
+fn doctests_and_unit_tests_run_together_at_the_merge() {
+    let f = Fixture::new("doctests").in_git();
+    f.git(&["checkout", "-q", "-b", "a", "main"]);
+    f.edit(
+        "shapes/src/lib.rs",
+        "    side * side\n",
+        "    side.pow(2)\n",
+    );
+    f.edit(
+        "shapes/src/lib.rs",
+        "assert_eq!(super::square(2), 4);",
+        "assert_eq!(super::square(3), 9);",
+    );
+    f.commit("square by pow, tested at 3");
+    f.git(&["checkout", "-q", "-b", "b", "main"]);
+    f.edit(
+        "shapes/src/circle.rs",
+        "3 * radius * radius",
+        "radius * radius * 3",
+    );
+    f.commit("circle's factors reordered");
+    f.git(&["checkout", "-q", "main"]);
+
+    let report = merge_check(&f, &["a", "b"], 0);
+    let ran = strings(&report["ran_at_merge"]);
+    for test in ["shapes::doc/shapes (doctests)", "shapes tests::squares"] {
+        assert!(ran.contains(&test.to_owned()), "{test}: {report}");
+    }
+    assert_eq!(report["conflicts"], serde_json::json!([]), "{report}");
+}

@@ -196,7 +196,13 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         worktree
             .run(&merge, &selected)?
             .outcomes
-            .with_context(|| format!("the merge {} does not build", short(&merge)))?
+            .with_context(|| {
+                format!(
+                    "the merge {} does not build (the output: {})",
+                    short(&merge),
+                    worktree.log().display()
+                )
+            })?
             .into_iter()
             .collect()
     };
@@ -353,7 +359,11 @@ fn survey_built(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Sur
     let ran = worktree.run(commit, &[])?;
     let store = ran.store();
     let Some(outcomes) = &ran.outcomes else {
-        bail!("{what} ({}) does not build", short(commit));
+        bail!(
+            "{what} ({}) does not build (the output: {})",
+            short(commit),
+            worktree.log().display()
+        );
     };
     let outcomes: HashMap<TestId, Outcome> = outcomes
         .iter()
