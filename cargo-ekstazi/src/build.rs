@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use cargo_metadata::{Message, PackageId};
 use std::collections::HashMap;
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// One test binary cargo built.
@@ -73,12 +73,13 @@ pub struct Built {
 #[error("could not compile the tests (cargo exited with {0})")]
 pub struct BuildFailed(pub std::process::ExitStatus);
 
-/// Runs `cargo test --no-run` with the user's cargo options; with `shim`,
-/// the instrumented build of function granularity (see [`instrument`]).
+/// Runs `cargo test --no-run` with the user's cargo options; with
+/// `instrumentation`, the instrumented build of function granularity (see
+/// [`instrument`]).
 pub fn build(
     ws: &Workspace,
     opts: &CargoOpts,
-    shim: Option<&Path>,
+    instrumentation: Option<instrument::Instrumentation>,
     extra_args: &[&str],
 ) -> Result<Built> {
     let mut command = Command::new(&ws.cargo);
@@ -88,18 +89,18 @@ pub fn build(
             "--no-run",
             "--message-format=json-render-diagnostics",
         ])
-        .args(opts.to_cargo_args(shim.is_some()))
+        .args(opts.to_cargo_args(instrumentation.is_some()))
         .args(crate::style::cargo_color_arg())
         .args(extra_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    if let Some(shim) = shim {
-        let dir = instrument::prepare_target_dir(&ws.target_dir, shim)?;
+    if let Some(instrumentation) = instrumentation {
+        let dir = instrument::prepare_target_dir(&ws.target_dir, instrumentation)?;
         command
             .args(["--target", &ws.host])
             .arg("--target-dir")
             .arg(dir)
-            .envs(instrument::build_env(shim));
+            .envs(instrument::build_env(instrumentation));
     }
     let mut child = command.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().expect("stdout is piped");

@@ -10,7 +10,12 @@
 //! - for what gets linked: `--emit-relocs` (relocations in data survive, so
 //!   pointers in data can be resolved), a linker map next to the output (the
 //!   exact extent of every anonymous constant), and the runtime shim (which
-//!   defines the coverage callbacks), found through an rpath.
+//!   defines the coverage callbacks), found through an rpath;
+//! - unless `[build] debuginfo = "profile"`, debug information cut to line
+//!   tables where the profile asks for more: file and line in panics and
+//!   backtraces are what a test run shows, and full debug information is
+//!   most of what the compiler and linker write (and, with `--emit-relocs`,
+//!   its relocations too).
 //!
 //! A wrapper, rather than `RUSTFLAGS`, keeps the user's own flags from
 //! `.cargo/config.toml`: setting `RUSTFLAGS` would replace them.
@@ -19,6 +24,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use ekstazi_core::config::DebugInfo;
+
 /// Set in the environment of the instrumented build: this process is the
 /// rustc wrapper.
 pub const WRAPPER_ENV: &str = "EKSTAZI_RUSTC_WRAPPER";
@@ -26,6 +33,16 @@ pub const WRAPPER_ENV: &str = "EKSTAZI_RUSTC_WRAPPER";
 const SHIM_ENV: &str = "EKSTAZI_SHIM";
 /// The user's own `RUSTC_WRAPPER` (sccache, ...), run inside ours.
 const INNER_ENV: &str = "EKSTAZI_INNER_WRAPPER";
+/// Set when debug information is cut to line tables.
+const LINE_TABLES_ENV: &str = "EKSTAZI_LINE_TABLES_ONLY";
+
+/// What the instrumented build is made with.
+#[derive(Clone, Copy, Debug)]
+pub struct Instrumentation<'a> {
+    /// The runtime shim to link against.
+    pub shim: &'a Path,
+    pub debuginfo: DebugInfo,
+}
 
 /// The coverage instrumentation every target crate gets, and v0 symbol
 /// mangling: its names carry generic arguments and number closures, so a
@@ -50,11 +67,19 @@ const COVERAGE_FLAGS: [&str; 10] = [
 const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table v0-mangling 2";
 
 /// Where the instrumented build goes, inside the user's target directory;
-/// emptied first if it was made with other instrumentation or another shim.
-pub fn prepare_target_dir(target_dir: &Path, shim: &Path) -> anyhow::Result<PathBuf> {
+/// emptied first if it was made with other instrumentation, another shim or
+/// other debug information (cargo cannot see what the wrapper adds).
+pub fn prepare_target_dir(
+    target_dir: &Path,
+    instrumentation: Instrumentation,
+) -> anyhow::Result<PathBuf> {
     let dir = std::path::absolute(target_dir.join("ekstazi").join("build"))?;
     let marker = dir.join(".instrumentation");
-    let expected = format!("{INSTRUMENTATION}\n{}\n", shim.display());
+    let expected = format!(
+        "{INSTRUMENTATION}\n{}\ndebuginfo {}\n",
+        instrumentation.shim.display(),
+        instrumentation.debuginfo.as_str()
+    );
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(expected.as_str()) {
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
@@ -66,13 +91,16 @@ pub fn prepare_target_dir(target_dir: &Path, shim: &Path) -> anyhow::Result<Path
 }
 
 /// The environment that makes `cargo` build instrumented test binaries.
-pub fn build_env(shim: &Path) -> Vec<(OsString, OsString)> {
+pub fn build_env(instrumentation: Instrumentation) -> Vec<(OsString, OsString)> {
     let me = std::env::current_exe().unwrap_or_else(|_| "cargo-ekstazi".into());
     let mut env = vec![
         ("RUSTC_WRAPPER".into(), me.into_os_string()),
         (WRAPPER_ENV.into(), "1".into()),
-        (SHIM_ENV.into(), shim.as_os_str().to_owned()),
+        (SHIM_ENV.into(), instrumentation.shim.as_os_str().to_owned()),
     ];
+    if instrumentation.debuginfo == DebugInfo::LineTablesOnly {
+        env.push((LINE_TABLES_ENV.into(), "1".into()));
+    }
     if let Some(inner) = std::env::var_os("RUSTC_WRAPPER").filter(|w| !w.is_empty()) {
         env.push((INNER_ENV.into(), inner));
     }
@@ -124,14 +152,18 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
         return Vec::new();
     }
     let mut extra: Vec<OsString> = COVERAGE_FLAGS.iter().map(OsString::from).collect();
+    // The last value given wins, in rustc as here.
     let codegen = |name: &str| -> Option<String> {
-        args.windows(2).find_map(|w| {
+        args.windows(2).rev().find_map(|w| {
             let value = w[1].to_string_lossy();
             (w[0] == "-C")
                 .then(|| value.strip_prefix(&format!("{name}=")).map(str::to_owned))
                 .flatten()
         })
     };
+    if std::env::var_os(LINE_TABLES_ENV).is_some() && wants_more_than_line_tables(args) {
+        extra.extend(["-C".into(), "debuginfo=line-tables-only".into()]);
+    }
     let (Some(crate_name), Some(out_dir)) = (value("--crate-name"), value("--out-dir")) else {
         return extra;
     };
@@ -157,12 +189,62 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
     extra
 }
 
+/// Whether rustc is asked for more debug information than line tables (`-C
+/// debuginfo=1|2|limited|full`, or `-g`, the last one given winning). Less
+/// stays as asked: a profile without debug information gets none.
+fn wants_more_than_line_tables(args: &[OsString]) -> bool {
+    let mut level = None;
+    let mut args = args.iter().map(|a| a.to_string_lossy());
+    while let Some(arg) = args.next() {
+        if arg == "-g" {
+            level = Some("2".to_owned());
+        } else if arg == "-C" {
+            if let Some(value) = args
+                .next()
+                .and_then(|v| v.strip_prefix("debuginfo=").map(str::to_owned))
+            {
+                level = Some(value);
+            }
+        } else if let Some(value) = arg.strip_prefix("-Cdebuginfo=") {
+            level = Some(value.to_owned());
+        }
+    }
+    matches!(
+        level.as_deref(),
+        Some("1" | "2" | "limited" | "full" | "true")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn only_more_than_line_tables_is_cut() {
+        for more in [
+            &["-C", "debuginfo=2"][..],
+            &["-C", "debuginfo=full"],
+            &["-C", "debuginfo=limited"],
+            &["-Cdebuginfo=1"],
+            &["-g"],
+            &["-C", "debuginfo=0", "-C", "debuginfo=2"],
+        ] {
+            assert!(wants_more_than_line_tables(&args(more)), "{more:?}");
+        }
+        for less in [
+            &[][..],
+            &["-C", "debuginfo=0"],
+            &["-C", "debuginfo=line-tables-only"],
+            &["-C", "debuginfo=line-directives-only"],
+            &["-C", "debuginfo=2", "-C", "debuginfo=none"],
+            &["-C", "opt-level=2"],
+        ] {
+            assert!(!wants_more_than_line_tables(&args(less)), "{less:?}");
+        }
     }
 
     #[test]

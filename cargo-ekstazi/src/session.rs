@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
 use ekstazi_core::code::{Build, CodeUnit, Snapshots};
-use ekstazi_core::config::Config;
+use ekstazi_core::config::{Config, DebugInfo};
 use ekstazi_core::dep::{Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
@@ -52,6 +52,8 @@ pub struct Session {
     pub ignore: Ignore,
     /// The runtime shim, written out for this build.
     pub shim: PathBuf,
+    /// `[build] debuginfo`: how much the instrumented build keeps.
+    pub debuginfo: DebugInfo,
     pub granularity: Granularity,
     pub snapshots: Snapshots,
     /// Per binary, with function granularity, the fingerprints of its
@@ -153,7 +155,11 @@ impl Session {
         } else {
             settings.granularity
         };
-        let instrumented = (granularity == Granularity::Function).then_some(shim.as_path());
+        let instrumentation = crate::instrument::Instrumentation {
+            shim: &shim,
+            debuginfo: config.build.debuginfo,
+        };
+        let instrumented = (granularity == Granularity::Function).then_some(instrumentation);
         let only_doctests = settings.doctests == Doctests::Only;
         // `--doc` builds the libraries alone, for their dep-info.
         let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
@@ -294,6 +300,7 @@ impl Session {
             checksums,
             binary_sums,
             ignore,
+            debuginfo: config.build.debuginfo,
             shim,
             granularity,
             snapshots,

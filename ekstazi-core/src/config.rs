@@ -38,14 +38,19 @@
 //! # Glob patterns over test names (or `<binary id> <name>` labels).
 //! always-run = ["*::smoke_*"]
 //! never-record = ["flaky::*"]
+//!
+//! [build]
+//! # The instrumented build's debug information: "line-tables-only" (file
+//! # and line in panics and backtraces) or "profile" (the profile's own).
+//! debuginfo = "line-tables-only"
 //! ```
 //!
 //! Unknown keys are errors, so that a typo does not silently change what is
 //! recorded. The `[run]` and `[select]` options can also be given on the
 //! command line and as `EKSTAZI_*` variables: see [`crate::settings`].
 //!
-//! What decides *what is recorded* (`ignore`, `libraries`) is part of every
-//! record's global fingerprint ([`Config::recording_digest`]): changing it
+//! What decides *what is recorded* (`ignore`, `libraries`), and how the
+//! tests are built (`build`), is part of every record's global fingerprint ([`Config::recording_digest`]): changing it
 //! reruns every test, since records made under other rules may lack a
 //! dependency. The network policy is applied when selecting, to the peers a
 //! record keeps, so changing it takes effect without rerunning anything.
@@ -66,6 +71,37 @@ pub struct Config {
     pub run: RunConfig,
     pub select: SelectConfig,
     pub history: HistoryConfig,
+    pub build: BuildConfig,
+}
+
+/// `[build]`: how the instrumented build is made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BuildConfig {
+    pub debuginfo: DebugInfo,
+}
+
+/// How much debug information the instrumented build keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DebugInfo {
+    /// At most line tables: file and line in panics and backtraces, which
+    /// is what a test run shows. Full debug information is most of what
+    /// the compiler and linker write for a test binary, and a debugger
+    /// session belongs to a plain `cargo test` build.
+    #[default]
+    LineTablesOnly,
+    /// Whatever the profile (or `RUSTFLAGS`) asks for.
+    Profile,
+}
+
+impl DebugInfo {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DebugInfo::LineTablesOnly => "line-tables-only",
+            DebugInfo::Profile => "profile",
+        }
+    }
 }
 
 /// `[history]`: records kept per commit (see [`crate::history`]).
@@ -166,12 +202,18 @@ impl Config {
         toml::from_str(text).map_err(|e| e.message().to_owned() + &location(text, &e))
     }
 
-    /// A digest of the options that decide what is recorded.
+    /// A digest of the options that decide what is recorded, and how the
+    /// tests are built (debug information shows in nothing a test observes
+    /// but a backtrace's detail; still, records made with other binaries
+    /// are not trusted).
     pub fn recording_digest(&self) -> String {
-        if self.ignore == IgnoreConfig::default() && self.libraries == LibrariesConfig::default() {
+        if self.ignore == IgnoreConfig::default()
+            && self.libraries == LibrariesConfig::default()
+            && self.build == BuildConfig::default()
+        {
             return String::new();
         }
-        let text = format!("{:?} {:?}", self.ignore, self.libraries);
+        let text = format!("{:?} {:?} {:?}", self.ignore, self.libraries, self.build);
         blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
     }
 
@@ -231,6 +273,8 @@ mod tests {
             [select]
             always-run = ["a*"]
             never-record = ["b*"]
+            [build]
+            debuginfo = "profile"
             "#,
         )
         .unwrap();
@@ -242,7 +286,18 @@ mod tests {
         assert_eq!(config.run.slow_timeout, Some(30.0));
         assert_eq!(config.run.private_tmpdir, Some(false));
         assert_eq!(config.select.never_record, ["b*"]);
+        assert_eq!(config.build.debuginfo, DebugInfo::Profile);
         assert_ne!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn the_debuginfo_is_one_of_two_words() {
+        assert_eq!(Config::default().build.debuginfo, DebugInfo::LineTablesOnly);
+        let err = Config::parse("[build]\ndebuginfo = \"full\"\n").unwrap_err();
+        assert!(
+            err.contains("line-tables-only") && err.contains("profile"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Options the README documents that no other module exercises (issue
-//! 22): `--no-record`, `--report-json`, `EKSTAZI_PARTITION`, and the
+//! 22): `--no-record`, `--report-json`, `EKSTAZI_PARTITION`, the
 //! recording rules `--ignore-path`, `[ignore] env`, `[ignore] absolute`
-//! and `[libraries] system`.
+//! and `[libraries] system`, and `[build] debuginfo`.
 
 use crate::support::{BASIC_ALL, Fixture, assert_each_selected_for, labels};
 use std::collections::BTreeSet;
@@ -157,5 +157,63 @@ fn recording_rules_apply_as_configured() {
     assert!(
         line.trim_start().starts_with("library ") && !line.contains("(system library)"),
         "a dependency: {line}"
+    );
+}
+
+/// The size of the `.debug_info` and `.debug_line` sections of every test
+/// executable of the instrumented build.
+fn debug_sections(f: &Fixture) -> (u64, u64) {
+    use object::{Object, ObjectSection};
+    let mut sizes = (0, 0);
+    for entry in walkdir::WalkDir::new(f.file("target/ekstazi/build")) {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if !path.parent().is_some_and(|p| p.ends_with("deps"))
+            || path.extension().is_some()
+            || !entry.file_type().is_file()
+        {
+            continue;
+        }
+        let bytes = std::fs::read(path).unwrap();
+        let Ok(file) = object::File::parse(&*bytes) else {
+            continue;
+        };
+        let size = |name| file.section_by_name(name).map_or(0, |s| s.size());
+        sizes.0 += size(".debug_info");
+        sizes.1 += size(".debug_line");
+    }
+    sizes
+}
+
+#[test]
+fn the_instrumented_build_keeps_line_tables_unless_the_profile_is_asked_for() {
+    let f = Fixture::new("basic");
+    f.test_ok(&[]);
+    let (cut_info, cut_lines) = debug_sections(&f);
+    assert!(
+        cut_lines > 0,
+        "file and line stay for panics and backtraces"
+    );
+
+    // The profile's own debug information: a rebuild, and every test
+    // reruns once, for a build whose binaries differ.
+    f.write(".config/ekstazi.toml", "[build]\ndebuginfo = \"profile\"\n");
+    let selected = f.selected(&[]);
+    assert_eq!(
+        label_set(&selected),
+        BASIC_ALL.iter().map(|l| l.to_string()).collect()
+    );
+    for (label, reasons) in &selected {
+        assert_eq!(
+            reasons[0], "global: config changed",
+            "{label}: {reasons:?}"
+        );
+    }
+    f.test_ok(&[]);
+    let (full_info, _) = debug_sections(&f);
+    // (Most of either is the standard library's, built beforehand.)
+    assert!(
+        full_info > cut_info,
+        "the test profile's full debug information: {full_info} against {cut_info} bytes"
     );
 }

@@ -122,7 +122,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     let build = if instrumented {
         Some(instrument::prepare_target_dir(
             &session.ws.target_dir,
-            &session.shim,
+            instrumentation(&session),
         )?)
     } else {
         None
@@ -330,6 +330,13 @@ fn given_environment(session: &Session, vars: Vec<(OsString, OsString)>) -> Envi
 /// `cargo nextest run` with the cargo options of the session's build; with
 /// `build` (the instrumented build's target directory), that build's
 /// target, directory and environment, so that cargo finds it fresh.
+fn instrumentation(session: &Session) -> instrument::Instrumentation<'_> {
+    instrument::Instrumentation {
+        shim: &session.shim,
+        debuginfo: session.debuginfo,
+    }
+}
+
 fn nextest_command(session: &Session, args: &NextestArgs, build: Option<&Path>) -> Command {
     let mut command = Command::new(&session.ws.cargo);
     command
@@ -341,7 +348,7 @@ fn nextest_command(session: &Session, args: &NextestArgs, build: Option<&Path>) 
             .args(["--target", &session.ws.host])
             .arg("--target-dir")
             .arg(dir)
-            .envs(instrument::build_env(&session.shim));
+            .envs(instrument::build_env(instrumentation(session)));
     }
     command
 }
