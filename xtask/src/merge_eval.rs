@@ -34,8 +34,8 @@
 //! `cargo test` passes at the merge. Any conflict merge-check blames on
 //! them is a false alarm.
 //!
-//! Output in `<out>`: `merges.csv` (a line per merge), `summary.md`, and
-//! logs under `logs/`.
+//! Output in `<out>`: `merges.csv` (a line per merge), `merges.json` (each
+//! merge's verdicts test by test), `summary.md`, and logs under `logs/`.
 
 use crate::evidence::{self, EkstaziOpts, RetestAll, TestId, output, run_ok};
 use crate::mutate::{self, Mutant};
@@ -758,6 +758,26 @@ fn write_results(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> Res
         );
     }
     std::fs::write(args.project.out.join("merges.csv"), csv)?;
+    // Each merge's verdicts, test by test, to check a disagreement by.
+    let name = |(binary, test): &TestId| format!("{binary} {test}");
+    let details: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            serde_json::json!({
+                "name": row.name,
+                "merge": row.merge,
+                "test": row.test.as_ref().map(name),
+                "mutants": row.mutants,
+                "truth": row.truth.iter().map(|(t, k)| (name(t), *k)).collect::<BTreeMap<_, _>>(),
+                "reported": row.reported.iter().map(|(t, k)| (name(t), k)).collect::<BTreeMap<_, _>>(),
+                "error": row.error,
+            })
+        })
+        .collect();
+    std::fs::write(
+        args.project.out.join("merges.json"),
+        serde_json::to_string_pretty(&details)?,
+    )?;
     std::fs::write(
         args.project.out.join("summary.md"),
         summary(args, rows, skipped_real),
