@@ -204,10 +204,7 @@ fn the_instrumented_build_keeps_line_tables_unless_the_profile_is_asked_for() {
         BASIC_ALL.iter().map(|l| l.to_string()).collect()
     );
     for (label, reasons) in &selected {
-        assert_eq!(
-            reasons[0], "global: config changed",
-            "{label}: {reasons:?}"
-        );
+        assert_eq!(reasons[0], "global: config changed", "{label}: {reasons:?}");
     }
     f.test_ok(&[]);
     let (full_info, _) = debug_sections(&f);
