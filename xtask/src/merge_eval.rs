@@ -260,12 +260,15 @@ fn build_conflict(
         eprintln!("{}: does not build", &commit[..10]);
         return Ok(None);
     }
-    // Side A's own tests, as the harness judges them: new against the
-    // base, or with changed text.
+    // Side A's own tests, as the issue defines them: added (a name the
+    // base has no test of: a test moved to another module is one), or with
+    // changed text.
     let own: BTreeSet<TestId> = at_a
         .outcomes
         .keys()
-        .filter(|id| own_static.contains(last_segment(&id.1)))
+        .filter(|id| {
+            !at_base.outcomes.contains_key(*id) || own_static.contains(last_segment(&id.1))
+        })
         .cloned()
         .collect();
     let passing: Vec<&TestId> = own.iter().filter(|id| at_a.outcomes[*id] == "ok").collect();
@@ -810,7 +813,9 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
         evidence::share(detected, built.len()),
         evidence::share(right, built.len()),
     );
-    let mut by_kind: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    // Per ground-truth verdict: tests, merge-check's same verdict, another
+    // verdict, none (not run at the merge).
+    let mut by_kind: BTreeMap<&str, (usize, usize, usize, usize)> = BTreeMap::new();
     let (mut all_right, mut all_wrong, mut all_missed, mut all_made_up) = (0, 0, 0, 0);
     for row in &built {
         let (r, w, m, u) = row.tally();
@@ -821,7 +826,11 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
         for (test, kind) in &row.truth {
             let e = by_kind.entry(kind).or_default();
             e.0 += 1;
-            e.1 += usize::from(row.reported.get(test).is_some_and(|k| k == kind));
+            match row.reported.get(test) {
+                Some(k) if k == kind => e.1 += 1,
+                Some(_) => e.2 += 1,
+                None => e.3 += 1,
+            }
         }
     }
     let _ = writeln!(
@@ -830,10 +839,13 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
          {} reported without ground truth.\n",
         all_right, all_wrong, all_missed, all_made_up
     );
-    s.push_str("| ground truth | tests | merge-check agrees |\n|---|---:|---:|\n");
+    s.push_str(
+        "| ground truth | tests | merge-check agrees | another verdict | not run at the merge |\n\
+         |---|---:|---:|---:|---:|\n",
+    );
     for kind in KINDS {
-        let (n, ok) = by_kind.get(kind).copied().unwrap_or_default();
-        let _ = writeln!(s, "| {kind} | {n} | {ok} |");
+        let (n, ok, other, none) = by_kind.get(kind).copied().unwrap_or_default();
+        let _ = writeln!(s, "| {kind} | {n} | {ok} | {other} | {none} |");
     }
     let ran: usize = built.iter().map(|r| r.ran).sum();
     let tests: usize = built.iter().map(|r| r.tests).sum();

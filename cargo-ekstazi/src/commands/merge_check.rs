@@ -243,7 +243,12 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         parents: parents.clone(),
         base: vec![base],
         both_sides: both_sides.iter().map(|t| test_name(t)).collect(),
-        ran_at_merge: selected.iter().map(test_name).collect(),
+        // Not those gone at the merge (a test a side renamed or removed).
+        ran_at_merge: selected
+            .iter()
+            .filter(|t| matches!(at_merge.get(*t), Some(Some(_))))
+            .map(test_name)
+            .collect(),
         surveyed: how,
         conflicts,
         untested,
