@@ -242,8 +242,9 @@ enum Eval {
         project: EvalProject,
     },
     /// Build merges that conflict (a real commit with a test of its own as
-    /// one side, its parent with a mutant the test executes as the other)
-    /// and check them with `cargo ekstazi merge-check` against the ground
+    /// one side, its parent with a mutant the test executes as the other;
+    /// and semantic conflicts, where the real commit makes an unchanged
+    /// test reach the function the mutant is in) and check them with `cargo ekstazi merge-check` against the ground
     /// truth of `cargo test` at the base, each parent and the merge; then
     /// real merge commits that pass, for false alarms
     Merges {
@@ -256,6 +257,11 @@ enum Eval {
         /// Conflicting merges to build
         #[arg(long, default_value_t = 16)]
         merges: usize,
+        /// Semantic conflicts to build: side A is a real commit after which
+        /// an unchanged test executes a function it did not execute at the
+        /// parent, and side B mutates that function
+        #[arg(long, default_value_t = 8)]
+        semantic: usize,
         /// Every n-th built merge gets a third side (an octopus merge); 0:
         /// none
         #[arg(long, default_value_t = 4)]
@@ -454,6 +460,7 @@ fn main() -> Result<()> {
                     window,
                     from,
                     merges,
+                    semantic,
                     octopus_every,
                     real,
                     tries,
@@ -466,6 +473,7 @@ fn main() -> Result<()> {
             from,
             window,
             merges,
+            semantic,
             octopus_every,
             real,
             tries: tries.max(1),

@@ -18,6 +18,14 @@
 //!    another file. A merge that conflicts textually, or where A's test
 //!    passes, is dropped, and the next mutant tried.
 //!
+//! **Built semantic conflicts** (`--semantic`), which that construction
+//! cannot make (B's mutant reaches A's test at B too, or the test is new):
+//! side A is a real commit after which a test it leaves unchanged executes
+//! a function it did not execute at the parent (by their records at both),
+//! and side B mutates that function. At B the test does not reach the
+//! mutant; at the merge it does. Kept only when the test passes at every
+//! parent and fails at the merge.
+//!
 //! **Ground truth**, from plain `cargo test` (every test) at the base, at
 //! each parent and at the merge, by the issue's definitions, in the order
 //! merge-check's documentation gives them: a test failing at the merge is
@@ -56,6 +64,8 @@ pub struct MergeEvalArgs {
     pub window: usize,
     /// Conflicting merges to build.
     pub merges: usize,
+    /// Semantic conflicts to build.
+    pub semantic: usize,
     /// Every n-th built merge has a third side (0: none).
     pub octopus_every: usize,
     /// Real merge commits (that pass) to check for false alarms.
@@ -69,10 +79,21 @@ pub struct MergeEvalArgs {
 /// What merge-check can say of a test.
 const KINDS: [&str; 3] = ["semantic conflict", "lost behaviour", "already failing"];
 
-/// One checked merge: built (`test` is side A's) or real.
+/// How a built merge's sides were chosen.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Construction {
+    /// MCon4J's: side A's own test, and a mutant in what it executes.
+    OwnTest,
+    /// A test that side A's change makes reach a function side B mutates.
+    Reach,
+}
+
+/// One checked merge: built (`test` is the one it was built around) or
+/// real.
 #[derive(Default)]
 struct Row {
     name: String,
+    construction: Option<Construction>,
     merge: String,
     parents: usize,
     /// Side A's commit and test, and the mutant(s), for built merges.
@@ -113,8 +134,9 @@ impl Row {
         (right, wrong, missed, made_up)
     }
 
-    /// Side A's test: detected (among the conflicts), and with the right
-    /// verdict.
+    /// The test the merge was built around (side A's own, or the one A
+    /// makes reach B's mutant): its ground truth, and merge-check's
+    /// verdict if it gave one.
     fn own_test(&self) -> Option<(&'static str, Option<&str>)> {
         let test = self.test.as_ref()?;
         Some((
@@ -184,50 +206,75 @@ pub fn merges(args: &MergeEvalArgs) -> Result<()> {
             .arg(args.window.to_string())
             .arg(&args.from),
     )?;
-    let mut built = 0;
     let mut rng = mutate::SplitMix(args.seed ^ 0x3e46);
-    for (index, commit) in listing.lines().enumerate() {
-        if built >= args.merges {
-            break;
-        }
-        let name = format!("built-{built:02}-{}", &commit[..10]);
-        let log = logs.join(format!("{name}.log"));
-        let octopus =
-            args.octopus_every > 0 && built % args.octopus_every == args.octopus_every - 1;
-        match build_conflict(
-            args, &ekstazi, &scratch, commit, index, octopus, &log, &mut rng,
-        ) {
-            Ok(Some(mut row)) => {
-                row.name = name;
-                merge_check(&ekstazi, &scratch, &args.project, &log, &mut row)?;
-                eprintln!("{}", describe(&row));
-                rows.push(row);
-                built += 1;
+    for (construction, wanted, prefix) in [
+        (Construction::OwnTest, args.merges, "built"),
+        (Construction::Reach, args.semantic, "semantic"),
+    ] {
+        let mut built = 0;
+        for (index, commit) in listing.lines().enumerate() {
+            if built >= wanted {
+                break;
             }
-            Ok(None) => {}
-            Err(e) => eprintln!("{}: {e:#}", &commit[..10]),
+            let name = format!("{prefix}-{built:02}-{}", &commit[..10]);
+            let log = logs.join(format!("{name}.log"));
+            let octopus =
+                args.octopus_every > 0 && built % args.octopus_every == args.octopus_every - 1;
+            let plan = Plan {
+                commit,
+                index,
+                construction,
+                octopus,
+                log: &log,
+            };
+            match build_conflict(args, &ekstazi, &scratch, &plan, &mut rng) {
+                Ok(Some(mut row)) => {
+                    row.name = name;
+                    merge_check(&ekstazi, &scratch, &args.project, &log, &mut row)?;
+                    eprintln!("{}", describe(&row));
+                    rows.push(row);
+                    built += 1;
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!("{}: {e:#}", &commit[..10]),
+            }
+            // Partial results survive an interrupted run.
+            write_results(args, &rows, skipped_real)?;
         }
-        // Partial results survive an interrupted run.
-        write_results(args, &rows, skipped_real)?;
     }
     write_results(args, &rows, skipped_real)?;
     eprintln!("results in {}", args.project.out.display());
     Ok(())
 }
 
-/// A conflicting merge with `commit` as side A, or `None` when it has no
-/// test of its own that a mutant on its parent breaks at the merge.
-#[allow(clippy::too_many_arguments)]
+/// One merge to try to build: side A's commit (its place in the window
+/// seeds the mutants' order) and how to choose the other sides.
+struct Plan<'a> {
+    commit: &'a str,
+    index: usize,
+    construction: Construction,
+    octopus: bool,
+    log: &'a Path,
+}
+
+/// A test to build a merge around: the functions side B may mutate, and
+/// everything it executes at A (a third side mutates none of those).
+struct Target {
+    test: TestId,
+    mutate_in: BTreeSet<String>,
+    executed_at_a: BTreeSet<String>,
+}
+
+/// A conflicting merge with the plan's commit as side A, or `None` when no
+/// test and mutant of the plan's construction make one.
 fn build_conflict(
     args: &MergeEvalArgs,
     ekstazi: &Path,
     scratch: &Path,
-    commit: &str,
-    index: usize,
-    octopus: bool,
-    log: &Path,
+    plan: &Plan,
     rng: &mut mutate::SplitMix,
 ) -> Result<Option<Row>> {
+    let (commit, log) = (plan.commit, plan.log);
     let git = |a: &[&str]| output(&mut evidence::git(scratch, a));
     let parent = match &parents(scratch, commit)?[..] {
         [one] => one.clone(),
@@ -242,14 +289,16 @@ fn build_conflict(
         return Ok(None);
     }
     let own_static = own_tests(scratch, &parent, commit, &changed)?;
-    if own_static.is_empty() {
-        return Ok(None);
+    if plan.construction == Construction::OwnTest {
+        if own_static.is_empty() {
+            return Ok(None);
+        }
+        eprintln!(
+            "{}: side A adds or changes {}",
+            &commit[..10],
+            own_static.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
     }
-    eprintln!(
-        "{}: side A adds or changes {}",
-        &commit[..10],
-        own_static.iter().cloned().collect::<Vec<_>>().join(", ")
-    );
 
     evidence::checkout_clean(scratch, &parent)?;
     let at_base =
@@ -271,52 +320,101 @@ fn build_conflict(
         })
         .cloned()
         .collect();
-    let passing: Vec<&TestId> = own.iter().filter(|id| at_a.outcomes[*id] == "ok").collect();
-    if passing.is_empty() {
+
+    // What tests execute at A (and, for a semantic conflict, at the base).
+    let at_a_state = tempfile::tempdir_in(&args.project.out)?;
+    record_all(args, ekstazi, scratch, at_a_state.path(), log)?;
+    let passes_at = |run: &RetestAll, id: &TestId| run.outcomes.get(id).is_some_and(|o| o == "ok");
+    let targets: Vec<Target> = match plan.construction {
+        Construction::OwnTest => own
+            .iter()
+            .filter(|id| passes_at(&at_a, id))
+            .take(2)
+            .map(|id| {
+                let executed = executed_functions(at_a_state.path(), id);
+                Target {
+                    test: id.clone(),
+                    mutate_in: executed.clone(),
+                    executed_at_a: executed,
+                }
+            })
+            .collect(),
+        Construction::Reach => {
+            evidence::checkout_clean(scratch, &parent)?;
+            let at_base_state = tempfile::tempdir_in(&args.project.out)?;
+            record_all(args, ekstazi, scratch, at_base_state.path(), log)?;
+            let mut targets: Vec<Target> = at_base
+                .outcomes
+                .keys()
+                .filter(|id| !own.contains(*id) && passes_at(&at_base, id) && passes_at(&at_a, id))
+                .filter_map(|id| {
+                    let executed_at_a = executed_functions(at_a_state.path(), id);
+                    let before = executed_functions(at_base_state.path(), id);
+                    // By name: a function of a name the test never ran at
+                    // the base is one it cannot reach at side B either.
+                    let mutate_in: BTreeSet<String> =
+                        executed_at_a.difference(&before).cloned().collect();
+                    (!mutate_in.is_empty() && !before.is_empty()).then(|| Target {
+                        test: id.clone(),
+                        mutate_in,
+                        executed_at_a,
+                    })
+                })
+                .collect();
+            targets.sort_by(|a, b| a.test.cmp(&b.test));
+            let start = if targets.is_empty() {
+                0
+            } else {
+                rng.below(targets.len())
+            };
+            targets.rotate_left(start);
+            targets.truncate(3);
+            if !targets.is_empty() {
+                eprintln!(
+                    "{}: side A makes {} reach functions it did not run before",
+                    &commit[..10],
+                    targets
+                        .iter()
+                        .map(|t| t.test.1.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            targets
+        }
+    };
+    if targets.is_empty() {
         return Ok(None);
     }
-
-    // What they execute at A.
-    let state = tempfile::tempdir_in(&args.project.out)?;
-    let report = args.project.out.join("report.json");
-    evidence::ekstazi_test(&EkstaziOpts {
-        ekstazi,
-        dir: scratch,
-        state: state.path(),
-        granularity: "function",
-        cargo_args: &args.project.cargo_args,
-        target_dir: None,
-        log,
-        report: &report,
-        timeout: args.project.timeout,
-    })?;
 
     evidence::checkout_clean(scratch, &parent)?;
     let sites = mutate::candidates(scratch, &args.sources, &[])?;
     let spans = function_spans_of(scratch, &sites);
-    for test in passing.into_iter().take(2) {
-        let executed = executed_functions(state.path(), test);
-        if executed.is_empty() {
-            continue;
-        }
-        let (inside, outside): (Vec<Mutant>, Vec<Mutant>) = sites
+    for target in &targets {
+        let test = &target.test;
+        let inside: Vec<Mutant> = sites
             .iter()
+            .filter(|m| enclosing(&spans, m).is_some_and(|f| target.mutate_in.contains(f)))
             .cloned()
-            .partition(|m| enclosing(&spans, m).is_some_and(|f| executed.contains(f)));
-        let order = mutate::interleave(inside, args.seed ^ index as u64);
+            .collect();
+        let outside: Vec<&Mutant> = sites
+            .iter()
+            .filter(|m| enclosing(&spans, m).is_none_or(|f| !target.executed_at_a.contains(f)))
+            .collect();
+        let order = mutate::interleave(inside, args.seed ^ plan.index as u64);
         for mutant in order.into_iter().take(args.tries) {
             let mut sides = vec![side(scratch, &parent, &[&mutant])?];
             let mut mutants = vec![describe_mutant(&mutant)];
-            if octopus {
-                let other: Vec<Mutant> = outside
+            if plan.octopus {
+                let other: Vec<&Mutant> = outside
                     .iter()
                     .filter(|m| m.file != mutant.file)
-                    .cloned()
+                    .copied()
                     .collect();
                 if other.is_empty() {
                     return Ok(None);
                 }
-                let third = &other[rng.below(other.len())];
+                let third = other[rng.below(other.len())];
                 sides.push(side(scratch, &parent, &[third])?);
                 mutants.push(describe_mutant(third));
             }
@@ -348,7 +446,15 @@ fn build_conflict(
                 );
             }
             let truth = ground_truth(&at_merge.outcomes, &at_parents, &own);
+            // A mutant the test reaches at side B after all (a function of
+            // the same name elsewhere) makes no semantic conflict.
+            if plan.construction == Construction::Reach
+                && truth.get(test) != Some(&"semantic conflict")
+            {
+                continue;
+            }
             return Ok(Some(Row {
+                construction: Some(plan.construction),
                 merge,
                 parents: 1 + sides.len(),
                 test: Some(test.clone()),
@@ -360,6 +466,29 @@ fn build_conflict(
         }
     }
     Ok(None)
+}
+
+/// `cargo ekstazi test` of every test at the checked-out commit, its
+/// records into `state`.
+fn record_all(
+    args: &MergeEvalArgs,
+    ekstazi: &Path,
+    scratch: &Path,
+    state: &Path,
+    log: &Path,
+) -> Result<()> {
+    evidence::ekstazi_test(&EkstaziOpts {
+        ekstazi,
+        dir: scratch,
+        state,
+        granularity: "function",
+        cargo_args: &args.project.cargo_args,
+        target_dir: None,
+        log,
+        report: &args.project.out.join("report.json"),
+        timeout: args.project.timeout,
+    })?;
+    Ok(())
 }
 
 /// The verdict of every test that fails at the merge, by the issue's
@@ -711,7 +840,7 @@ fn describe(row: &Row) -> String {
     if let Some((truth, reported)) = row.own_test() {
         let _ = write!(
             line,
-            "; side A's test: {truth}, merge-check: {}",
+            "; its test: {truth}, merge-check: {}",
             reported.unwrap_or("nothing")
         );
     }
@@ -740,7 +869,11 @@ fn write_results(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> Res
             row.name,
             row.merge,
             row.parents,
-            if row.test.is_some() { "built" } else { "real" },
+            match row.construction {
+                Some(Construction::OwnTest) => "built",
+                Some(Construction::Reach) => "semantic",
+                None => "real",
+            },
             row.test
                 .as_ref()
                 .map_or(String::new(), |(b, n)| format!("{b} {n}")),
@@ -795,24 +928,41 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
         args.project.repo.display(),
         args.from
     );
-    let octopus = built.iter().filter(|r| r.parents > 2).count();
-    let detected = built
-        .iter()
-        .filter(|r| r.own_test().is_some_and(|(_, rep)| rep.is_some()))
-        .count();
-    let right = built
-        .iter()
-        .filter(|r| r.own_test().is_some_and(|(t, rep)| rep == Some(t)))
-        .count();
+    for (construction, what, whose) in [
+        (Construction::OwnTest, "Built conflicts", "side A's test"),
+        (
+            Construction::Reach,
+            "Built semantic conflicts",
+            "the test side A makes reach side B's mutant",
+        ),
+    ] {
+        let these: Vec<&&Row> = built
+            .iter()
+            .filter(|r| r.construction == Some(construction))
+            .collect();
+        if these.is_empty() {
+            continue;
+        }
+        let octopus = these.iter().filter(|r| r.parents > 2).count();
+        let detected = these
+            .iter()
+            .filter(|r| r.own_test().is_some_and(|(_, rep)| rep.is_some()))
+            .count();
+        let right = these
+            .iter()
+            .filter(|r| r.own_test().is_some_and(|(t, rep)| rep == Some(t)))
+            .count();
+        let _ = writeln!(
+            s,
+            "{what}: {} ({octopus} octopus), {whose} detected in {detected} ({:.0} %), \
+             classified right in {right} ({:.0} %).\n",
+            these.len(),
+            evidence::share(detected, these.len()),
+            evidence::share(right, these.len()),
+        );
+    }
     let errors = rows.iter().filter(|r| r.error.is_some()).count();
-    let _ = writeln!(
-        s,
-        "Built conflicts: {} ({octopus} octopus), side A's test detected in {detected} ({:.0} %), \
-         classified right in {right} ({:.0} %); merge-check failed on {errors} merge(s).\n",
-        built.len(),
-        evidence::share(detected, built.len()),
-        evidence::share(right, built.len()),
-    );
+    let _ = writeln!(s, "merge-check failed on {errors} merge(s).\n");
     // Per ground-truth verdict: tests, merge-check's same verdict, another
     // verdict, none (not run at the merge).
     let mut by_kind: BTreeMap<&str, (usize, usize, usize, usize)> = BTreeMap::new();
@@ -867,7 +1017,7 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
         evidence::share(ran, tests),
     );
     s.push_str(
-        "| merge | parents | side A's test | truth | merge-check | ran | tests | wall s |\n",
+        "| merge | parents | the test it was built around | truth | merge-check | ran | tests | wall s |\n",
     );
     s.push_str("|---|---:|---|---|---|---:|---:|---:|\n");
     for row in rows {
