@@ -374,7 +374,17 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
 pub struct RunJson {
     /// Seconds per stage (`build`, `analysis`, `run`, ...), and `total`.
     pub timings: std::collections::BTreeMap<String, f64>,
+    pub binaries: Vec<RunBinary>,
     pub tests: Vec<RunTest>,
+}
+
+/// A test binary the run built, and the workspace's programs its tests
+/// can run (`CARGO_BIN_EXE_*`).
+#[derive(Serialize)]
+pub struct RunBinary {
+    pub binary: String,
+    pub path: std::path::PathBuf,
+    pub programs: Vec<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -418,7 +428,22 @@ pub fn run_json(
             vouched_by: planned.vouched.clone(),
         })
         .collect();
-    RunJson { timings, tests }
+    let binaries = session
+        .built
+        .binaries
+        .iter()
+        .filter(|b| b.doctests.is_none())
+        .map(|b| RunBinary {
+            binary: b.key.clone(),
+            path: b.path.clone(),
+            programs: b.bin_exes.iter().map(|(_, path)| path.clone()).collect(),
+        })
+        .collect();
+    RunJson {
+        timings,
+        binaries,
+        tests,
+    }
 }
 
 #[cfg(test)]

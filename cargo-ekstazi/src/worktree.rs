@@ -48,6 +48,9 @@ pub struct Ran {
     /// test filtered out); `None` when nothing was reported: it did not
     /// build.
     pub outcomes: Option<Vec<(TestId, Option<Outcome>)>>,
+    /// The executables the run built: test binaries and the programs
+    /// their tests can run.
+    pub executables: BTreeSet<PathBuf>,
     /// The run's own state directory: its records, and the function
     /// fingerprints of the builds it ran.
     pub state: tempfile::TempDir,
@@ -207,6 +210,7 @@ impl Worktree {
         }
         let ran = Ran {
             outcomes: None,
+            executables: BTreeSet::new(),
             state,
         };
         // What the run filed at this commit joins the history.
@@ -238,8 +242,19 @@ impl Worktree {
                     .collect()
             })
             .unwrap_or_default();
+        let executables = report["binaries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|b| {
+                let programs = b["programs"].as_array().into_iter().flatten();
+                std::iter::once(&b["path"]).chain(programs)
+            })
+            .filter_map(|p| p.as_str().map(PathBuf::from))
+            .collect();
         Ok(Ran {
             outcomes: Some(outcomes),
+            executables,
             ..ran
         })
     }

@@ -51,6 +51,31 @@ impl Functions {
     pub fn is_empty(&self) -> bool {
         self.by_stable.is_empty()
     }
+
+    /// The display name of a function, by the hash of its stable name.
+    pub fn name(&self, stable: u64) -> Option<&str> {
+        self.by_stable.get(&stable).map(|(name, _)| name.as_str())
+    }
+}
+
+/// Who calls whom directly, by the hashes of stable names
+/// ([`crate::fingerprint::calls`]), over the builds of the base and the
+/// parents.
+#[derive(Clone, Debug, Default)]
+pub struct Calls {
+    callers: HashMap<u64, HashSet<u64>>,
+}
+
+impl Calls {
+    pub fn add(&mut self, calls: &[(u64, u64)]) {
+        for (caller, callee) in calls {
+            self.callers.entry(*callee).or_default().insert(*caller);
+        }
+    }
+
+    fn callers_of(&self, callee: u64) -> Option<&HashSet<u64>> {
+        self.callers.get(&callee)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -215,18 +240,37 @@ pub fn passed_at_every_parent(parents: &[Option<Manifest>], binary: &str, test: 
         })
 }
 
-/// A change no test exercises with the other sides' changes.
+/// A change, or a pair of changes, no test exercises with the other
+/// sides' changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Untested {
     pub function: String,
-    /// The sides (0-based, in parent order) that changed it.
+    /// The sides (0-based, in parent order) that changed it (and `with`).
     pub sides: Vec<usize>,
+    /// A pair's other function, changed on another side: no test executed
+    /// both.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub with: Option<String>,
+    /// A pair's common caller, which some test executes: where a test of
+    /// the two together would start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
-/// Functions changed (or removed) on two or more sides that no test
-/// executed, ranked by how many sides changed them, then by name: where a
-/// test is missing.
-pub fn untested(sides: &[Side], tests: &[Evidence]) -> Vec<Untested> {
+/// Where a test is missing, ranked:
+/// 1. functions changed (or removed) on two or more sides that no test
+///    executed, most sides first;
+/// 2. pairs of functions changed on different sides that no one test
+///    executed both of, while some test executes a function that calls
+///    both directly; the pairs whose caller the most tests execute first.
+///
+/// Then by name. `names` give the callers' names (any build's will do).
+pub fn untested(
+    sides: &[Side],
+    tests: &[Evidence],
+    calls: &Calls,
+    names: &[&Functions],
+) -> Vec<Untested> {
     let mut by_function: BTreeMap<u64, (String, Vec<usize>)> = BTreeMap::new();
     for (i, side) in sides.iter().enumerate() {
         for change in side
@@ -240,14 +284,23 @@ pub fn untested(sides: &[Side], tests: &[Evidence]) -> Vec<Untested> {
             entry.1.push(i);
         }
     }
-    let executed: HashSet<u64> = tests
-        .iter()
-        .flat_map(|t| t.executed.iter().copied())
-        .collect();
+    // The tests (by index) that executed each function.
+    let mut tests_of: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (t, test) in tests.iter().enumerate() {
+        for f in &test.executed {
+            tests_of.entry(*f).or_default().push(t);
+        }
+    }
+    let executed_by = |f: u64| tests_of.get(&f).map_or(&[][..], Vec::as_slice);
     let mut out: Vec<Untested> = by_function
-        .into_iter()
-        .filter(|(stable, (_, sides))| sides.len() >= 2 && !executed.contains(stable))
-        .map(|(_, (function, sides))| Untested { function, sides })
+        .iter()
+        .filter(|(stable, (_, sides))| sides.len() >= 2 && executed_by(**stable).is_empty())
+        .map(|(_, (function, sides))| Untested {
+            function: function.clone(),
+            sides: sides.clone(),
+            with: None,
+            caller: None,
+        })
         .collect();
     out.sort_by(|a, b| {
         b.sides
@@ -255,7 +308,80 @@ pub fn untested(sides: &[Side], tests: &[Evidence]) -> Vec<Untested> {
             .cmp(&a.sides.len())
             .then(a.function.cmp(&b.function))
     });
+
+    // Pairs: a function changed on one side only, against one changed on
+    // one other side only (those changed on several are above).
+    let changed_once = |i: usize| -> Vec<(u64, &str)> {
+        sides[i]
+            .functions
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Changed && by_function[&c.stable].1.len() == 1)
+            .map(|c| (c.stable, c.function.as_str()))
+            .collect()
+    };
+    let name_of = |stable: u64| names.iter().find_map(|f| f.name(stable));
+    let mut pairs: Vec<(usize, Untested)> = Vec::new();
+    for i in 0..sides.len() {
+        let here = changed_once(i);
+        for j in i + 1..sides.len() {
+            let there = changed_once(j);
+            for &(f, f_name) in &here {
+                let Some(f_callers) = calls.callers_of(f) else {
+                    continue;
+                };
+                for &(g, g_name) in &there {
+                    let Some(g_callers) = calls.callers_of(g) else {
+                        continue;
+                    };
+                    if shares_any(executed_by(f), executed_by(g)) {
+                        continue;
+                    }
+                    // The common caller the most tests execute.
+                    let best = f_callers
+                        .intersection(g_callers)
+                        .filter_map(|h| {
+                            let n = executed_by(*h).len();
+                            if n == 0 {
+                                return None;
+                            }
+                            Some((n, name_of(*h)?))
+                        })
+                        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)));
+                    if let Some((n, caller)) = best {
+                        pairs.push((
+                            n,
+                            Untested {
+                                function: f_name.to_owned(),
+                                sides: vec![i, j],
+                                with: Some(g_name.to_owned()),
+                                caller: Some(caller.to_owned()),
+                            },
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    pairs.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| a.1.function.cmp(&b.1.function))
+            .then_with(|| a.1.with.cmp(&b.1.with))
+    });
+    out.extend(pairs.into_iter().map(|(_, u)| u));
     out
+}
+
+/// Whether two sorted lists share an element.
+fn shares_any(a: &[usize], b: &[usize]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -410,11 +536,44 @@ mod tests {
             files: HashSet::new(),
         }];
         assert_eq!(
-            untested(&sides, &tests),
+            untested(&sides, &tests, &Calls::default(), &[]),
             [Untested {
                 function: "shared".into(),
-                sides: vec![0, 1]
+                sides: vec![0, 1],
+                with: None,
+                caller: None,
             }]
+        );
+    }
+
+    #[test]
+    fn changes_of_two_sides_that_one_caller_reaches_but_no_test_together_are_a_pair() {
+        // 10 calls 1 and 2 (tested apart), and 3 and 4 (tested together);
+        // 20 calls 1 and 5, and no test executes 20.
+        let sides = [
+            side(&[(1, "price"), (3, "a3")], &[]),
+            side(&[(2, "tax"), (4, "b4"), (5, "b5")], &[]),
+        ];
+        let test = |executed: &[u64]| Evidence {
+            executed: executed.iter().copied().collect(),
+            files: HashSet::new(),
+        };
+        let tests = [test(&[10, 1]), test(&[10, 2]), test(&[10, 3, 4])];
+        let mut calls = Calls::default();
+        calls.add(&[(10, 1), (10, 2), (10, 3), (10, 4), (20, 1), (20, 5)]);
+        let mut names = Functions::default();
+        names.add(10, "total", [0; 16]);
+        let pair = |f: &str, g: &str| Untested {
+            function: f.into(),
+            sides: vec![0, 1],
+            with: Some(g.into()),
+            caller: Some("total".into()),
+        };
+        // Not a3 with b4 (one test ran both), nor anything with b5 (its
+        // one caller with price runs in no test).
+        assert_eq!(
+            untested(&sides, &tests, &calls, &[&names]),
+            [pair("a3", "tax"), pair("price", "b4"), pair("price", "tax")]
         );
     }
 }

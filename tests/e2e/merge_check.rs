@@ -1,7 +1,8 @@
 //! `cargo ekstazi merge-check`: merges built in real git repositories,
 //! where each side passes its own tests and the merge breaks one neither
 //! side touched (a semantic conflict), loses a side's new behaviour, merges
-//! cleanly, or leaves a function both sides changed untested; and a
+//! cleanly, or leaves a function both sides changed untested, or two
+//! sides' changes that one caller reaches but no test runs together; and a
 //! prospective merge checked without touching the user's checkout.
 
 use crate::support::Fixture;
@@ -252,6 +253,84 @@ fn a_function_both_sides_changed_that_no_test_executes_is_untested() {
     assert_eq!(untested[0]["sides"], serde_json::json!([0, 1]));
     // For CI, an option makes it fail.
     merge_check(&f, &["--fail-on-untested"], 101);
+}
+
+#[test]
+fn two_sides_changes_that_one_caller_reaches_but_no_test_runs_together_are_untested() {
+    let f = Fixture::new("history").in_git();
+    // `extra` calls one or the other; each test runs one of them.
+    f.write(
+        "src/shipping.rs",
+        "pub fn shipping(amount: u32) -> u32 {\n    amount / 5\n}\n",
+    );
+    f.write(
+        "src/wrapping.rs",
+        "pub fn wrapping(amount: u32) -> u32 {\n    amount / amount * 2\n}\n",
+    );
+    f.edit(
+        "src/lib.rs",
+        "pub mod tax;\n",
+        "pub mod tax;\npub mod shipping;\npub mod wrapping;\n\n\
+         pub fn extra(amount: u32, gift: bool) -> u32 {\n    \
+         if gift { wrapping::wrapping(amount) } else { shipping::shipping(amount) }\n}\n",
+    );
+    f.edit(
+        "src/lib.rs",
+        "    #[test]\n    fn labels() {",
+        "    #[test]\n    fn shipped() {\n        assert_eq!(extra(10, false), 2);\n    }\n\n    \
+         #[test]\n    fn gift_wrapped() {\n        assert_eq!(extra(10, true), 2);\n    }\n\n    \
+         #[test]\n    fn labels() {",
+    );
+    f.git(&["add", "-A"]);
+    f.commit("extras");
+    // Each side rewrites one of them, keeping what it returns; and one of
+    // `price` and `tax`, which `total` calls and `tests::totals` runs
+    // together: no pair of theirs is untested.
+    merged(
+        &f,
+        |f| {
+            f.edit("src/shipping.rs", "amount / 5", "amount * 2 / 10");
+            f.edit(
+                "src/price.rs",
+                "    amount\n",
+                "    amount + amount - amount\n",
+            );
+            f.commit("shipping by tenths, a price computed");
+        },
+        |f| {
+            f.edit(
+                "src/wrapping.rs",
+                "amount / amount * 2",
+                "amount - amount + 2",
+            );
+            f.edit("src/tax.rs", "amount / 10", "amount * 10 / 100");
+            f.commit("wrapping without a division, a tax by hundredths");
+        },
+    );
+    let report = merge_check(&f, &[], 0);
+    assert_eq!(report["conflicts"], Value::Array(vec![]), "{report}");
+    assert_eq!(strings(&report["both_sides"]), [TOTALS], "{report}");
+    assert_eq!(
+        report["untested"],
+        serde_json::json!([{
+            "function": "shop::shipping::shipping",
+            "sides": [0, 1],
+            "with": "shop::wrapping::wrapping",
+            "caller": "shop::extra",
+        }]),
+        "{report}"
+    );
+    // Read by a person (the records filed by now would not show the
+    // functions no test executes: `--build` builds again).
+    let run = f.run(&["merge-check", "--build"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "shop::shipping::shipping and shop::wrapping::wrapping (parents 1, 2), \
+             both called by shop::extra"
+        ),
+        "{run:?}"
+    );
 }
 
 #[test]

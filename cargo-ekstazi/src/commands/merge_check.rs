@@ -235,7 +235,21 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
             });
         }
     }
-    let untested = merge_check::untested(&sides, &evidence.values().cloned().collect::<Vec<_>>());
+    let mut calls = merge_check::Calls::default();
+    for at in at_parents.iter().chain([&at_base]) {
+        calls.add(&at.calls);
+    }
+    let names: Vec<&Functions> = at_parents
+        .iter()
+        .chain([&at_base])
+        .map(|at| &at.functions)
+        .collect();
+    let untested = merge_check::untested(
+        &sides,
+        &evidence.values().cloned().collect::<Vec<_>>(),
+        &calls,
+        &names,
+    );
 
     let report = MergeCheckJson {
         merge: merge.clone(),
@@ -309,6 +323,8 @@ struct Survey {
     /// name (to tell whether a side changed it).
     test_functions: HashMap<TestId, TestFunctions>,
     functions: Functions,
+    /// Direct calls between functions, when the commit was built.
+    calls: Vec<(u64, u64)>,
 }
 
 impl Survey {
@@ -383,6 +399,7 @@ fn survey_built(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Sur
     // The builds know every function, not only those some test executed.
     let mut survey = from_records(outcomes, &records, &table);
     survey.functions = functions_of(&ran)?;
+    survey.calls = calls_of(&ran);
     Ok(survey)
 }
 
@@ -437,7 +454,26 @@ fn from_records(
         evidence,
         test_functions,
         functions,
+        calls: Vec::new(),
     }
+}
+
+/// The direct calls in every instrumented executable the run built (one
+/// without a linker map is not instrumented: a build script's program, a
+/// doctest).
+fn calls_of(ran: &Ran) -> Vec<(u64, u64)> {
+    let mut calls: Vec<(u64, u64)> = ran
+        .executables
+        .iter()
+        .filter_map(|path| {
+            let map = PathBuf::from(format!("{}.map", path.display()));
+            ekstazi_core::fingerprint::calls::direct_calls_file(path, &map).ok()
+        })
+        .flatten()
+        .collect();
+    calls.sort_unstable();
+    calls.dedup();
+    calls
 }
 
 /// The functions of every build the run fingerprinted.
@@ -561,15 +597,37 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
             "(from filed records: functions no test executes are not compared; --build to build)"
         )?;
     }
-    if !report.untested.is_empty() {
+    let (alone, pairs): (Vec<&Untested>, Vec<&Untested>) =
+        report.untested.iter().partition(|u| u.with.is_none());
+    let parents = |u: &Untested| -> String {
+        let sides: Vec<String> = u.sides.iter().map(|s| format!("{}", s + 1)).collect();
+        sides.join(", ")
+    };
+    if !alone.is_empty() {
         writeln!(
             out,
             "changed on several sides, executed by no test ({}):",
-            report.untested.len()
+            alone.len()
         )?;
-        for u in &report.untested {
-            let sides: Vec<String> = u.sides.iter().map(|s| format!("{}", s + 1)).collect();
-            writeln!(out, "  {} (parents {})", u.function, sides.join(", "))?;
+        for u in alone {
+            writeln!(out, "  {} (parents {})", u.function, parents(u))?;
+        }
+    }
+    if !pairs.is_empty() {
+        writeln!(
+            out,
+            "changed on different sides, never executed by one test, with a caller in common ({}):",
+            pairs.len()
+        )?;
+        for u in pairs {
+            writeln!(
+                out,
+                "  {} and {} (parents {}), both called by {}",
+                u.function,
+                u.with.as_deref().unwrap_or_default(),
+                parents(u),
+                u.caller.as_deref().unwrap_or_default()
+            )?;
         }
     }
     Ok(())

@@ -27,6 +27,7 @@
 //! build scripts) are fingerprinted too, and every test of the binary
 //! depends on all of them: a change to one selects them all.
 
+pub mod calls;
 mod image;
 pub mod map;
 mod normalise;
@@ -383,7 +384,7 @@ pub fn stable_hash(name: &str) -> u64 {
     hash_of_stable_name(&stable_name(name))
 }
 
-fn hash_of_stable_name(stable: &str) -> u64 {
+pub(crate) fn hash_of_stable_name(stable: &str) -> u64 {
     let digest = blake3::hash(stable.as_bytes());
     u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"))
 }
