@@ -787,6 +787,84 @@ mod tests {
     }
 
     #[test]
+    fn the_smart_checksum_sees_what_the_loader_maps_and_nothing_else() {
+        use object::{Object, ObjectSection};
+        let data = fs::read(std::env::current_exe().unwrap()).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let base = smart_binary_of(&data, &[]).unwrap();
+        let flipped = |name: &str| {
+            let section = file
+                .section_by_name(name)
+                .unwrap_or_else(|| panic!("the test binary has no {name}"));
+            let (start, size) = section.file_range().unwrap();
+            let mut copy = data.clone();
+            copy[(start + size / 2) as usize] ^= 0xff;
+            smart_binary_of(&copy, &[]).unwrap()
+        };
+        // Debug information, the compiler's note, the symbol table: not
+        // loaded. The build id is loaded, but changes with any of those.
+        for unmapped in [".debug_info", ".comment", ".symtab", ".note.gnu.build-id"] {
+            assert_eq!(flipped(unmapped), base, "{unmapped} is not what runs");
+        }
+        for mapped in [".text", ".rodata"] {
+            assert_ne!(flipped(mapped), base, "{mapped} is what runs");
+        }
+    }
+
+    #[test]
+    fn a_witness_counts_its_entries() {
+        let mut witness = ListingWitness::default();
+        witness.add(b"a", b'f');
+        witness.add(b"b", b'd');
+        let count = u64::from_le_bytes(witness.to_bytes()[16..24].try_into().unwrap());
+        assert_eq!(count, 2, "as the shim counts them");
+    }
+
+    #[test]
+    fn a_resolved_path_is_its_path() {
+        let here = Anchors::new(Path::new("/ws"), Path::new("/ws/target"), None);
+        assert_ne!(
+            resolved_path(Path::new("/ws/x"), &here),
+            resolved_path(Path::new("/ws/y"), &here)
+        );
+        assert_ne!(
+            resolved_path(Path::new("/ws/x"), &here),
+            resolved_path(Path::new("/elsewhere/x"), &here),
+            "the workspace's x, or another"
+        );
+    }
+
+    #[test]
+    fn what_was_computed_before_the_run_stays_what_the_tests_are_judged_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        fs::write(&file, "before").unwrap();
+        let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("target"), None));
+        let target = Target::Content(checksums.anchors().store(&file));
+        let before = checksums.get(&target);
+        assert_eq!(checksums.cached(&target), Some(before.clone()));
+        fs::write(&file, "during the run").unwrap();
+        // Neither computing ahead nor asking as of a test's start replaces
+        // it with what is there now.
+        checksums.prefetch([&target, &target]);
+        assert_eq!(checksums.cached(&target), Some(before.clone()));
+        let later = SystemTime::now() + Duration::from_secs(5);
+        assert_eq!(checksums.as_seen_since(&target, later), before);
+        // What was not computed before is computed ahead, once.
+        let other = Target::Content(checksums.anchors().store(&dir.path().join("b.txt")));
+        assert_eq!(checksums.cached(&other), None);
+        checksums.prefetch([&other]);
+        assert_eq!(checksums.cached(&other), Some(Sum::Absent));
+    }
+
+    #[test]
+    fn a_time_exactly_at_the_margin_proves_nothing() {
+        let since = SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_500);
+        assert!(!settled_before(since - Duration::from_millis(50), since));
+        assert!(settled_before(since - Duration::from_millis(51), since));
+    }
+
+    #[test]
     fn the_smart_checksum_reads_real_binaries() {
         let exe = std::env::current_exe().unwrap();
         let a = smart_binary(&exe, &[]).unwrap();

@@ -687,6 +687,43 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_is_trusted_only_with_the_shims_start() {
+        let read = Event {
+            access: Access::Read,
+            flags: 0,
+            path: PathBuf::from("/ws/data/a.txt"),
+        };
+        let without_start = Trace {
+            events: vec![read],
+            coverage: vec![],
+            complete: true,
+        };
+        assert_eq!(
+            collect_with(&without_start, &environment(&[])).always,
+            ["the shim did not trace it"]
+        );
+        assert_eq!(
+            run(&[]).always,
+            Vec::<String>::new(),
+            "a test that touched nothing, traced"
+        );
+    }
+
+    #[test]
+    fn ignored_accesses_are_kept_up_to_their_bound() {
+        let paths: Vec<String> = (0..MAX_IGNORED + 5)
+            .map(|i| format!("/proc/self/task/{i}"))
+            .collect();
+        let events: Vec<(Access, u8, &str)> = paths
+            .iter()
+            .map(|p| (Access::Read, 0, p.as_str()))
+            .collect();
+        let c = run(&events);
+        assert_eq!(c.ignored.len(), MAX_IGNORED);
+        assert_eq!(c.ignored[0].what, "/proc/self/task/0");
+    }
+
+    #[test]
     fn a_trace_without_the_shim_is_untrusted() {
         let empty = Trace {
             complete: true,

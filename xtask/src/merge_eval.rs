@@ -324,6 +324,15 @@ fn build_conflict(
     // What tests execute at A (and, for a semantic conflict, at the base).
     let at_a_state = tempfile::tempdir_in(&args.project.out)?;
     record_all(args, ekstazi, scratch, at_a_state.path(), log)?;
+    // Where side B can put a mutant: the parent's sources.
+    evidence::checkout_clean(scratch, &parent)?;
+    let sites = mutate::candidates(scratch, &args.sources, &[])?;
+    let spans = function_spans_of(scratch, &sites);
+    let has_sites = |names: &BTreeSet<String>| {
+        sites
+            .iter()
+            .any(|m| enclosing(&spans, m).is_some_and(|f| names.contains(f)))
+    };
     let passes_at = |run: &RetestAll, id: &TestId| run.outcomes.get(id).is_some_and(|o| o == "ok");
     let targets: Vec<Target> = match plan.construction {
         Construction::OwnTest => own
@@ -340,7 +349,6 @@ fn build_conflict(
             })
             .collect(),
         Construction::Reach => {
-            evidence::checkout_clean(scratch, &parent)?;
             let at_base_state = tempfile::tempdir_in(&args.project.out)?;
             record_all(args, ekstazi, scratch, at_base_state.path(), log)?;
             let mut targets: Vec<Target> = at_base
@@ -354,7 +362,8 @@ fn build_conflict(
                     // the base is one it cannot reach at side B either.
                     let mutate_in: BTreeSet<String> =
                         executed_at_a.difference(&before).cloned().collect();
-                    (!mutate_in.is_empty() && !before.is_empty()).then(|| Target {
+                    // (A function A added has no site at the parent.)
+                    (!before.is_empty() && has_sites(&mutate_in)).then(|| Target {
                         test: id.clone(),
                         mutate_in,
                         executed_at_a,
@@ -387,9 +396,6 @@ fn build_conflict(
         return Ok(None);
     }
 
-    evidence::checkout_clean(scratch, &parent)?;
-    let sites = mutate::candidates(scratch, &args.sources, &[])?;
-    let spans = function_spans_of(scratch, &sites);
     for target in &targets {
         let test = &target.test;
         let inside: Vec<Mutant> = sites
@@ -418,7 +424,9 @@ fn build_conflict(
                 sides.push(side(scratch, &parent, &[third])?);
                 mutants.push(describe_mutant(third));
             }
+            let tried = format!("{}: {}", &commit[..10], describe_mutant(&mutant));
             let Some(merge) = merge_of(scratch, commit, &sides)? else {
+                eprintln!("{tried}: textual conflict");
                 continue;
             };
             let at_merge =
@@ -430,6 +438,7 @@ fn build_conflict(
                 || at_merge.timed_out
                 || at_merge.outcomes.get(test).is_none_or(|o| o == "ok")
             {
+                eprintln!("{tried}: {} passes at the merge (or no outcome)", test.1);
                 continue;
             }
             let mut at_parents = vec![at_a.outcomes.clone()];
@@ -451,6 +460,7 @@ fn build_conflict(
             if plan.construction == Construction::Reach
                 && truth.get(test) != Some(&"semantic conflict")
             {
+                eprintln!("{tried}: {} fails at a parent too", test.1);
                 continue;
             }
             return Ok(Some(Row {
