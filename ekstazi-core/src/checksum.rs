@@ -858,6 +858,21 @@ mod tests {
     }
 
     #[test]
+    fn a_file_read_through_a_link_is_stamped_by_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data.txt");
+        fs::write(&file, "a").unwrap();
+        std::os::unix::fs::symlink(&file, dir.path().join("link")).unwrap();
+        let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("target"), None));
+        let target = Target::Content(checksums.anchors().store(&dir.path().join("link")));
+        let later = SystemTime::now() + Duration::from_secs(1);
+        assert_eq!(checksums.as_seen_since(&target, later), content(&file));
+        // The link is as it was; what it points to is not.
+        fs::write(&file, "bb").unwrap();
+        assert_eq!(checksums.as_seen_since(&target, later), content(&file));
+    }
+
+    #[test]
     fn a_time_exactly_at_the_margin_proves_nothing() {
         let since = SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_500);
         assert!(!settled_before(since - Duration::from_millis(50), since));

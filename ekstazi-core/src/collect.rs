@@ -721,6 +721,11 @@ mod tests {
         let c = run(&events);
         assert_eq!(c.ignored.len(), MAX_IGNORED);
         assert_eq!(c.ignored[0].what, "/proc/self/task/0");
+        let twice = run(&[
+            (Access::Read, 0, "/proc/self/status"),
+            (Access::Read, 0, "/proc/self/status"),
+        ]);
+        assert_eq!(twice.ignored.len(), 1, "each once");
     }
 
     #[test]
