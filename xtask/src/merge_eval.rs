@@ -326,7 +326,26 @@ fn build_conflict(
     record_all(args, ekstazi, scratch, at_a_state.path(), log)?;
     // Where side B can put a mutant: the parent's sources.
     evidence::checkout_clean(scratch, &parent)?;
-    let sites = mutate::candidates(scratch, &args.sources, &[])?;
+    // For a semantic conflict, not next to what A changed: the functions
+    // A makes a test reach are often those it edits, and git would not
+    // merge the two. (MCon4J's construction tries them, as it was
+    // measured.)
+    let reach = plan.construction == Construction::Reach;
+    let touched = if reach {
+        changed_lines(scratch, &parent, commit)?
+    } else {
+        HashMap::new()
+    };
+    let sites: Vec<Mutant> = mutate::candidates(scratch, &args.sources, &[])?
+        .into_iter()
+        .filter(|m| {
+            touched.get(&m.file).is_none_or(|ranges| {
+                !ranges
+                    .iter()
+                    .any(|(from, to)| m.line + 3 >= *from && m.line <= to + 3)
+            })
+        })
+        .collect();
     let spans = function_spans_of(scratch, &sites);
     let has_sites = |names: &BTreeSet<String>| {
         sites
@@ -396,6 +415,7 @@ fn build_conflict(
         return Ok(None);
     }
 
+    let mut tried_before: BTreeSet<String> = BTreeSet::new();
     for target in &targets {
         let test = &target.test;
         let inside: Vec<Mutant> = sites
@@ -408,7 +428,10 @@ fn build_conflict(
             .filter(|m| enclosing(&spans, m).is_none_or(|f| !target.executed_at_a.contains(f)))
             .collect();
         let order = mutate::interleave(inside, args.seed ^ plan.index as u64);
-        for mutant in order.into_iter().take(args.tries) {
+        let fresh = order
+            .into_iter()
+            .filter(|m| !reach || tried_before.insert(describe_mutant(m)));
+        for mutant in fresh.take(args.tries) {
             let mut sides = vec![side(scratch, &parent, &[&mutant])?];
             let mut mutants = vec![describe_mutant(&mutant)];
             if plan.octopus {
@@ -529,6 +552,35 @@ fn ground_truth(
         truth.insert(test.clone(), verdict);
     }
     truth
+}
+
+/// The lines (first, last; 1-based, at `parent`) that `commit` changed,
+/// per file: the hunks of `git diff -U0`.
+fn changed_lines(
+    scratch: &Path,
+    parent: &str,
+    commit: &str,
+) -> Result<HashMap<String, Vec<(usize, usize)>>> {
+    let diff = output(&mut evidence::git(
+        scratch,
+        &["diff", "-U0", "--no-color", parent, commit],
+    ))?;
+    let mut out: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+    let mut file = None;
+    for line in diff.lines() {
+        if let Some(path) = line.strip_prefix("--- ") {
+            file = path.strip_prefix("a/").map(str::to_owned);
+        } else if let (Some(hunk), Some(file)) = (line.strip_prefix("@@ -"), &file) {
+            let old = hunk.split(' ').next().unwrap_or_default();
+            let (start, len) = old.split_once(',').unwrap_or((old, "1"));
+            if let (Ok(start), Ok(len)) = (start.parse::<usize>(), len.parse::<usize>()) {
+                out.entry(file.clone())
+                    .or_default()
+                    .push((start, start + len.saturating_sub(1)));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `cargo ekstazi merge-check --json` at the row's merge, from an empty
