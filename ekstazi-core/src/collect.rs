@@ -710,6 +710,34 @@ mod tests {
     }
 
     #[test]
+    fn a_path_looked_at_without_following_links_is_recorded_so() {
+        use crate::trace::FLAG_NOFOLLOW;
+        let c = run(&[
+            (Access::Missing, FLAG_NOFOLLOW, "/ws/gone-link"),
+            (Access::Missing, 0, "/ws/gone"),
+            (Access::Exists, FLAG_NOFOLLOW, "/ws/link"),
+            (Access::Exists, 0, "/ws/file"),
+        ]);
+        let follows: Vec<(String, bool)> = c
+            .observed
+            .iter()
+            .filter_map(|o| match &o.target {
+                Target::Kind { path, follow } => Some((path.to_string(), *follow)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            follows,
+            [
+                ("gone-link".to_owned(), false),
+                ("gone".to_owned(), true),
+                ("link".to_owned(), false),
+                ("file".to_owned(), true),
+            ]
+        );
+    }
+
+    #[test]
     fn ignored_accesses_are_kept_up_to_their_bound() {
         let paths: Vec<String> = (0..MAX_IGNORED + 5)
             .map(|i| format!("/proc/self/task/{i}"))
