@@ -619,7 +619,9 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
             "changed on different sides, never executed by one test, with a caller in common ({}):",
             pairs.len()
         )?;
-        for u in pairs {
+        // Ranked: the first ones are where a test would reach most.
+        const SHOWN: usize = 20;
+        for u in pairs.iter().take(SHOWN) {
             writeln!(
                 out,
                 "  {} and {} (parents {}), both called by {}",
@@ -628,6 +630,9 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
                 parents(u),
                 u.caller.as_deref().unwrap_or_default()
             )?;
+        }
+        if pairs.len() > SHOWN {
+            writeln!(out, "  … and {} more (--json lists them all)", pairs.len() - SHOWN)?;
         }
     }
     Ok(())
