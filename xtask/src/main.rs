@@ -4,6 +4,7 @@
 //!   and `cargo nextest run` on one project, measured in the same session
 //!   and interleaved so that machine noise hits every command alike; the
 //!   figures that matter are the ratios.
+//! - `bench-edit`: end to end after a one-function edit (`edit_bench`).
 //! - `bench-shim`: the shim's own cost per call and on a real project's
 //!   tests (`shim_bench`).
 //! - `bench-granularity`: what function granularity costs (`granularity`).
@@ -24,6 +25,7 @@
 //! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
 
 mod bisect_eval;
+mod edit_bench;
 mod evidence;
 mod granularity;
 mod graph_replay;
@@ -61,6 +63,28 @@ enum Task {
         #[arg(long, default_value_t = 5)]
         runs: usize,
         /// Cargo options for every command (e.g. --workspace)
+        #[arg(last = true)]
+        cargo_args: Vec<String>,
+    },
+    /// Time `cargo ekstazi test` against `cargo test` after a one-function
+    /// edit, a new one each round, and print the ratio
+    BenchEdit {
+        /// The cargo project to measure [default: a copy of examples/demo]
+        #[arg(long)]
+        project: Option<PathBuf>,
+        /// The source file to edit, relative to the project
+        #[arg(long)]
+        file: PathBuf,
+        /// The 1-based line a statement is inserted before (inside a function body)
+        #[arg(long)]
+        line: usize,
+        /// A cargo-ekstazi binary to measure [default: built from this workspace]
+        #[arg(long)]
+        ekstazi: Option<PathBuf>,
+        /// Timed rounds (an edit, then both commands)
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Cargo options for both commands (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
@@ -347,6 +371,21 @@ fn main() -> Result<()> {
             runs,
             cargo_args,
         } => bench(project, runs, &cargo_args),
+        Task::BenchEdit {
+            project,
+            file,
+            line,
+            ekstazi,
+            runs,
+            cargo_args,
+        } => edit_bench::bench(&edit_bench::Args {
+            ekstazi: ekstazi_binary(ekstazi)?,
+            project,
+            file,
+            line,
+            runs: runs.max(1),
+            cargo_args,
+        }),
         Task::BenchShim {
             files,
             runs,
@@ -679,7 +718,7 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
 
 /// Runs a command in `dir`, quietly, and returns its wall-clock time. Exit
 /// codes are not judged: a flaky test must not stop a benchmark.
-fn run(dir: &Path, command: &[String]) -> Result<Duration> {
+pub(crate) fn run(dir: &Path, command: &[String]) -> Result<Duration> {
     let start = Instant::now();
     Command::new(&command[0])
         .args(&command[1..])

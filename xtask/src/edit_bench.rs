@@ -1,0 +1,177 @@
+//! `cargo xtask bench-edit`: end to end after a one-function edit, the case
+//! where building weighs most (issue 17: "never above 100 % on a
+//! build-dominated crate").
+//!
+//! Each round inserts `std::hint::black_box(<round>u32);` before one line of
+//! one source file, a statement that changes the function's code (and so
+//! its fingerprint) and nothing else, then times `cargo test` and
+//! `cargo ekstazi test` on that same tree. Both rebuild after the same edit,
+//! each in its own target directory, so neither profits from the other's
+//! build; which goes first alternates by round, so that a warm page cache
+//! favours neither. Exit codes are not judged (a flaky test must not stop
+//! a benchmark), but the edit must build: the setup checks it.
+
+use crate::{copy_tree, median, run, tempfile_dir, workspace_root};
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+pub struct Args {
+    pub ekstazi: PathBuf,
+    /// The project [default: a copy of examples/demo]
+    pub project: Option<PathBuf>,
+    /// The source file to edit, relative to the project
+    pub file: PathBuf,
+    /// The 1-based line the statement goes before: inside a function body
+    pub line: usize,
+    pub runs: usize,
+    pub cargo_args: Vec<String>,
+}
+
+pub fn bench(args: &Args) -> Result<()> {
+    let scratch;
+    let project = match &args.project {
+        Some(dir) => std::path::absolute(dir)?,
+        None => {
+            scratch = tempfile_dir()?;
+            copy_tree(&workspace_root().join("examples/demo"), &scratch)?;
+            scratch.clone()
+        }
+    };
+    let file = project.join(&args.file);
+    let original = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let edited = |round: usize| edit(&original, args.line, round);
+    // Check the edit before anything is timed: a line outside a function
+    // body would time two failing builds.
+    edited(0)?;
+    eprintln!("measuring in {}", project.display());
+
+    let result = rounds(args, &project, &file, &edited);
+    // The project is the user's: it gets its file back whatever happened.
+    std::fs::write(&file, &original)?;
+    let (plain, ekstazi) = result?;
+
+    let (p, e) = (median(&plain).as_secs_f64(), median(&ekstazi).as_secs_f64());
+    println!("| after a one-function edit | median | min |");
+    println!("|---|---:|---:|");
+    for (name, times) in [("cargo test", &plain), ("cargo ekstazi test", &ekstazi)] {
+        let min = times
+            .iter()
+            .min()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64();
+        println!(
+            "| `{name}` | {:.3}s | {min:.3}s |",
+            median(times).as_secs_f64()
+        );
+    }
+    let per_round: Vec<String> = plain
+        .iter()
+        .zip(&ekstazi)
+        .map(|(p, e)| format!("{:.2}", e.as_secs_f64() / p.as_secs_f64()))
+        .collect();
+    println!();
+    println!("- `cargo ekstazi test` vs `cargo test`: **{:.2}×**", e / p);
+    println!("- round by round: {}", per_round.join(", "));
+    Ok(())
+}
+
+type Timings = (Vec<Duration>, Vec<Duration>);
+
+fn rounds(
+    args: &Args,
+    project: &Path,
+    file: &Path,
+    edited: &dyn Fn(usize) -> Result<String>,
+) -> Result<Timings> {
+    let cargo = |cmd: &[&str]| -> Vec<String> {
+        let mut all: Vec<String> = vec!["cargo".into()];
+        all.extend(cmd.iter().map(|s| (*s).to_owned()));
+        all.extend(args.cargo_args.iter().cloned());
+        all
+    };
+    let ekstazi = |cmd: &[&str]| -> Vec<String> {
+        let mut all = vec![args.ekstazi.display().to_string(), "ekstazi".into()];
+        all.extend(cmd.iter().map(|s| (*s).to_owned()));
+        all.extend(args.cargo_args.iter().cloned());
+        all
+    };
+
+    // Both builds made and the records settled at edit 0, so that every
+    // timed run starts from the previous round's tree.
+    std::fs::write(file, edited(0)?)?;
+    let built = Command::new("cargo")
+        .arg("test")
+        .arg("--no-run")
+        .arg("-q")
+        .args(&args.cargo_args)
+        .current_dir(project)
+        .status()?;
+    if !built.success() {
+        bail!(
+            "the project does not build with the edit at {}:{}: is that line inside a function body?",
+            args.file.display(),
+            args.line
+        );
+    }
+    run(project, &ekstazi(&["test", "-q"]))?;
+    run(project, &ekstazi(&["test", "-q"]))?;
+
+    let (mut plain, mut instrumented) = (Vec::new(), Vec::new());
+    for round in 1..=args.runs {
+        eprintln!("round {round}/{}", args.runs);
+        std::fs::write(file, edited(round)?)?;
+        let plain_first = round % 2 == 1;
+        if plain_first {
+            plain.push(run(project, &cargo(&["test", "-q"]))?);
+        }
+        instrumented.push(run(project, &ekstazi(&["test", "-q"]))?);
+        if !plain_first {
+            plain.push(run(project, &cargo(&["test", "-q"]))?);
+        }
+    }
+    Ok((plain, instrumented))
+}
+
+/// `source` with the round's statement inserted before its 1-based `line`.
+fn edit(source: &str, line: usize, round: usize) -> Result<String> {
+    let lines: Vec<&str> = source.split_inclusive('\n').collect();
+    if line == 0 || line > lines.len() {
+        bail!("line {line} is not in the file ({} lines)", lines.len());
+    }
+    let indent: String = lines[line - 1]
+        .chars()
+        .take_while(|c| c.is_whitespace() && *c != '\n')
+        .collect();
+    let mut out = String::with_capacity(source.len() + 48);
+    for (i, text) in lines.iter().enumerate() {
+        if i == line - 1 {
+            out.push_str(&format!("{indent}std::hint::black_box({round}u32);\n"));
+        }
+        out.push_str(text);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_statement_goes_before_the_line_with_its_indent() {
+        let source = "fn f() -> u32 {\n    1\n}\n";
+        assert_eq!(
+            edit(source, 2, 7).unwrap(),
+            "fn f() -> u32 {\n    std::hint::black_box(7u32);\n    1\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_line_past_the_end_is_refused() {
+        assert!(edit("fn f() {}\n", 2, 0).is_err());
+        assert!(edit("fn f() {}\n", 0, 0).is_err());
+    }
+}
