@@ -384,6 +384,31 @@ mod tests {
     }
 
     #[test]
+    fn the_very_build_a_test_ran_is_not_fingerprinted_again() {
+        // A program with the smart checksum it had when the test ran changed
+        // in nothing: it is not read again (here it could not be: its path
+        // does not exist), and the record vouches. Another build of it is
+        // compared function by function, and one that cannot be read runs.
+        let w = World::new();
+        let mut ran = record(vec![]);
+        ran.code = vec![CodeDep {
+            unit: CodeUnit::TestBinary,
+            build: [1; 32],
+            uninstrumented: [0; 32],
+            functions: vec![],
+        }];
+        assert!(w.reasons(ran.clone()).is_empty());
+
+        ran.code[0].build = [2; 32];
+        let reasons = w.reasons(ran);
+        assert_eq!(reasons.len(), 1, "{reasons:?}");
+        assert!(
+            reasons[0].starts_with("cannot fingerprint test binary: "),
+            "{reasons:?}"
+        );
+    }
+
+    #[test]
     fn unknown_checksums_never_match() {
         let w = World::new();
         let deps = vec![Dep {
