@@ -632,7 +632,11 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
             )?;
         }
         if pairs.len() > SHOWN {
-            writeln!(out, "  … and {} more (--json lists them all)", pairs.len() - SHOWN)?;
+            writeln!(
+                out,
+                "  … and {} more (--json lists them all)",
+                pairs.len() - SHOWN
+            )?;
         }
     }
     Ok(())
