@@ -400,12 +400,16 @@ mod tests {
         assert!(w.reasons(ran.clone()).is_empty());
 
         ran.code[0].build = [2; 32];
-        let reasons = w.reasons(ran);
+        let reasons = w.reasons(ran.clone());
         assert_eq!(reasons.len(), 1, "{reasons:?}");
         assert!(
             reasons[0].starts_with("cannot fingerprint test binary: "),
             "{reasons:?}"
         );
+
+        // A program the test ran, deleted since, is said to be deleted.
+        ran.code[0].unit = CodeUnit::Program(ws("tool"));
+        assert_eq!(w.reasons(ran), ["program deleted: tool"]);
     }
 
     #[test]
