@@ -30,15 +30,18 @@ pub struct Args {
 }
 
 pub fn bench(args: &Args) -> Result<()> {
-    let scratch;
-    let project = match &args.project {
-        Some(dir) => std::path::absolute(dir)?,
-        None => {
-            scratch = tempfile_dir()?;
-            copy_tree(&workspace_root().join("examples/demo"), &scratch)?;
-            scratch.clone()
-        }
+    let Some(project) = &args.project else {
+        let scratch = tempfile_dir()?;
+        let result = copy_tree(&workspace_root().join("examples/demo"), &scratch)
+            .and_then(|()| measure(args, &scratch));
+        // The demo's copy holds two builds: it goes, whatever happened.
+        let _ = std::fs::remove_dir_all(&scratch);
+        return result;
     };
+    measure(args, &std::path::absolute(project)?)
+}
+
+fn measure(args: &Args, project: &Path) -> Result<()> {
     let file = project.join(&args.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
@@ -48,7 +51,7 @@ pub fn bench(args: &Args) -> Result<()> {
     edited(0)?;
     eprintln!("measuring in {}", project.display());
 
-    let result = rounds(args, &project, &file, &edited);
+    let result = rounds(args, project, &file, &edited);
     // The project is the user's: it gets its file back whatever happened.
     std::fs::write(&file, &original)?;
     let (plain, ekstazi) = result?;
