@@ -11,7 +11,7 @@
 //! favours neither. Exit codes are not judged (a flaky test must not stop
 //! a benchmark), but the edit must build: the setup checks it.
 
-use crate::{copy_tree, median, run, tempfile_dir, workspace_root};
+use crate::{ekstazi_command, in_project, median, plain_command, run};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,15 +30,7 @@ pub struct Args {
 }
 
 pub fn bench(args: &Args) -> Result<()> {
-    let Some(project) = &args.project else {
-        let scratch = tempfile_dir()?;
-        let result = copy_tree(&workspace_root().join("examples/demo"), &scratch)
-            .and_then(|()| measure(args, &scratch));
-        // The demo's copy holds two builds: it goes, whatever happened.
-        let _ = std::fs::remove_dir_all(&scratch);
-        return result;
-    };
-    measure(args, &std::path::absolute(project)?)
+    in_project(args.project.as_deref(), |project| measure(args, project))
 }
 
 fn measure(args: &Args, project: &Path) -> Result<()> {
@@ -46,9 +38,6 @@ fn measure(args: &Args, project: &Path) -> Result<()> {
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
     let edited = |round: usize| edit(&original, args.line, round);
-    // Check the edit before anything is timed: a line outside a function
-    // body would time two failing builds.
-    edited(0)?;
     eprintln!("measuring in {}", project.display());
 
     let result = rounds(args, project, &file, &edited);
@@ -90,21 +79,13 @@ fn rounds(
     file: &Path,
     edited: &dyn Fn(usize) -> Result<String>,
 ) -> Result<Timings> {
-    let cargo = |cmd: &[&str]| -> Vec<String> {
-        let mut all: Vec<String> = vec!["cargo".into()];
-        all.extend(cmd.iter().map(|s| (*s).to_owned()));
-        all.extend(args.cargo_args.iter().cloned());
-        all
-    };
-    let ekstazi = |cmd: &[&str]| -> Vec<String> {
-        let mut all = vec![args.ekstazi.display().to_string(), "ekstazi".into()];
-        all.extend(cmd.iter().map(|s| (*s).to_owned()));
-        all.extend(args.cargo_args.iter().cloned());
-        all
-    };
+    let cargo = |cmd: &[&str]| plain_command(cmd, &args.cargo_args);
+    let ekstazi = |cmd: &[&str]| ekstazi_command(&args.ekstazi, cmd, &args.cargo_args);
 
     // Both builds made and the records settled at edit 0, so that every
-    // timed run starts from the previous round's tree.
+    // timed run starts from the previous round's tree; and the edit checked
+    // before anything is timed: a line outside a function body would time
+    // two failing builds.
     std::fs::write(file, edited(0)?)?;
     let built = Command::new("cargo")
         .arg("test")

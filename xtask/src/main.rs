@@ -595,33 +595,34 @@ pub(crate) fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result<()> {
-    let root = workspace_root();
-    let ekstazi = build_ekstazi()?;
-
-    let scratch;
-    let project = match project {
-        Some(dir) => std::path::absolute(dir)?,
-        None => {
-            scratch = tempfile_dir()?;
-            copy_tree(&root.join("examples/demo"), &scratch)?;
-            scratch.clone()
-        }
+/// Runs `measure` in the given project, or in a scratch copy of
+/// examples/demo, which goes afterwards whatever happened: it holds builds.
+pub(crate) fn in_project(
+    project: Option<&Path>,
+    measure: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    let Some(project) = project else {
+        let scratch = tempfile_dir()?;
+        let result = copy_tree(&workspace_root().join("examples/demo"), &scratch)
+            .and_then(|()| measure(&scratch));
+        let _ = std::fs::remove_dir_all(&scratch);
+        return result;
     };
+    measure(&std::path::absolute(project)?)
+}
+
+fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result<()> {
+    let ekstazi = build_ekstazi()?;
+    in_project(project.as_deref(), |project| {
+        bench_in(project, &ekstazi, runs, cargo_args)
+    })
+}
+
+fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) -> Result<()> {
     eprintln!("measuring in {}", project.display());
 
-    let cargo = |args: &[&str]| -> Vec<String> {
-        let mut all: Vec<String> = vec!["cargo".into()];
-        all.extend(args.iter().map(|s| (*s).to_owned()));
-        all.extend(cargo_args.iter().cloned());
-        all
-    };
-    let ekstazi_cmd = |args: &[&str]| -> Vec<String> {
-        let mut all = vec![ekstazi.display().to_string(), "ekstazi".into()];
-        all.extend(args.iter().map(|s| (*s).to_owned()));
-        all.extend(cargo_args.iter().cloned());
-        all
-    };
+    let cargo = |args: &[&str]| plain_command(args, cargo_args);
+    let ekstazi_cmd = |args: &[&str]| ekstazi_command(ekstazi, args, cargo_args);
     let has_nextest = Command::new("cargo")
         .args(["nextest", "--version"])
         .stdout(Stdio::null())
@@ -636,11 +637,11 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
         ekstazi_cmd(&["test", "-q"]),
         ekstazi_cmd(&["test", "-q"]),
     ] {
-        run(&project, &setup)?;
+        run(project, &setup)?;
     }
     if has_nextest {
-        run(&project, &cargo(&["nextest", "run", "--no-run"]))?;
-        run(&project, &ekstazi_cmd(&["nextest"]))?;
+        run(project, &cargo(&["nextest", "run", "--no-run"]))?;
+        run(project, &ekstazi_cmd(&["nextest"]))?;
     }
 
     let mut commands: Vec<(&str, Vec<String>)> = vec![
@@ -675,7 +676,7 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
     for round in 0..runs {
         eprintln!("round {}/{runs}", round + 1);
         for (i, (_, command)) in commands.iter().enumerate() {
-            times[i].push(run(&project, command)?);
+            times[i].push(run(project, command)?);
         }
     }
 
@@ -714,6 +715,30 @@ fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result
         medians[3] / medians[1]
     );
     Ok(())
+}
+
+/// `cargo <args> <cargo_args>`, as `run` takes it.
+pub(crate) fn plain_command(args: &[&str], cargo_args: &[String]) -> Vec<String> {
+    command_line("cargo", &[], args, cargo_args)
+}
+
+/// `<ekstazi> ekstazi <args> <cargo_args>`: cargo-ekstazi as cargo runs it.
+pub(crate) fn ekstazi_command(ekstazi: &Path, args: &[&str], cargo_args: &[String]) -> Vec<String> {
+    command_line(
+        &ekstazi.display().to_string(),
+        &["ekstazi"],
+        args,
+        cargo_args,
+    )
+}
+
+fn command_line(program: &str, sub: &[&str], args: &[&str], cargo_args: &[String]) -> Vec<String> {
+    std::iter::once(program)
+        .chain(sub.iter().copied())
+        .chain(args.iter().copied())
+        .map(str::to_owned)
+        .chain(cargo_args.iter().cloned())
+        .collect()
 }
 
 /// Runs a command in `dir`, quietly, and returns its wall-clock time. Exit
