@@ -21,7 +21,7 @@ use ekstazi_core::history::{Candidates, History, Vouch};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
-use ekstazi_core::record::{FORMAT_VERSION, Global, Record};
+use ekstazi_core::record::{FORMAT_VERSION, Global, Outcome, Record};
 use ekstazi_core::select::{self, Present, Reason};
 use ekstazi_core::settings::{Doctests, External, Granularity, Layer, Settings};
 use ekstazi_core::store::{Loaded, Store};
@@ -430,12 +430,40 @@ impl Session {
             }
         });
 
-        // Judged in parallel: a test the current record does not vouch for
-        // has the records filed in the history tried in turn.
-        scoped
+        // Judged in parallel, in two passes: the current records first, then
+        // the tests they do not vouch for, which try the records filed in
+        // the history in turn.
+        let judged: Vec<(TestCase, Decision, Option<Loaded>, bool)> = scoped
             .into_par_iter()
             .zip(loaded)
             .map(|((case, decision), loaded)| {
+                let Some(loaded) = loaded else {
+                    return (case, decision, None, false);
+                };
+                let env = self.selection_environment_of(&case);
+                let present = self.present(case.binary, &env);
+                // A failure last time runs again, whatever passed elsewhere:
+                // a failed run records no dependencies, so nothing says it
+                // failed in another world than this one.
+                let may_vouch = self.repo.is_some()
+                    && only_filed.is_none()
+                    && !present.forced
+                    && self.rules(&case).is_empty()
+                    && match &loaded {
+                        Loaded::Found(record) => {
+                            record.outcome == Outcome::Passed && !select::vouches(record, &present)
+                        }
+                        Loaded::Missing | Loaded::Invalid(_) => true,
+                    };
+                (case, decision, Some(loaded), may_vouch)
+            })
+            .collect();
+        if judged.iter().any(|(.., may_vouch)| *may_vouch) {
+            self.read_history();
+        }
+        judged
+            .into_par_iter()
+            .map(|(case, decision, loaded, may_vouch)| {
                 let Some(loaded) = loaded else {
                     return Planned {
                         case,
@@ -448,27 +476,28 @@ impl Session {
                 };
                 let env = self.selection_environment_of(&case);
                 let present = self.present(case.binary, &env);
-                let mut reasons = select::reasons(&loaded, &present);
-                let rules = self.rules(&case);
-                let mut last = match loaded {
-                    Loaded::Found(record) => Some(record),
-                    _ => None,
+                // The reasons are worked out only for a test that runs: at a
+                // branch switch, most tests whose current record fails have
+                // a filed one that vouches, and naming every changed
+                // function of the current record cost them more than the
+                // history's own reading (ripgrep, `perf`).
+                let filed = if may_vouch {
+                    self.vouching(&case, &present)
+                } else {
+                    None
                 };
-                let mut vouched = None;
-                // A failure last time runs again, whatever passed elsewhere:
-                // a failed run records no dependencies, so nothing says it
-                // failed in another world than this one.
-                let may_vouch = only_filed.is_none()
-                    && !reasons.is_empty()
-                    && rules.is_empty()
-                    && !present.forced
-                    && !reasons.iter().any(|r| matches!(r, Reason::NotPassed(_)));
-                if may_vouch && let Some((record, vouch)) = self.vouching(&case, &present) {
-                    reasons.clear();
-                    last = Some(record);
-                    vouched = Some(vouch);
-                }
-                reasons.extend(rules);
+                let (mut reasons, last, vouched) = match filed {
+                    Some((record, vouch)) => (Vec::new(), Some(record), Some(vouch)),
+                    None => {
+                        let reasons = select::reasons(&loaded, &present);
+                        let last = match loaded {
+                            Loaded::Found(record) => Some(record),
+                            _ => None,
+                        };
+                        (reasons, last, None)
+                    }
+                };
+                reasons.extend(self.rules(&case));
                 Planned {
                     case,
                     decision,
@@ -479,6 +508,28 @@ impl Session {
                 }
             })
             .collect()
+    }
+
+    /// Reads what trying the history needs, the manifests and the packs'
+    /// indexes, with every core at it. Read lazily by the first test to
+    /// need them, they kept one core busy while the other judging thread
+    /// waited for them: at a branch switch on ripgrep's 100 commits, a
+    /// fifth of the history's cost.
+    fn read_history(&self) {
+        let Some(repo) = &self.repo else {
+            return;
+        };
+        let (history, _) = self
+            .filed
+            .get_or_init(|| (self.store.history(), Verdicts::default()));
+        rayon::join(
+            || {
+                self.candidates.get_or_init(|| {
+                    Candidates::new(history.manifests(), Some(&repo.head), &repo.parents)
+                });
+            },
+            || history.read_index(),
+        );
     }
 
     /// With `--vouch-only-from`, the records filed under that commit, which

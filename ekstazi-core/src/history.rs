@@ -124,9 +124,6 @@ impl Body {
 /// A manifest names every test of a workspace once; this is far past any.
 const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
-/// Packs a process keeps open at most (see [`History`]'s `open`).
-const MAX_OPEN_PACKS: usize = 256;
-
 /// The records filed per commit, in a store.
 #[derive(Clone, Debug)]
 pub struct History {
@@ -135,18 +132,31 @@ pub struct History {
     /// kept up to date by this process's writes. Behind a read-write lock:
     /// every object read looks it up, from every thread judging tests.
     packs: Arc<RwLock<Option<Packs>>>,
-    /// Packs opened by this process, kept open: an analysis reads tens of
-    /// thousands of objects (skeletons, chunks) from a few dozen packs, and
-    /// opening the file for each read cost as much as the read. A pack is
-    /// never changed in place (written whole and renamed, or removed), so
-    /// an open handle always reads what its name says.
-    open: Arc<RwLock<HashMap<PathBuf, Arc<fs::File>>>>,
 }
 
 #[derive(Debug, Default)]
 struct Packs {
     files: Vec<PathBuf>,
+    /// Per pack, its bytes mapped (`None` where it could not be mapped: it
+    /// is read from the file then). An analysis reads tens of thousands of
+    /// objects (skeletons, chunks) from a few dozen packs; a `pread` for
+    /// each, and the buffer it filled, were half of what reading an object
+    /// cost (ripgrep, `perf`).
+    maps: Vec<Option<Arc<memmap2::Mmap>>>,
     at: HashMap<Hash, Loc>,
+}
+
+/// A pack's bytes, mapped. Its one hazard is the file being truncated in
+/// place while mapped (`SIGBUS`), and no cargo-ekstazi does that: a pack is
+/// written whole under a new name and renamed into place, and later only
+/// removed (a mapping keeps a removed file's bytes), never changed.
+fn map_pack(path: &Path) -> Option<Arc<memmap2::Mmap>> {
+    let file = fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    // SAFETY: only read, and never changed in place (see above).
+    unsafe { memmap2::Mmap::map(&file) }.ok().map(Arc::new)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -287,7 +297,6 @@ impl History {
         History {
             dir: dir.to_path_buf(),
             packs: Arc::default(),
-            open: Arc::default(),
         }
     }
 
@@ -408,6 +417,7 @@ impl History {
         let path = dir.join(blake3::hash(&file).to_hex().as_str());
         write_atomically(&dir, &path, &file)?;
         let pack = packs.files.len();
+        packs.maps.push(map_pack(&path));
         packs.files.push(path);
         let data = 4 + u64::from(head);
         for (id, offset, len) in index.entries {
@@ -435,19 +445,25 @@ impl History {
         };
         let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
         files.sort();
-        let indexes: Vec<(PathBuf, u64, u64, PackIndex)> = files
+        type Read = (PathBuf, Option<Arc<memmap2::Mmap>>, u64, u64, PackIndex);
+        let indexes: Vec<Read> = files
             .into_par_iter()
             .filter_map(|path| {
-                let (data, size, index) = read_pack_index(&path)?;
-                Some((path, data, size, index))
+                let map = map_pack(&path);
+                let (data, size, index) = match &map {
+                    Some(map) => pack_index(map)?,
+                    None => read_pack_index(&path)?,
+                };
+                Some((path, map, data, size, index))
             })
             .collect();
         packs
             .at
             .reserve(indexes.iter().map(|(.., index)| index.entries.len()).sum());
-        for (path, data, size, index) in indexes {
+        for (path, map, data, size, index) in indexes {
             let pack = packs.files.len();
             packs.files.push(path);
+            packs.maps.push(map);
             for (id, offset, len) in index.entries {
                 let end = data
                     .checked_add(offset)
@@ -464,51 +480,24 @@ impl History {
         packs
     }
 
-    /// Where an object's packed bytes are, if some pack holds it.
-    fn locate(&self, id: &Hash) -> Option<(PathBuf, Loc)> {
-        {
-            let guard = self.packs.read().expect("pack index lock");
-            if let Some(packs) = guard.as_ref() {
-                let loc = *packs.at.get(id)?;
-                return Some((packs.files[loc.pack].clone(), loc));
-            }
-        }
+    /// Reads the packs' indexes now, if not read yet (else the first
+    /// object read does).
+    pub fn read_index(&self) {
         let mut guard = self.packs.write().expect("pack index lock");
-        let packs = guard.get_or_insert_with(|| self.read_packs());
-        let loc = *packs.at.get(id)?;
-        Some((packs.files[loc.pack].clone(), loc))
+        guard.get_or_insert_with(|| self.read_packs());
     }
 
     /// An object's sealed bytes (unchecked), if some pack holds it.
     fn read_entry(&self, id: &Hash) -> Option<Vec<u8>> {
-        use std::os::unix::fs::FileExt;
-        let (path, loc) = self.locate(id)?;
-        let limit = crate::record::MAX_RECORD_BYTES;
-        if u64::from(loc.len) > limit {
-            return None;
-        }
-        let kept = self
-            .open
-            .read()
-            .expect("open packs lock")
-            .get(&path)
-            .cloned();
-        let file = match kept {
-            Some(file) => file,
-            None => {
-                let file = Arc::new(fs::File::open(&path).ok()?);
-                let mut open = self.open.write().expect("open packs lock");
-                // A bound far above 100 commits' packs, far below the
-                // usual limit of 1 024 open files.
-                if open.len() < MAX_OPEN_PACKS {
-                    open.entry(path).or_insert_with(|| file.clone());
-                }
-                file
+        {
+            let guard = self.packs.read().expect("pack index lock");
+            if let Some(packs) = guard.as_ref() {
+                return read_object(packs, id);
             }
-        };
-        let mut packed = vec![0; loc.len as usize];
-        file.read_exact_at(&mut packed, loc.offset).ok()?;
-        crate::record::unpack(&packed, limit)
+        }
+        self.read_index();
+        let guard = self.packs.read().expect("pack index lock");
+        read_object(guard.as_ref()?, id)
     }
 
     /// A filed record's skeleton, if intact and sealed with its id. The
@@ -719,6 +708,7 @@ impl History {
             if !live.is_empty() && live_bytes * 2 >= all {
                 let kept = packs.files.len();
                 packs.files.push(path.clone());
+                packs.maps.push(old.maps[pack].clone());
                 for (id, loc) in live {
                     packs.at.insert(id, Loc { pack: kept, ..loc });
                 }
@@ -777,12 +767,48 @@ impl History {
     /// The packed size of one object's skeleton (what filing it cost,
     /// besides the body and chunks it may share), if present.
     pub fn object_size(&self, id: &Hash) -> Option<u64> {
-        self.locate(id).map(|(_, loc)| u64::from(loc.len))
+        self.read_index();
+        let guard = self.packs.read().expect("pack index lock");
+        let loc = guard.as_ref()?.at.get(id)?;
+        Some(u64::from(loc.len))
     }
 }
 
 /// A pack's index, where its data starts and the file's size, if the index
 /// is intact.
+/// The object `id` of `packs`, unpacked (unchecked).
+fn read_object(packs: &Packs, id: &Hash) -> Option<Vec<u8>> {
+    let loc = *packs.at.get(id)?;
+    let limit = crate::record::MAX_RECORD_BYTES;
+    if u64::from(loc.len) > limit {
+        return None;
+    }
+    let start = usize::try_from(loc.offset).ok()?;
+    let end = start.checked_add(loc.len as usize)?;
+    match &packs.maps[loc.pack] {
+        Some(map) => crate::record::unpack(map.get(start..end)?, limit),
+        None => {
+            use std::os::unix::fs::FileExt;
+            let file = fs::File::open(&packs.files[loc.pack]).ok()?;
+            let mut packed = vec![0; loc.len as usize];
+            file.read_exact_at(&mut packed, loc.offset).ok()?;
+            crate::record::unpack(&packed, limit)
+        }
+    }
+}
+
+/// A mapped pack's index: where its objects start, its size, the index.
+fn pack_index(map: &[u8]) -> Option<(u64, u64, PackIndex)> {
+    let head = u32::from_le_bytes(map.get(..4)?.try_into().ok()?);
+    let len = u64::from(head);
+    if len > MAX_PACK_INDEX_BYTES {
+        return None;
+    }
+    let sealed = map.get(4..4 + head as usize)?;
+    let index: PackIndex = crate::record::open(PACK_INDEX_MAGIC, sealed).ok()?;
+    Some((4 + len, map.len() as u64, index))
+}
+
 fn read_pack_index(path: &Path) -> Option<(u64, u64, PackIndex)> {
     use std::io::Read;
     let meta = fs::symlink_metadata(path).ok()?;
@@ -1111,6 +1137,15 @@ mod tests {
         assert!(history.skeleton(&ids[1]).is_none());
     }
 
+    /// Where an object's packed bytes are: its pack's path, and place.
+    fn locate(history: &History, id: &Hash) -> Option<(PathBuf, Loc)> {
+        history.read_index();
+        let guard = history.packs.read().unwrap();
+        let packs = guard.as_ref()?;
+        let loc = *packs.at.get(id)?;
+        Some((packs.files[loc.pack].clone(), loc))
+    }
+
     #[test]
     fn damage_is_no_record() {
         let dir = tempfile::tempdir().unwrap();
@@ -1119,7 +1154,7 @@ mod tests {
         history.file(A, &[(&record, true)], 1).unwrap();
         let id = record_id(&record).unwrap();
         // An object whose bytes were altered in its pack is no record.
-        let (pack, loc) = history.locate(&id).unwrap();
+        let (pack, loc) = locate(&history, &id).unwrap();
         let mut bytes = fs::read(&pack).unwrap();
         bytes[(loc.offset + u64::from(loc.len) / 2) as usize] ^= 0x40;
         fs::write(&pack, bytes).unwrap();
