@@ -524,9 +524,8 @@ impl Session {
             .get_or_init(|| (self.store.history(), Verdicts::default()));
         rayon::join(
             || {
-                self.candidates.get_or_init(|| {
-                    Candidates::new(history.manifests(), Some(&repo.head), &repo.parents)
-                });
+                self.candidates
+                    .get_or_init(|| history.candidates(Some(&repo.head), &repo.parents));
             },
             || history.read_index(),
         );
@@ -559,7 +558,7 @@ impl Session {
             .get_or_init(|| (self.store.history(), Verdicts::default()));
         let candidates = self
             .candidates
-            .get_or_init(|| Candidates::new(history.manifests(), Some(&repo.head), &repo.parents));
+            .get_or_init(|| history.candidates(Some(&repo.head), &repo.parents));
         let key = &self.built.binaries[case.binary].key;
         // The current record's own filed copy is tried too, rather than
         // cutting the current record to find its id (which cost more than

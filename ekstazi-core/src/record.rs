@@ -200,6 +200,20 @@ pub(crate) fn open<T: serde::de::DeserializeOwned>(
     Ok(value)
 }
 
+/// Checks a sealed body whole and decodes it, its strings borrowed from
+/// `bytes`.
+pub(crate) fn open_borrowed<'a, T: serde::Deserialize<'a>>(
+    magic: &[u8; 4],
+    bytes: &'a [u8],
+) -> Result<T, DecodeError> {
+    let (value, rest) =
+        postcard::take_from_bytes(open_raw(magic, bytes)?).map_err(|_| DecodeError::BadBody)?;
+    if !rest.is_empty() {
+        return Err(DecodeError::BadBody);
+    }
+    Ok(value)
+}
+
 /// Checks sealed bytes whole and returns their body, undecoded.
 pub(crate) fn open_raw<'a>(magic: &[u8; 4], bytes: &'a [u8]) -> Result<&'a [u8], DecodeError> {
     if bytes.len() < HEADER + DIGEST {

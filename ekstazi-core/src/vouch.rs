@@ -33,7 +33,7 @@ use std::sync::{Arc, RwLock};
 pub struct Verdicts {
     /// Per (chunk, build), whether every function of the chunk is in the
     /// build.
-    holds: RwLock<HashMap<(Hash, Hash), bool>>,
+    holds: RwLock<HashMap<(Hash, Hash), bool, foldhash::fast::RandomState>>,
     /// Chunks read, decoded. Records of different tests share many of
     /// them: ripgrep's records at one commit name 32 652 chunks, 19 182 of
     /// them distinct.
@@ -42,7 +42,7 @@ pub struct Verdicts {
 
 #[derive(Default)]
 struct ReadChunks {
-    chunks: HashMap<Hash, Arc<[FnId]>>,
+    chunks: HashMap<Hash, Arc<[FnId]>, foldhash::fast::RandomState>,
     ids: usize,
 }
 
