@@ -433,38 +433,55 @@ impl Session {
         // Judged in parallel, in two passes: the current records first, then
         // the tests they do not vouch for, which try the records filed in
         // the history in turn.
-        let judged: Vec<(TestCase, Decision, Option<Loaded>, bool)> = scoped
+        let judged: Vec<(TestCase, Decision, Option<Judged<'_>>)> = scoped
             .into_par_iter()
             .zip(loaded)
             .map(|((case, decision), loaded)| {
                 let Some(loaded) = loaded else {
-                    return (case, decision, None, false);
+                    return (case, decision, None);
                 };
                 let env = self.selection_environment_of(&case);
                 let present = self.present(case.binary, &env);
+                let rules = self.rules(&case);
                 // A failure last time runs again, whatever passed elsewhere:
                 // a failed run records no dependencies, so nothing says it
                 // failed in another world than this one.
-                let may_vouch = self.repo.is_some()
+                let history = self.repo.is_some()
                     && only_filed.is_none()
                     && !present.forced
-                    && self.rules(&case).is_empty()
+                    && rules.is_empty();
+                let holds = history
+                    && matches!(&loaded, Loaded::Found(record) if select::vouches(record, &present));
+                let may_vouch = history
+                    && !holds
                     && match &loaded {
-                        Loaded::Found(record) => {
-                            record.outcome == Outcome::Passed && !select::vouches(record, &present)
-                        }
+                        Loaded::Found(record) => record.outcome == Outcome::Passed,
                         Loaded::Missing | Loaded::Invalid(_) => true,
                     };
-                (case, decision, Some(loaded), may_vouch)
+                let judged = Judged {
+                    loaded,
+                    env,
+                    rules,
+                    holds,
+                    may_vouch,
+                };
+                (case, decision, Some(judged))
             })
             .collect();
-        if judged.iter().any(|(.., may_vouch)| *may_vouch) {
+        if judged.iter().flat_map(|(.., j)| j).any(|j| j.may_vouch) {
             self.read_history();
         }
         judged
             .into_par_iter()
-            .map(|(case, decision, loaded, may_vouch)| {
-                let Some(loaded) = loaded else {
+            .map(|(case, decision, judged)| {
+                let Some(Judged {
+                    loaded,
+                    env,
+                    rules,
+                    holds,
+                    may_vouch,
+                }) = judged
+                else {
                     return Planned {
                         case,
                         decision,
@@ -474,7 +491,6 @@ impl Session {
                         elsewhere: false,
                     };
                 };
-                let env = self.selection_environment_of(&case);
                 let present = self.present(case.binary, &env);
                 // The reasons are worked out only for a test that runs: at a
                 // branch switch, most tests whose current record fails have
@@ -489,7 +505,13 @@ impl Session {
                 let (mut reasons, last, vouched) = match filed {
                     Some((record, vouch)) => (Vec::new(), Some(record), Some(vouch)),
                     None => {
-                        let reasons = select::reasons(&loaded, &present);
+                        // Judged already: `select::reasons` finds none
+                        // exactly when `select::vouches` holds (not forced).
+                        let reasons = if holds {
+                            Vec::new()
+                        } else {
+                            select::reasons(&loaded, &present)
+                        };
                         let last = match loaded {
                             Loaded::Found(record) => Some(record),
                             _ => None,
@@ -497,7 +519,7 @@ impl Session {
                         (reasons, last, None)
                     }
                 };
-                reasons.extend(self.rules(&case));
+                reasons.extend(rules);
                 Planned {
                     case,
                     decision,
@@ -602,6 +624,18 @@ impl Session {
         }
         reasons
     }
+}
+
+/// A test's current record, judged, between the two passes of the plan.
+struct Judged<'a> {
+    loaded: Loaded,
+    env: Cow<'a, Environment>,
+    rules: Vec<Reason>,
+    /// Its current record vouches for it (judged only where the history
+    /// may be tried; else its reasons are worked out in the second pass).
+    holds: bool,
+    /// Its current record does not vouch for it, and a filed one may.
+    may_vouch: bool,
 }
 
 /// The settings from the command line, `.config/ekstazi.toml` and the
