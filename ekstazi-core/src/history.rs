@@ -154,11 +154,13 @@ struct Packs {
 /// place while mapped (`SIGBUS`), and no cargo-ekstazi does that: a pack is
 /// written whole under a new name and renamed into place, and later only
 /// removed (a mapping keeps a removed file's bytes), never changed.
+/// Only a regular file, looked at before it is opened: opening a FIFO
+/// would block, and a link could lead anywhere.
 fn map_pack(path: &Path) -> Option<Arc<memmap2::Mmap>> {
-    let file = fs::File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
+    if !fs::symlink_metadata(path).ok()?.is_file() {
         return None;
     }
+    let file = fs::File::open(path).ok()?;
     // SAFETY: only read, and never changed in place (see above).
     unsafe { memmap2::Mmap::map(&file) }.ok().map(Arc::new)
 }
