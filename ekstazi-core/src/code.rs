@@ -14,6 +14,7 @@ use crate::dep::Hash;
 use crate::fingerprint::{self, FingerprintError, Fp, Snapshot};
 use crate::functions::{Collision, FnId, FunctionTable};
 use crate::path::StoredPath;
+use crate::prehashed::PrehashedState;
 use crate::trace::CoverageEvent;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -170,31 +171,13 @@ pub struct Build {
     pub snapshot: Arc<Snapshot>,
     /// Worked out on first use: a run where nothing changed compares no
     /// record with a new build, and pays for none of this.
-    ids: OnceLock<HashSet<FnId, IdHash>>,
+    /// Function ids are digests already: their bytes are the hash.
+    ids: OnceLock<HashSet<FnId, PrehashedState>>,
     /// Per function (index into the snapshot's names), its stable name's
     /// hash, on first use.
     stable: OnceLock<Vec<u64>>,
     /// The uninstrumented functions and their table's digest, on first use.
     uninstrumented: OnceLock<(Uninstrumented, Hash)>,
-}
-
-/// Function ids are digests already: their first 8 bytes are the hash.
-type IdHash = std::hash::BuildHasherDefault<IdHasher>;
-
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // A `[u8; 8]` is hashed as its length, then its bytes.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
 }
 
 impl Build {
@@ -218,7 +201,7 @@ impl Build {
         })
     }
 
-    fn ids(&self) -> &HashSet<FnId, IdHash> {
+    fn ids(&self) -> &HashSet<FnId, PrehashedState> {
         self.ids.get_or_init(|| {
             self.stable()
                 .iter()
@@ -527,11 +510,14 @@ impl Snapshots {
     }
 }
 
+/// What tests elsewhere in the crate build snapshots with.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod tests_support {
+    use crate::fingerprint::Snapshot;
 
-    fn snapshot(functions: &[(&str, u8)], uninstrumented: u8) -> Snapshot {
+    /// A build of `functions` (name, and a byte its fingerprint repeats),
+    /// with an uninstrumented table told apart by `uninstrumented`.
+    pub(crate) fn snapshot(functions: &[(&str, u8)], uninstrumented: u8) -> Snapshot {
         let mut functions = functions.to_vec();
         functions.sort();
         let mut stable: Vec<(u64, u32)> = functions
@@ -550,6 +536,12 @@ mod tests {
             stats: Default::default(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::snapshot;
+    use super::*;
 
     /// A store whose table knows `old`'s functions, and what `dep` (the
     /// test executed `executed` of `old`) says against each later build.

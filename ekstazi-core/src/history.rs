@@ -225,8 +225,20 @@ struct EntryView<'a> {
     test: &'a str,
     record: Hash,
     outcome: Outcome,
-    #[allow(dead_code)] // decoded, not read: the order of the fields is the format
     ran: bool,
+}
+
+impl<'a> ManifestView<'a> {
+    /// The manifest filed under `commit`, if it is sealed, names that
+    /// commit and lists each test once, in order.
+    fn open(sealed: &'a [u8], commit: &str) -> Option<ManifestView<'a>> {
+        let view: ManifestView<'a> = crate::record::open(MANIFEST_MAGIC, sealed).ok()?;
+        let ordered = view
+            .entries
+            .windows(2)
+            .all(|w| (w[0].binary, w[0].test) < (w[1].binary, w[1].test));
+        (view.commit == commit && ordered).then_some(view)
+    }
 }
 
 /// What [`History::prune`] removed.
@@ -573,12 +585,22 @@ impl History {
     /// The manifest of a commit, if filed and intact.
     pub fn manifest(&self, commit: &str) -> Option<Manifest> {
         let sealed = self.sealed_manifest(commit)?;
-        let manifest: Manifest = crate::record::open(MANIFEST_MAGIC, &sealed).ok()?;
-        let ordered = manifest
-            .entries
-            .windows(2)
-            .all(|w| (&w[0].binary, &w[0].test) < (&w[1].binary, &w[1].test));
-        (manifest.commit == commit && ordered).then_some(manifest)
+        let view = ManifestView::open(&sealed, commit)?;
+        Some(Manifest {
+            commit: view.commit.to_owned(),
+            filed_at_ms: view.filed_at_ms,
+            entries: view
+                .entries
+                .into_iter()
+                .map(|e| Entry {
+                    binary: e.binary.to_owned(),
+                    test: e.test.to_owned(),
+                    record: e.record,
+                    outcome: e.outcome,
+                    ran: e.ran,
+                })
+                .collect(),
+        })
     }
 
     /// A commit's manifest as filed, unpacked (its seal unchecked).
@@ -603,17 +625,9 @@ impl History {
             .collect();
         let views: Vec<ManifestView<'_>> = sealed
             .par_iter()
-            .filter_map(|(id, sealed)| {
-                let view: ManifestView<'_> =
-                    crate::record::open_borrowed(MANIFEST_MAGIC, sealed).ok()?;
-                let ordered = view
-                    .entries
-                    .windows(2)
-                    .all(|w| (w[0].binary, w[0].test) < (w[1].binary, w[1].test));
-                (view.commit == id.as_str() && ordered).then_some(view)
-            })
+            .filter_map(|(id, sealed)| ManifestView::open(sealed, id))
             .collect();
-        Candidates::of_views(views, head, parents)
+        Candidates::new(views, head, parents)
     }
 
     /// The ids of the commits filed (intact or not), sorted.
@@ -946,7 +960,7 @@ pub struct Candidates {
     /// list, which costs time and never a wrong skip (a filed record
     /// vouches only for the test it is a record of), and no string is
     /// allocated per entry or per lookup.
-    by_test: HashMap<u64, Vec<(Hash, usize)>, KeyHash>,
+    by_test: HashMap<u64, Vec<(Hash, usize)>, crate::prehashed::PrehashedState>,
     /// Per manifest position, who filed it.
     vouches: Vec<Vouch>,
 }
@@ -960,53 +974,9 @@ fn test_key(binary: &str, test: &str) -> u64 {
     hasher.finish()
 }
 
-/// The keys are hashes already.
-type KeyHash = std::hash::BuildHasherDefault<KeyHasher>;
-
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
 impl Candidates {
     /// From the manifests (any order), `HEAD`'s id and its parents' ids.
-    pub fn new(manifests: Vec<Manifest>, head: Option<&str>, parents: &[String]) -> Candidates {
-        let views = manifests
-            .iter()
-            .map(|m| ManifestView {
-                commit: &m.commit,
-                filed_at_ms: m.filed_at_ms,
-                entries: m
-                    .entries
-                    .iter()
-                    .map(|e| EntryView {
-                        binary: &e.binary,
-                        test: &e.test,
-                        record: e.record,
-                        outcome: e.outcome,
-                        ran: e.ran,
-                    })
-                    .collect(),
-            })
-            .collect();
-        Candidates::of_views(views, head, parents)
-    }
-
-    fn of_views(
+    fn new(
         mut ordered: Vec<ManifestView<'_>>,
         head: Option<&str>,
         parents: &[String],
@@ -1331,16 +1301,17 @@ mod tests {
             }],
         };
         let d = "dddddddddddddddddddddddddddddddddddddddd";
-        let candidates = Candidates::new(
-            vec![
-                manifest(A, 4, 1, Outcome::Passed),
-                manifest(B, 1, 2, Outcome::Passed),
-                manifest(C, 3, 3, Outcome::Failed),
-                manifest(d, 2, 2, Outcome::Passed),
-            ],
-            Some(C),
-            &[B.to_owned(), A.to_owned()],
-        );
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        for filed in [
+            manifest(A, 4, 1, Outcome::Passed),
+            manifest(B, 1, 2, Outcome::Passed),
+            manifest(C, 3, 3, Outcome::Failed),
+            manifest(d, 2, 2, Outcome::Passed),
+        ] {
+            history.put_manifest(&filed).unwrap();
+        }
+        let candidates = history.candidates(Some(C), &[B.to_owned(), A.to_owned()]);
         let found: Vec<(u8, String)> = candidates
             .of("b", "t")
             .map(|(id, vouch)| (id[0], vouch.to_string()))

@@ -47,6 +47,7 @@ pub mod merge;
 pub mod merge_check;
 pub mod network;
 pub mod path;
+mod prehashed;
 pub mod record;
 pub mod select;
 pub mod settings;

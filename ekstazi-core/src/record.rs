@@ -187,22 +187,9 @@ pub(crate) fn seal(magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Checks a sealed body whole and decodes it.
-pub(crate) fn open<T: serde::de::DeserializeOwned>(
-    magic: &[u8; 4],
-    bytes: &[u8],
-) -> Result<T, DecodeError> {
-    let (value, rest) =
-        postcard::take_from_bytes(open_raw(magic, bytes)?).map_err(|_| DecodeError::BadBody)?;
-    if !rest.is_empty() {
-        return Err(DecodeError::BadBody);
-    }
-    Ok(value)
-}
-
-/// Checks a sealed body whole and decodes it, its strings borrowed from
-/// `bytes`.
-pub(crate) fn open_borrowed<'a, T: serde::Deserialize<'a>>(
+/// Checks a sealed body whole and decodes it (a type that borrows, such as
+/// `&str`, borrows from `bytes`).
+pub(crate) fn open<'a, T: serde::Deserialize<'a>>(
     magic: &[u8; 4],
     bytes: &'a [u8],
 ) -> Result<T, DecodeError> {

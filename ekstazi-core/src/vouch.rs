@@ -178,21 +178,8 @@ mod tests {
     /// 300 functions `f000`…`f299`, with these fingerprints.
     fn snapshot(fps: &[u8; 300]) -> Snapshot {
         let names: Vec<String> = (0..300).map(|i| format!("f{i:03}")).collect();
-        let mut stable: Vec<(u64, u32)> = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (crate::fingerprint::stable_hash(n), i as u32))
-            .collect();
-        stable.sort_unstable();
-        Snapshot {
-            names,
-            fps: fps.iter().map(|f| [*f; 16]).collect(),
-            entries: vec![],
-            stable,
-            other_names: vec!["memcpy".into()],
-            other_fps: vec![[0; 16]],
-            stats: Default::default(),
-        }
+        let functions: Vec<(&str, u8)> = names.iter().map(String::as_str).zip(*fps).collect();
+        crate::code::tests_support::snapshot(&functions, 0)
     }
 
     #[test]
