@@ -450,6 +450,10 @@ pub struct SelectionOpts {
     /// own empty one [env: EKSTAZI_PRIVATE_TMPDIR=0]
     #[arg(long)]
     pub no_private_tmpdir: bool,
+    /// Start every test with its own `exec`, not forked from a process that
+    /// loaded its binary once [env: EKSTAZI_FORK_SERVER=0]
+    #[arg(long)]
+    pub no_fork_server: bool,
     /// Run only this CI job's share of the selected tests: `hash:M/N` or `count:M/N`
     #[arg(long, value_name = "PARTITION", value_parser = parse_partition)]
     pub partition: Option<Partition>,
@@ -483,6 +487,7 @@ impl SelectionOpts {
             never_record: self.never_record.clone(),
             ignore_paths: self.ignore_path.clone(),
             private_tmpdir: self.no_private_tmpdir.then_some(false),
+            fork_server: self.no_fork_server.then_some(false),
             partition: self.partition,
             doctests: match (self.doc, self.no_doc) {
                 (true, _) => Some(Doctests::Only),

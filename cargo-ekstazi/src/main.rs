@@ -14,6 +14,7 @@ mod build;
 mod cli;
 mod commands;
 mod env;
+mod fork_server;
 mod git;
 mod instrument;
 mod junit;

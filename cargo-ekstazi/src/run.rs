@@ -1,6 +1,7 @@
 //! Running the selected tests: one process per test, `-j` at a time, each
 //! under the shim with its own trace file.
 
+use crate::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
 use crate::list::{TestCase, WHOLE_BINARY};
 use crate::session::Session;
 use anyhow::{Context, Result};
@@ -8,7 +9,9 @@ use ekstazi_core::record::Outcome;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +35,8 @@ pub struct RunConfig {
     pub timeout: Option<Duration>,
     /// A test running longer is reported slow (once).
     pub slow: Duration,
+    /// Start a libtest binary's tests from a fork server (needs the shim).
+    pub fork_server: bool,
 }
 
 /// What the runner reports while tests run.
@@ -179,13 +184,14 @@ pub fn run_all(
             let tx = tx.clone();
             let (next, interrupted) = (&next, &interrupted);
             scope.spawn(move || {
+                let mut servers = Servers::default();
                 loop {
                     if interrupted() {
                         break;
                     }
                     let job = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = jobs.get(job) else { break };
-                    let result = run_one(session, config, running, job, case);
+                    let result = run_one(session, config, running, &mut servers, job, case);
                     if tx.send(result.map(Event::Finished)).is_err() {
                         break;
                     }
@@ -220,6 +226,7 @@ fn run_one(
     session: &Session,
     config: &RunConfig,
     running: &Running,
+    servers: &mut Servers,
     job: usize,
     case: &TestCase,
 ) -> Result<Finished> {
@@ -234,15 +241,14 @@ fn run_one(
         None => None,
     };
     let _removed = RemoveOnDrop(tmpdir.clone());
-    let mut command = match &binary.doctests {
-        Some(doctests) => doctests_command(session, config, doctests),
-        None => Command::new(&binary.path),
-    };
-    if let Some(dir) = &tmpdir {
-        command.env("TMPDIR", dir);
-    }
-    if binary.doctests.is_some() {
-        let ran = supervise(command, running, job, Path::new("cargo"))?;
+    if let Some(doctests) = &binary.doctests {
+        let mut command = doctests_command(session, config, doctests);
+        if let Some(dir) = &tmpdir {
+            command.env("TMPDIR", dir);
+        }
+        let ran = supervise(running, job, |output| {
+            spawn(command, output, Path::new("cargo"))
+        })?;
         let outcome = match ran.killed {
             Some(Kill::Timeout) => Outcome::TimedOut,
             _ => exit_outcome(ran.status),
@@ -251,6 +257,7 @@ fn run_one(
         return Ok(ran.finished(job, outcome, trace, tmpdir, partial, config));
     }
     let whole = case.name == WHOLE_BINARY && binary.custom_harness;
+    let mut command = test_command(session, config, case.binary, &trace, tmpdir.as_deref());
     if whole {
         command.args(&config.custom_harness_args);
     } else {
@@ -258,27 +265,33 @@ fn run_one(
         if case.ignored {
             command.arg("--include-ignored");
         }
-        // The harness's main thread is told apart from the test by being the
-        // main thread of a process running this binary (the shim compares
-        // with `/proc/self/exe`, which is canonical).
-        let canonical = std::fs::canonicalize(&binary.path).unwrap_or_else(|_| binary.path.clone());
-        command.env("EKSTAZI_LIBTEST", canonical);
     }
-    command
-        .current_dir(binary.manifest_dir())
-        .envs(session.envs[case.binary].iter().map(|(k, v)| (k, v)));
-    if let Some(shim) = &config.shim {
-        command
-            .env("LD_PRELOAD", preload(shim))
-            .env("EKSTAZI_TRACE_FILE", &trace);
-    }
-    command
-        .stdin(Stdio::null())
-        // Its own process group: a test and its children are stopped
-        // together, and the terminal's Ctrl-C reaches the runner, which
-        // decides what to do with them.
-        .process_group(0);
-    let ran = supervise(command, running, job, &binary.path)?;
+    let server = (!whole && config.fork_server && config.shim.is_some())
+        .then(|| {
+            servers.get(case.binary, || {
+                let placeholder = config.trace_dir.join("fork-server.placeholder");
+                let mut server = test_command(
+                    session,
+                    config,
+                    case.binary,
+                    &placeholder,
+                    config.tmp.as_deref(),
+                );
+                server.args(SERVER_ARGS);
+                server
+            })
+        })
+        .flatten();
+    let ran = match server {
+        Some(server) => {
+            let (ran, server_failed) = supervise_forked(server, command, running, job, &case.name)?;
+            if server_failed {
+                servers.disable(case.binary);
+            }
+            ran
+        }
+        None => supervise(running, job, |output| spawn(command, output, &binary.path))?,
+    };
     let outcome = match ran.killed {
         Some(Kill::Timeout) => Outcome::TimedOut,
         _ if whole => exit_outcome(ran.status),
@@ -292,6 +305,88 @@ fn run_one(
         whole && !config.custom_harness_args.is_empty(),
         config,
     ))
+}
+
+/// The command that runs a test of `binary` (its arguments are the
+/// caller's): the binary in its package's directory, with cargo's
+/// environment for it, its own `TMPDIR` and trace file, under the shim.
+fn test_command(
+    session: &Session,
+    config: &RunConfig,
+    binary: usize,
+    trace: &Path,
+    tmpdir: Option<&Path>,
+) -> Command {
+    let built = &session.built.binaries[binary];
+    let mut command = Command::new(&built.path);
+    if let Some(dir) = tmpdir {
+        command.env("TMPDIR", dir);
+    }
+    if !built.custom_harness {
+        // The harness's main thread is told apart from the test by being the
+        // main thread of a process running this binary (the shim compares
+        // with `/proc/self/exe`, which is canonical).
+        let canonical = std::fs::canonicalize(&built.path).unwrap_or_else(|_| built.path.clone());
+        command.env("EKSTAZI_LIBTEST", canonical);
+    }
+    command
+        .current_dir(built.manifest_dir())
+        .envs(session.envs[binary].iter().map(|(k, v)| (k, v)));
+    if let Some(shim) = &config.shim {
+        command
+            .env("LD_PRELOAD", preload(shim))
+            .env("EKSTAZI_TRACE_FILE", trace);
+    }
+    command
+        .stdin(Stdio::null())
+        // Its own process group: a test and its children are stopped
+        // together, and the terminal's Ctrl-C reaches the runner, which
+        // decides what to do with them.
+        .process_group(0);
+    command
+}
+
+/// The variables that differ between two tests of one binary: a fork
+/// server is started with placeholders for them, and each child is given
+/// the values its own command would have had.
+const PER_TEST_VARS: [&str; 2] = ["TMPDIR", "EKSTAZI_TRACE_FILE"];
+
+/// Runs the test `command` describes as a child of `server`, or, if the
+/// server does not start it, as `command`. Also says whether the server
+/// failed (and is not to be asked again).
+fn supervise_forked(
+    server: &mut ForkServer,
+    command: Command,
+    running: &Running,
+    job: usize,
+    name: &str,
+) -> Result<(Ran, bool)> {
+    let vars: Vec<(&str, OsString)> = command
+        .get_envs()
+        .filter_map(|(k, v)| {
+            let k = PER_TEST_VARS.iter().find(|name| k == **name)?;
+            Some((*k, v?.to_owned()))
+        })
+        .collect();
+    let vars: Vec<(&str, &std::ffi::OsStr)> =
+        vars.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
+    let mut failed = false;
+    let what = PathBuf::from(command.get_program());
+    let mut ran = supervise(running, job, |output| {
+        match server.start_test(name, &vars, output.as_fd()) {
+            Ok(Start::Started(pid)) => return Ok(Process::Forked(server, pid)),
+            Ok(Start::Refused) => {}
+            Err(_) => failed = true,
+        }
+        spawn(command, output, &what)
+    })?;
+    if ran.lost_server {
+        failed = true;
+        ran.output.extend_from_slice(
+            b"\n(cargo-ekstazi: the fork server this test ran from went away before the test ended; its outcome is unknown)\n",
+        );
+    }
+    Ok((ran, failed))
 }
 
 /// A test's own temporary directory goes when the test has ended.
@@ -333,6 +428,9 @@ struct Ran {
     duration: Duration,
     output: Vec<u8>,
     killed: Option<Kill>,
+    /// Its fork server went away before reporting its end: `status` says
+    /// killed, and the truth is unknown.
+    lost_server: bool,
 }
 
 impl Ran {
@@ -365,27 +463,58 @@ impl Ran {
     }
 }
 
-/// Starts `command` with its output in a pipe, registers it with the
-/// watcher (timeouts, interrupts), and waits for it.
-fn supervise(mut command: Command, running: &Running, job: usize, what: &Path) -> Result<Ran> {
-    let (reader, writer) = std::io::pipe().context("cannot create a pipe")?;
-    command.stdout(writer.try_clone()?).stderr(writer);
+/// A test's process, started by the runner or by a fork server.
+enum Process<'s> {
+    Spawned(std::process::Child),
+    Forked(&'s mut ForkServer, i32),
+}
 
-    let started = SystemTime::now();
-    let clock = Instant::now();
-    let mut child = command
+/// Starts `command` with `output` as its stdout and stderr.
+fn spawn<'s>(
+    mut command: Command,
+    output: std::io::PipeWriter,
+    what: &Path,
+) -> Result<Process<'s>> {
+    command.stdout(output.try_clone()?).stderr(output);
+    let child = command
         .spawn()
         .with_context(|| format!("cannot run {}", what.display()))?;
-    // The pipe's write ends now live in the child alone: drop ours so that
-    // reading ends when the test's processes close theirs.
-    drop(command);
+    // The pipe's write ends now live in the child alone: `command` (dropped
+    // here) held ours, so reading ends when the test's processes close theirs.
+    Ok(Process::Spawned(child))
+}
+
+/// Starts a test with `launch`, its output in a pipe, registers it with the
+/// watcher (timeouts, interrupts), and waits for it.
+fn supervise<'s>(
+    running: &Running,
+    job: usize,
+    launch: impl FnOnce(std::io::PipeWriter) -> Result<Process<'s>>,
+) -> Result<Ran> {
+    let (reader, writer) = std::io::pipe().context("cannot create a pipe")?;
+    let started = SystemTime::now();
+    let clock = Instant::now();
+    // `launch` consumes the write end: once it returns, only the test's
+    // processes hold it.
+    let process = launch(writer)?;
+    let pid = match &process {
+        Process::Spawned(child) => child.id() as i32,
+        Process::Forked(_, pid) => *pid,
+    };
     running
         .jobs
         .lock()
         .expect("running tests")
-        .insert(job, (child.id() as i32, clock, None, false));
+        .insert(job, (pid, clock, None, false));
     let (output, read_all) = read_in_background(reader);
-    let status = child.wait().context("lost the test process");
+    let mut lost_server = false;
+    let status = match process {
+        Process::Spawned(mut child) => child.wait().context("lost the test process"),
+        Process::Forked(server, _) => Ok(server.wait().unwrap_or_else(|_| {
+            lost_server = true;
+            std::process::ExitStatus::from_raw(libc::SIGKILL)
+        })),
+    };
     let killed = running
         .jobs
         .lock()
@@ -404,6 +533,7 @@ fn supervise(mut command: Command, running: &Running, job: usize, what: &Path) -
         duration,
         output,
         killed,
+        lost_server,
     })
 }
 

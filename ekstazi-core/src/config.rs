@@ -29,6 +29,7 @@
 //! timeout = 300              # seconds before a test is killed (default: none)
 //! slow-timeout = 60          # seconds before a test is reported slow
 //! private-tmpdir = true      # each test's own, empty TMPDIR
+//! fork-server = true         # start a binary's tests from one loaded process
 //! state-dir = ".ekstazi"     # relative to the workspace root
 //! forceall = false
 //! skipme = false
@@ -123,6 +124,7 @@ pub struct RunConfig {
     pub timeout: Option<f64>,
     pub slow_timeout: Option<f64>,
     pub private_tmpdir: Option<bool>,
+    pub fork_server: Option<bool>,
     pub state_dir: Option<PathBuf>,
     pub forceall: Option<bool>,
     pub skipme: Option<bool>,

@@ -36,6 +36,7 @@ pub mod doctests;
 pub mod env;
 pub mod filter;
 pub mod fingerprint;
+pub mod fork_request;
 pub mod functions;
 pub mod gc;
 pub mod history;

@@ -20,6 +20,7 @@
 //! | timeout (seconds) | `--timeout` | `[run] timeout` | `EKSTAZI_TIMEOUT` |
 //! | slow threshold (seconds) | `--slow-timeout` | `[run] slow-timeout` | `EKSTAZI_SLOW_TIMEOUT` |
 //! | a private `TMPDIR` per test | `--no-private-tmpdir` | `[run] private-tmpdir` | `EKSTAZI_PRIVATE_TMPDIR` |
+//! | tests started from a fork server | `--no-fork-server` | `[run] fork-server` | `EKSTAZI_FORK_SERVER` |
 //! | external tests | `--external` | `[network] always-run-external` | `EKSTAZI_EXTERNAL` |
 //! | always-run tests | `--always-run` | `[select] always-run` | `EKSTAZI_ALWAYS_RUN` |
 //! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
@@ -109,6 +110,7 @@ pub struct Layer {
     /// Seconds.
     pub slow_timeout: Option<f64>,
     pub private_tmpdir: Option<bool>,
+    pub fork_server: Option<bool>,
     pub external: Option<External>,
     pub always_run: Vec<String>,
     pub never_record: Vec<String>,
@@ -189,6 +191,7 @@ impl Layer {
             timeout: seconds("EKSTAZI_TIMEOUT")?,
             slow_timeout: seconds("EKSTAZI_SLOW_TIMEOUT")?,
             private_tmpdir: flag("EKSTAZI_PRIVATE_TMPDIR")?,
+            fork_server: flag("EKSTAZI_FORK_SERVER")?,
             external: parsed("EKSTAZI_EXTERNAL")
                 .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_EXTERNAL", m))))
                 .transpose()?,
@@ -248,6 +251,7 @@ impl Layer {
             timeout: seconds("run.timeout", run.timeout)?,
             slow_timeout: seconds("run.slow-timeout", run.slow_timeout)?,
             private_tmpdir: run.private_tmpdir,
+            fork_server: run.fork_server,
             external: config.network.always_run_external.map(|always| {
                 if always {
                     External::AlwaysRun
@@ -291,6 +295,8 @@ pub struct Settings {
     pub slow_timeout: Duration,
     /// Each test gets a `TMPDIR` of its own, empty when it starts.
     pub private_tmpdir: bool,
+    /// A libtest binary's tests are forked from one process that loaded it.
+    pub fork_server: bool,
     pub external: External,
     pub always_run: TestPatterns,
     pub never_record: TestPatterns,
@@ -345,6 +351,7 @@ impl Settings {
                 .filter(|s| *s > 0.0)
                 .map_or(DEFAULT_SLOW_TIMEOUT, Duration::from_secs_f64),
             private_tmpdir: first!(private_tmpdir).unwrap_or(true),
+            fork_server: first!(fork_server).unwrap_or(true),
             external: first!(external).unwrap_or(External::AlwaysRun),
             always_run: patterns("always-run patterns", |l| &l.always_run)?,
             never_record: patterns("never-record patterns", |l| &l.never_record)?,

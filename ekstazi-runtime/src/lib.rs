@@ -18,6 +18,7 @@
 //! Without `EKSTAZI_TRACE_FILE` the shim is inert: every hook forwards to libc.
 
 mod coverage;
+mod fork_server;
 mod guard;
 mod hooks;
 // Shared with ekstazi-core, so that the shim's listing witnesses and the
@@ -28,17 +29,21 @@ mod path;
 mod real;
 mod trace;
 
-/// Runs before `main` of every process the shim is loaded into.
-extern "C" fn init() {
+/// Runs before `main` of every process the shim is loaded into; glibc
+/// passes shared objects' constructors `main`'s arguments.
+extern "C" fn init(argc: libc::c_int, argv: *mut *mut libc::c_char, _envp: *mut libc::c_void) {
     // SAFETY: constructors run single-threaded, before any hook can fire on
-    // another thread; `trace::init` only reads the environment and opens the
-    // trace file.
-    unsafe { trace::init() }
+    // another thread. A fork server returns here only in a test's child;
+    // `trace::init` only reads the environment and opens the trace file.
+    unsafe {
+        fork_server::serve_if_asked(argc, argv);
+        trace::init()
+    }
 }
 
 #[used]
 #[unsafe(link_section = ".init_array")]
-static INIT: extern "C" fn() = init;
+static INIT: extern "C" fn(libc::c_int, *mut *mut libc::c_char, *mut libc::c_void) = init;
 
 /// Runs at exit of every process the shim is loaded into.
 extern "C" fn fini() {

@@ -74,6 +74,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         custom_harness_args,
         timeout: settings.timeout,
         slow: settings.slow_timeout,
+        fork_server: settings.fork_server,
     };
     let expected = expected_durations(&plan, &selected);
     let mut progress = Progress::new(expected.iter().sum(), selected.len(), jobs);
