@@ -81,6 +81,9 @@ pub unsafe fn serve_if_asked(argc: c_int, argv: *mut *mut c_char) {
         // SAFETY: ending this process before it ran anything.
         unsafe { libc::_exit(SERVER_REFUSED) }
     };
+    // Looked up once here, every child finds the real functions resolved:
+    // the shim's own start is paid once too.
+    crate::real::resolve_all();
     // SAFETY: the loop below runs on this thread alone.
     unsafe { serve(fd, argv) }
 }

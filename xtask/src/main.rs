@@ -658,6 +658,10 @@ fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) 
             "cargo ekstazi test --forceall",
             ekstazi_cmd(&["test", "-q", "--forceall"]),
         ),
+        (
+            "cargo ekstazi test --forceall --no-fork-server",
+            ekstazi_cmd(&["test", "-q", "--forceall", "--no-fork-server"]),
+        ),
     ];
     if has_nextest {
         commands.push((
@@ -688,32 +692,49 @@ fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) 
         println!("| `{name}` | {m:.3}s | {min:.3}s |");
     }
     println!();
-    println!(
-        "- nothing changed vs `cargo test`: **{:.2}×**",
-        medians[2] / medians[0]
+    let of = |name: &str| {
+        commands
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map(|i| medians[i])
+    };
+    let ratio = |what: &str, a: &str, b: &str| {
+        if let (Some(a), Some(b)) = (of(a), of(b)) {
+            println!("- {what}: **{:.2}×**", a / b);
+        }
+    };
+    let (test, tests, quiet, forceall, spawned, nextest) = (
+        "cargo test",
+        "cargo test --tests (no doctests)",
+        "cargo ekstazi test (nothing changed)",
+        "cargo ekstazi test --forceall",
+        "cargo ekstazi test --forceall --no-fork-server",
+        "cargo nextest run",
     );
-    println!(
-        "- nothing changed vs `cargo test --tests`: **{:.2}×**",
-        medians[2] / medians[1]
+    ratio("nothing changed vs `cargo test`", quiet, test);
+    ratio("nothing changed vs `cargo test --tests`", quiet, tests);
+    ratio(
+        "`--forceall` vs `cargo test` (the process-per-test goal: ≤ 1.3×)",
+        forceall,
+        test,
     );
-    if has_nextest {
-        println!(
-            "- `--forceall` vs `cargo nextest run`: **{:.2}×**",
-            medians[3] / medians[4]
-        );
-        println!(
-            "- `cargo ekstazi nextest`, nothing changed vs `cargo nextest run`: **{:.2}×**",
-            medians[5] / medians[4]
-        );
-        println!(
-            "- `cargo ekstazi nextest --forceall` vs `cargo nextest run`: **{:.2}×**",
-            medians[6] / medians[4]
-        );
-    }
-    println!(
-        "- `--forceall` vs `cargo test --tests`: **{:.2}×**",
-        medians[3] / medians[1]
+    ratio(
+        "`--forceall` with the fork server vs without (`--no-fork-server`)",
+        forceall,
+        spawned,
     );
+    ratio("`--forceall` vs `cargo nextest run`", forceall, nextest);
+    ratio(
+        "`cargo ekstazi nextest`, nothing changed vs `cargo nextest run`",
+        "cargo ekstazi nextest (nothing changed)",
+        nextest,
+    );
+    ratio(
+        "`cargo ekstazi nextest --forceall` vs `cargo nextest run`",
+        "cargo ekstazi nextest --forceall",
+        nextest,
+    );
+    ratio("`--forceall` vs `cargo test --tests`", forceall, tests);
     Ok(())
 }
 
