@@ -173,6 +173,12 @@ pub struct Build {
     /// record with a new build, and pays for none of this.
     /// Function ids are digests already: their bytes are the hash.
     ids: OnceLock<HashSet<FnId, PrehashedState>>,
+    /// Per function (index into the snapshot's names), its id, on first use.
+    ids_by_index: OnceLock<Vec<FnId>>,
+    /// Per function, whether it was interned into the table whose epoch
+    /// is kept beside: a run records thousands of tests that execute the
+    /// same functions, and need not hash and look each up every time.
+    interned: Mutex<(u64, Vec<bool>)>,
     /// Per function (index into the snapshot's names), its stable name's
     /// hash, on first use.
     stable: OnceLock<Vec<u64>>,
@@ -186,6 +192,8 @@ impl Build {
             id,
             snapshot,
             ids: OnceLock::new(),
+            ids_by_index: OnceLock::new(),
+            interned: Mutex::new((0, Vec::new())),
             stable: OnceLock::new(),
             uninstrumented: OnceLock::new(),
         }
@@ -202,7 +210,12 @@ impl Build {
     }
 
     fn ids(&self) -> &HashSet<FnId, PrehashedState> {
-        self.ids.get_or_init(|| {
+        self.ids
+            .get_or_init(|| self.ids_by_index().iter().copied().collect())
+    }
+
+    fn ids_by_index(&self) -> &[FnId] {
+        self.ids_by_index.get_or_init(|| {
             self.stable()
                 .iter()
                 .zip(&self.snapshot.fps)
@@ -248,17 +261,35 @@ impl Build {
         entries: &BTreeSet<u32>,
         table: &FunctionTable,
     ) -> Result<Option<Vec<FnId>>, Collision> {
+        let by_index = self.ids_by_index();
+        let mut interned = self.interned.lock().expect("interned functions lock");
+        let epoch = table.epoch();
+        if interned.0 != epoch {
+            *interned = (epoch, vec![false; by_index.len()]);
+        }
         let mut ids = Vec::with_capacity(entries.len());
         for &address in entries {
             let Some(index) = self.snapshot.at_entry(u64::from(address)) else {
                 return Ok(None);
             };
             let index = index as usize;
-            ids.push(table.intern(
-                &self.snapshot.names[index],
-                self.stable()[index],
-                &self.snapshot.fps[index],
-            )?);
+            if !interned.1[index] {
+                table.intern_as(
+                    by_index[index],
+                    &self.snapshot.names[index],
+                    self.stable()[index],
+                    &self.snapshot.fps[index],
+                )?;
+                interned.1[index] = true;
+            }
+            ids.push(by_index[index]);
+        }
+        if table.epoch() != epoch {
+            // The table changed meanwhile (another thread found a
+            // collision): what was skipped must be asked again.
+            interned.0 = 0;
+            drop(interned);
+            return self.executed(entries, table);
         }
         ids.sort_unstable();
         ids.dedup();
@@ -542,6 +573,61 @@ pub(crate) mod tests_support {
 mod tests {
     use super::tests_support::snapshot;
     use super::*;
+
+    #[test]
+    fn executed_functions_are_interned_once_and_collisions_still_surface() {
+        let mut old = snapshot(&[("a", 1), ("b", 2), ("c", 3)], 0);
+        old.entries = vec![(0x10, 0), (0x20, 1), (0x30, 2)];
+        let build = Build::new([0; 32], Arc::new(old.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        let table = FunctionTable::load(dir.path());
+        let id = |i: usize| {
+            crate::functions::id_of(crate::fingerprint::stable_hash(&old.names[i]), &old.fps[i])
+        };
+        let first = build.executed(&BTreeSet::from([0x10, 0x30]), &table);
+        assert_eq!(
+            first,
+            Ok(Some(
+                vec![id(0), id(2)]
+                    .into_iter()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            ))
+        );
+        assert_eq!(table.len().0, 2);
+        // Asked again, and for one more: the same ids, the new one interned.
+        let second = build
+            .executed(&BTreeSet::from([0x10, 0x20, 0x30]), &table)
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.len(), 3);
+        assert!(second.contains(&id(1)));
+        assert_eq!(table.len().0, 3);
+        // An address that is no function's entry: not this build's coverage.
+        assert_eq!(build.executed(&BTreeSet::from([0x11]), &table), Ok(None));
+        // Another table is asked, not trusted from the first one's answers.
+        let other_dir = tempfile::tempdir().unwrap();
+        crate::functions::write_segment_as_is(
+            other_dir.path(),
+            vec![(id(0), "evil".into(), 7, [1; 16])],
+        );
+        let lying = FunctionTable::load(other_dir.path());
+        assert_eq!(
+            build.executed(&BTreeSet::from([0x10]), &lying),
+            Err(Collision(id(0)))
+        );
+        // And a collision the first table learns of later surfaces too.
+        table.absorb(&lying);
+        assert_eq!(
+            build.executed(&BTreeSet::from([0x10]), &table),
+            Err(Collision(id(0)))
+        );
+        assert_eq!(
+            build.executed(&BTreeSet::from([0x20]), &table),
+            Ok(Some(vec![id(1)]))
+        );
+    }
 
     /// A store whose table knows `old`'s functions, and what `dep` (the
     /// test executed `executed` of `old`) says against each later build.

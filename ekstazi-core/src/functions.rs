@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// A function as records name it: a digest of its stable name's hash and
@@ -83,6 +84,14 @@ fn hex(id: &FnId) -> String {
 pub struct FunctionTable {
     dir: PathBuf,
     inner: RwLock<Inner>,
+    /// See [`FunctionTable::epoch`].
+    epoch: AtomicU64,
+}
+
+/// Epochs are unique across the tables of a process.
+fn next_epoch() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 #[derive(Default)]
@@ -124,7 +133,21 @@ impl FunctionTable {
         FunctionTable {
             dir: dir.to_path_buf(),
             inner: RwLock::new(inner),
+            epoch: AtomicU64::new(next_epoch()),
         }
+    }
+
+    /// A number that differs between tables and changes whenever an id
+    /// this table accepted from [`intern`](Self::intern) may no longer be
+    /// accepted (a collision found, entries dropped, another table
+    /// absorbed): what a caller learnt from `intern` holds while the epoch
+    /// it read before asking is still the table's.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    fn invalidate(&self) {
+        self.epoch.store(next_epoch(), Ordering::Release);
     }
 
     /// The function an id stands for; `None` for an id the table does not
@@ -140,7 +163,13 @@ impl FunctionTable {
     /// The id of a function (`stable`: its stable name's hash), added to
     /// the table (in memory, until [`flush`](Self::flush)) if it is new.
     pub fn intern(&self, name: &str, stable: u64, fp: &Fp) -> Result<FnId, Collision> {
-        let id = id_of(stable, fp);
+        self.intern_as(id_of(stable, fp), name, stable, fp)
+    }
+
+    /// [`intern`](Self::intern) with the id already worked out: `id` must
+    /// be `id_of(stable, fp)`.
+    pub fn intern_as(&self, id: FnId, name: &str, stable: u64, fp: &Fp) -> Result<FnId, Collision> {
+        debug_assert_eq!(id, id_of(stable, fp));
         {
             let inner = self.inner.read().expect("function table lock");
             if inner.colliding.contains(&id) {
@@ -157,6 +186,7 @@ impl FunctionTable {
         let mut inner = self.inner.write().expect("function table lock");
         let new = !inner.known.contains_key(&id);
         if !inner.add(id, name.to_owned(), stable, *fp) {
+            self.invalidate();
             return Err(Collision(id));
         }
         if new {
@@ -250,6 +280,7 @@ impl FunctionTable {
         if let Some(keep) = keep {
             known.retain(|id, _| keep.contains(id));
         }
+        self.invalidate();
         pending.clear();
         segments.extend(written);
         Ok(())
@@ -272,6 +303,7 @@ impl FunctionTable {
         for id in &theirs.colliding {
             ours.colliding.insert(*id);
         }
+        self.invalidate();
         disagreed
     }
 
@@ -348,9 +380,37 @@ fn write_segment(dir: &Path, entries: Vec<Entry>) -> Result<PathBuf, (io::Error,
     }
 }
 
+/// Writes a segment as it is given, true or not: for tests of what a
+/// lying segment does elsewhere.
+#[cfg(test)]
+pub(crate) fn write_segment_as_is(dir: &Path, entries: Vec<Entry>) {
+    write_segment(dir, entries).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_epoch_changes_when_an_accepted_id_may_stop_being_accepted() {
+        let (x, y) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ours = FunctionTable::load(x.path());
+        let theirs = FunctionTable::load(y.path());
+        assert_ne!(ours.epoch(), theirs.epoch(), "tables are told apart");
+        let before = ours.epoch();
+        let a = ours.intern("a", 1, &[1; 16]).unwrap();
+        ours.flush().unwrap();
+        assert_eq!(ours.epoch(), before, "interning and flushing keep it");
+        // Absorbing a table that disagrees, and compacting, change it.
+        write_segment(y.path(), vec![(a, "evil".into(), 7, [1; 16])]).unwrap();
+        let lying = FunctionTable::load(y.path());
+        ours.absorb(&lying);
+        assert_ne!(ours.epoch(), before);
+        assert!(ours.intern("a", 1, &[1; 16]).is_err());
+        let absorbed = ours.epoch();
+        ours.compact(None).unwrap();
+        assert_ne!(ours.epoch(), absorbed);
+    }
 
     #[test]
     fn interned_functions_survive_a_reload_and_compaction() {
