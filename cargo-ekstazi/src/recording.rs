@@ -10,7 +10,7 @@ use ekstazi_core::env::Environment;
 use ekstazi_core::record::Record;
 use ekstazi_core::trace;
 use ekstazi_core::trace::CoverageEvent;
-use std::collections::BTreeSet;
+
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -226,7 +226,7 @@ fn code_dep(
     session: &Session,
     unit: CodeUnit,
     build: &Build,
-    entries: &BTreeSet<u32>,
+    entries: &[u32],
     record: &mut Record,
 ) -> Option<CodeDep> {
     let functions = match build.executed(entries, session.snapshots.table()) {

@@ -104,8 +104,8 @@ impl Uninstrumented {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
     /// Programs whose every process reported its coverage, with the entry
-    /// addresses of the functions executed.
-    pub complete: BTreeMap<PathBuf, BTreeSet<u32>>,
+    /// addresses of the functions executed (sorted, without repeats).
+    pub complete: BTreeMap<PathBuf, Vec<u32>>,
     /// Programs with a process that ended without reporting (killed, or
     /// replaced by `exec` before it could): their code is depended on whole.
     pub incomplete: BTreeSet<PathBuf>,
@@ -116,7 +116,9 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
     // One session per process image: a pid can run several programs in turn
     // (`exec`), and a session left open never reported.
     let mut sessions: Vec<(u32, &PathBuf, bool)> = Vec::new();
-    let mut functions: BTreeMap<PathBuf, BTreeSet<u32>> = BTreeMap::new();
+    // Vectors sorted once at the end: a test's programs report thousands
+    // of functions, each process of each program its own.
+    let mut functions: BTreeMap<PathBuf, Vec<u32>> = BTreeMap::new();
     for event in events {
         match event {
             CoverageEvent::Instrumented { pid, program } => sessions.push((*pid, program, false)),
@@ -144,7 +146,7 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
         .filter(|(_, _, done)| !done)
         .map(|(_, program, _)| (*program).clone())
         .collect();
-    let mut complete: BTreeMap<PathBuf, BTreeSet<u32>> = BTreeMap::new();
+    let mut complete: BTreeMap<PathBuf, Vec<u32>> = BTreeMap::new();
     for (_, program, _) in &sessions {
         if !incomplete.contains(*program) {
             // A program that ran no instrumented function still has
@@ -152,9 +154,11 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
             complete.entry((*program).clone()).or_default();
         }
     }
-    for (program, entries) in functions {
+    for (program, mut entries) in functions {
         if let Some(known) = complete.get_mut(&program) {
-            known.extend(entries);
+            entries.sort_unstable();
+            entries.dedup();
+            *known = entries;
         }
     }
     Coverage {
@@ -258,7 +262,7 @@ impl Build {
     /// build (the coverage is not of this build, and cannot be trusted).
     pub fn executed(
         &self,
-        entries: &BTreeSet<u32>,
+        entries: &[u32],
         table: &FunctionTable,
     ) -> Result<Option<Vec<FnId>>, Collision> {
         let by_index = self.ids_by_index();
@@ -584,7 +588,7 @@ mod tests {
         let id = |i: usize| {
             crate::functions::id_of(crate::fingerprint::stable_hash(&old.names[i]), &old.fps[i])
         };
-        let first = build.executed(&BTreeSet::from([0x10, 0x30]), &table);
+        let first = build.executed(&[0x10, 0x30], &table);
         assert_eq!(
             first,
             Ok(Some(
@@ -598,14 +602,14 @@ mod tests {
         assert_eq!(table.len().0, 2);
         // Asked again, and for one more: the same ids, the new one interned.
         let second = build
-            .executed(&BTreeSet::from([0x10, 0x20, 0x30]), &table)
+            .executed(&[0x10, 0x20, 0x30], &table)
             .unwrap()
             .unwrap();
         assert_eq!(second.len(), 3);
         assert!(second.contains(&id(1)));
         assert_eq!(table.len().0, 3);
         // An address that is no function's entry: not this build's coverage.
-        assert_eq!(build.executed(&BTreeSet::from([0x11]), &table), Ok(None));
+        assert_eq!(build.executed(&[0x11], &table), Ok(None));
         // Another table is asked, not trusted from the first one's answers.
         let other_dir = tempfile::tempdir().unwrap();
         crate::functions::write_segment_as_is(
@@ -613,20 +617,11 @@ mod tests {
             vec![(id(0), "evil".into(), 7, [1; 16])],
         );
         let lying = FunctionTable::load(other_dir.path());
-        assert_eq!(
-            build.executed(&BTreeSet::from([0x10]), &lying),
-            Err(Collision(id(0)))
-        );
+        assert_eq!(build.executed(&[0x10], &lying), Err(Collision(id(0))));
         // And a collision the first table learns of later surfaces too.
         table.absorb(&lying);
-        assert_eq!(
-            build.executed(&BTreeSet::from([0x10]), &table),
-            Err(Collision(id(0)))
-        );
-        assert_eq!(
-            build.executed(&BTreeSet::from([0x20]), &table),
-            Ok(Some(vec![id(1)]))
-        );
+        assert_eq!(build.executed(&[0x10], &table), Err(Collision(id(0))));
+        assert_eq!(build.executed(&[0x20], &table), Ok(Some(vec![id(1)])));
     }
 
     /// A store whose table knows `old`'s functions, and what `dep` (the
@@ -790,7 +785,7 @@ mod tests {
             i(5, "/srv"),
         ];
         let c = coverage(&events[..4]);
-        assert_eq!(c.complete.get(Path::new("/rg")), Some(&BTreeSet::from([5])));
+        assert_eq!(c.complete.get(Path::new("/rg")), Some(&vec![5]));
         assert!(
             c.incomplete.contains(Path::new("/t")),
             "pid 1 has not reported yet"
