@@ -12,7 +12,12 @@
 //!   files the build's dep-info does not name;
 //! - block doc comments (`/** */`, `/*! */`), whose lines this does not read;
 //! - a doc line holding a fence, or indented by four spaces or a tab (an
-//!   indented code block, or a list's continuation: both count);
+//!   indented code block, or a list's continuation: both count), except
+//!   inside a fenced block that rustdoc does not test: one opened on a
+//!   `///` or `//!` line by a fence whose every info-string word names
+//!   another language (```` ```text ````, ```` ```console ````; rustdoc
+//!   tests a block unless a word it does not know marks it as another
+//!   language) and closed within the same run of such lines;
 //! - any other file the library is compiled from (`include_str!`'d text may
 //!   be its documentation, written by a macro this cannot see) holding a
 //!   fence or an indented line;
@@ -102,9 +107,132 @@ fn has_block_doc_comment(text: &[u8]) -> bool {
 }
 
 /// A line doc comment (`///` but not `////`, or `//!`), anywhere on a line,
-/// whose text holds a fence or is indented.
+/// whose text holds a fence or is indented, outside a block of another
+/// language (see the module's overview).
 fn has_code_in_doc_lines(text: &[u8]) -> bool {
-    text.split(|&b| b == b'\n').any(|line| {
+    // The fence (its byte and length) of an open block of another
+    // language, and the kind of doc comment (`///`, `//!`) it is in.
+    let mut other_language: Option<(u8, usize, bool)> = None;
+    for line in text.split(|&b| b == b'\n') {
+        let doc = leading_doc_text(line);
+        match (other_language, doc) {
+            (Some((byte, len, inner)), Some((doc, same))) if same == inner => {
+                if closes_fence(doc, byte, len) {
+                    other_language = None;
+                }
+                continue;
+            }
+            // The doc comment ended (or went on after an attribute or a
+            // blank line, or as the other kind) inside the block: not
+            // worth working out.
+            (Some(_), _) => return true,
+            (None, Some((doc, inner))) => {
+                if let Some((byte, len)) = opens_other_language(doc) {
+                    other_language = Some((byte, len, inner));
+                    continue;
+                }
+            }
+            (None, None) => {}
+        }
+        if any_doc_comment_has_code(line) {
+            return true;
+        }
+    }
+    other_language.is_some()
+}
+
+/// The text of a line that is nothing but a line doc comment (after
+/// indentation), after its `///` or `//!`, and whether it is `//!`.
+fn leading_doc_text(line: &[u8]) -> Option<(&[u8], bool)> {
+    let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
+    let line = &line[start..];
+    if line.starts_with(b"//!") {
+        Some((&line[3..], true))
+    } else if line.starts_with(b"///") && !line.starts_with(b"////") {
+        Some((&line[3..], false))
+    } else {
+        None
+    }
+}
+
+/// Languages whose fenced blocks rustdoc does not test: a word it does not
+/// know marks a block as another language (and these are not words it
+/// knows).
+const OTHER_LANGUAGES: &[&[u8]] = &[
+    b"text",
+    b"txt",
+    b"plain",
+    b"plaintext",
+    b"console",
+    b"sh",
+    b"bash",
+    b"shell",
+    b"zsh",
+    b"fish",
+    b"powershell",
+    b"toml",
+    b"json",
+    b"yaml",
+    b"yml",
+    b"ini",
+    b"diff",
+    b"html",
+    b"xml",
+    b"css",
+    b"javascript",
+    b"js",
+    b"python",
+    b"c",
+    b"cpp",
+    b"sql",
+    b"markdown",
+    b"md",
+    b"dot",
+    b"csv",
+    b"ebnf",
+    b"log",
+    b"output",
+];
+
+/// A fence (at most three spaces in, after the comment's own space) whose
+/// info string is one or more words of [`OTHER_LANGUAGES`]: its byte and
+/// length.
+fn opens_other_language(doc: &[u8]) -> Option<(u8, usize)> {
+    let doc = doc.strip_suffix(b"\r").unwrap_or(doc);
+    let indent = doc.iter().take_while(|&&b| b == b' ').count();
+    if indent > 4 {
+        return None;
+    }
+    let rest = &doc[indent..];
+    let byte = *rest.first().filter(|&&b| b == b'`' || b == b'~')?;
+    let len = rest.iter().take_while(|&&b| b == byte).count();
+    if len < 3 {
+        return None;
+    }
+    let info = &rest[len..];
+    let mut words = info
+        .split(|&b| b == b',' || b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .peekable();
+    words.peek()?;
+    words
+        .all(|word| OTHER_LANGUAGES.contains(&word))
+        .then_some((byte, len))
+}
+
+/// A closing fence for a block opened with `len` of `byte`: at least as
+/// many, and nothing else on the line.
+fn closes_fence(doc: &[u8], byte: u8, len: usize) -> bool {
+    let doc = doc.strip_suffix(b"\r").unwrap_or(doc);
+    let indent = doc.iter().take_while(|&&b| b == b' ').count();
+    let rest = &doc[indent..];
+    let run = rest.iter().take_while(|&&b| b == byte).count();
+    indent <= 4 && run >= len && rest[run..].iter().all(u8::is_ascii_whitespace)
+}
+
+/// Whether any doc comment on the line holds a fence or is indented.
+fn any_doc_comment_has_code(line: &[u8]) -> bool {
+    {
         let mut i = 0;
         while let Some(at) = memchr::memmem::find(&line[i..], b"//") {
             let start = i + at;
@@ -120,7 +248,7 @@ fn has_code_in_doc_lines(text: &[u8]) -> bool {
             i = after;
         }
         false
-    })
+    }
 }
 
 fn has_fence(line: &[u8]) -> bool {
@@ -172,6 +300,22 @@ mod tests {
     }
 
     #[test]
+    fn blocks_of_other_languages_hold_no_doctests() {
+        for text in [
+            &b"/// Bits:\n///\n/// ```text\n/// 0 3 => 0 1\n///     indented\n/// ```\nfn f() {}\n"
+                [..],
+            b"    //! ~~~~console\r\n    //! $ run ```\n    //! ~~~~~\n",
+            b"/// ```sh, bash\n/// ```rust\n/// ```\n/// after\n",
+        ] {
+            assert!(
+                !rust_may_hold_doctests(text),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
     fn anything_that_may_be_a_code_block_counts() {
         for text in [
             &b"/// ```\n/// assert!(true);\n/// ```\nfn f() {}\n"[..],
@@ -189,6 +333,19 @@ mod tests {
             b"#[cfg(doc)]\nmod guide;\n",
             b"/** block */\n",
             b"/*! inner block */\n",
+            // Blocks rustdoc tests, or that this does not follow.
+            b"/// ```text,ignore\n/// x\n/// ```\n",
+            b"/// ```ignore text\n/// x\n/// ```\n",
+            b"/// ```{.text}\n/// x\n/// ```\n",
+            b"/// ```rust\n",
+            b"/// ```text\n/// never closed\nfn f() {}\n",
+            b"/// ```text\n\n/// ```\n",
+            b"/// ```text\n#[inline]\n/// ```\n",
+            b"/// ```text\n/// x\n/// ```\n/// ```\n/// y();\n/// ```\n",
+            b"/// ````text\n/// ```\n/// inside();\n",
+            b"/// ```text\n/// x\n/// ```\n///     indented();\n",
+            b"/// ~~~text\n/// x\n/// ```\n",
+            b"//! ```text\n/// ```\n/// y();\n",
         ] {
             assert!(
                 rust_may_hold_doctests(text),

@@ -74,3 +74,37 @@ fn tests_forked_from_a_server_run_alone_and_are_recorded_as_if_started_by_the_ru
     let run = f.test_ok(&["--", "--include-ignored"]);
     assert_eq!(run.ran(), labels(ALL), "{run:?}");
 }
+
+#[test]
+fn a_binary_that_starts_a_thread_before_the_shim_is_run_without_a_server() {
+    // A library preloaded after the shim whose constructor starts a
+    // thread: forking then would leave that thread behind, so the server
+    // refuses, and the tests are started the ordinary way.
+    let f = Fixture::new("forked");
+    let source = f.tmp().join("threaded.c");
+    std::fs::write(
+        &source,
+        "#include <pthread.h>\n#include <unistd.h>\n\
+         static void *idle(void *arg) { (void)arg; for (;;) pause(); return 0; }\n\
+         __attribute__((constructor)) static void start(void) {\n\
+         pthread_t t; if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t); }\n",
+    )
+    .unwrap();
+    let library = f.tmp().join("libthreaded.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-pthread", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let library = library.to_str().unwrap();
+    let run = f.test_ok_with(
+        &["--", "--include-ignored"],
+        &[("LD_PRELOAD", library), ("EXPECT_FORKED", "0")],
+    );
+    assert_eq!(run.ran(), labels(ALL), "{run:?}");
+    // Without it, the same tests are forked.
+    let run = f.test_ok_with(&["--", "--include-ignored"], &[("EXPECT_FORKED", "1")]);
+    assert_eq!(run.ran(), labels(ALL), "{run:?}");
+}
