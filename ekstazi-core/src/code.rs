@@ -179,6 +179,8 @@ pub struct Build {
     ids: OnceLock<HashSet<FnId, PrehashedState>>,
     /// Per function (index into the snapshot's names), its id, on first use.
     ids_by_index: OnceLock<Vec<FnId>>,
+    /// The function indexes ordered by id, on first use.
+    in_id_order: OnceLock<Vec<u32>>,
     /// Per function, whether it was interned into the table whose epoch
     /// is kept beside: a run records thousands of tests that execute the
     /// same functions, and need not hash and look each up every time.
@@ -197,6 +199,7 @@ impl Build {
             snapshot,
             ids: OnceLock::new(),
             ids_by_index: OnceLock::new(),
+            in_id_order: OnceLock::new(),
             interned: Mutex::new((0, Vec::new())),
             stable: OnceLock::new(),
             uninstrumented: OnceLock::new(),
@@ -257,25 +260,25 @@ impl Build {
         }
     }
 
-    /// The ids of the functions at these entry addresses (coverage PCs),
-    /// added to the table; `Ok(None)` if one is not a function of this
-    /// build (the coverage is not of this build, and cannot be trusted).
+    /// The ids of the functions at these entry addresses (coverage PCs,
+    /// sorted and without repeats, as [`coverage`] gives them), added to
+    /// the table, sorted; `Ok(None)` if one is not a function of this build
+    /// (the coverage is not of this build, and cannot be trusted).
     pub fn executed(
         &self,
         entries: &[u32],
         table: &FunctionTable,
     ) -> Result<Option<Vec<FnId>>, Collision> {
+        let Some(hits) = self.indexes_at(entries) else {
+            return Ok(None);
+        };
         let by_index = self.ids_by_index();
         let mut interned = self.interned.lock().expect("interned functions lock");
         let epoch = table.epoch();
         if interned.0 != epoch {
             *interned = (epoch, vec![false; by_index.len()]);
         }
-        let mut ids = Vec::with_capacity(entries.len());
-        for &address in entries {
-            let Some(index) = self.snapshot.at_entry(u64::from(address)) else {
-                return Ok(None);
-            };
+        for &index in &hits {
             let index = index as usize;
             if !interned.1[index] {
                 table.intern_as(
@@ -286,7 +289,6 @@ impl Build {
                 )?;
                 interned.1[index] = true;
             }
-            ids.push(by_index[index]);
         }
         if table.epoch() != epoch {
             // The table changed meanwhile (another thread found a
@@ -295,9 +297,70 @@ impl Build {
             drop(interned);
             return self.executed(entries, table);
         }
-        ids.sort_unstable();
+        drop(interned);
+        Ok(Some(self.sorted_ids(&hits)))
+    }
+
+    /// The function index at each entry address, in the order given;
+    /// `None` if one is not an entry. Both lists are sorted, so each
+    /// search starts where the last ended and gallops: thousands of
+    /// addresses cost little more than one pass over the build's entries.
+    fn indexes_at(&self, addresses: &[u32]) -> Option<Vec<u32>> {
+        let all = &self.snapshot.entries;
+        let mut from = 0;
+        let mut hits = Vec::with_capacity(addresses.len());
+        for &address in addresses {
+            let address = u64::from(address);
+            let rest = &all[from..];
+            let mut bound = 1;
+            while bound < rest.len() && rest[bound - 1].0 < address {
+                bound *= 2;
+            }
+            let at = from + rest[..bound.min(rest.len())].partition_point(|(a, _)| *a < address);
+            match all.get(at) {
+                Some(&(a, index)) if a == address => hits.push(index),
+                // Not an entry, or the addresses were not sorted: the
+                // caller depends on the whole program, which is safe.
+                _ => return None,
+            }
+            from = at + 1;
+        }
+        Some(hits)
+    }
+
+    /// The ids of these functions, sorted and without repeats.
+    fn sorted_ids(&self, hits: &[u32]) -> Vec<FnId> {
+        let by_index = self.ids_by_index();
+        // Many functions: one pass over the build's functions in id order
+        // beats sorting their ids.
+        if hits.len() * 16 < by_index.len() {
+            let mut ids: Vec<FnId> = hits.iter().map(|&i| by_index[i as usize]).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            return ids;
+        }
+        let mut hit = vec![false; by_index.len()];
+        for &i in hits {
+            hit[i as usize] = true;
+        }
+        let mut ids: Vec<FnId> = self
+            .in_id_order()
+            .iter()
+            .filter(|&&i| hit[i as usize])
+            .map(|&i| by_index[i as usize])
+            .collect();
         ids.dedup();
-        Ok(Some(ids))
+        ids
+    }
+
+    /// The function indexes, ordered by id.
+    fn in_id_order(&self) -> &[u32] {
+        self.in_id_order.get_or_init(|| {
+            let by_index = self.ids_by_index();
+            let mut order: Vec<u32> = (0..by_index.len() as u32).collect();
+            order.sort_unstable_by_key(|&i| by_index[i as usize]);
+            order
+        })
     }
 
     pub fn uninstrumented(&self) -> &Uninstrumented {
@@ -577,6 +640,48 @@ pub(crate) mod tests_support {
 mod tests {
     use super::tests_support::snapshot;
     use super::*;
+
+    #[test]
+    fn executed_functions_come_out_sorted_by_id_however_many() {
+        let names: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
+        let functions: Vec<(&str, u8)> = names.iter().map(|n| (n.as_str(), 1)).collect();
+        let mut many = snapshot(&functions, 0);
+        // Entries out of the names' order, as a linker lays functions out.
+        many.entries = (0..100u32)
+            .map(|i| (u64::from(i) * 16, (i * 37) % 100))
+            .collect();
+        let build = Build::new([0; 32], Arc::new(many.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        let table = FunctionTable::load(dir.path());
+        let naive = |addresses: &[u32]| {
+            let mut ids: Vec<FnId> = addresses
+                .iter()
+                .map(|a| {
+                    let i = many.at_entry(u64::from(*a)).unwrap() as usize;
+                    crate::functions::id_of(
+                        crate::fingerprint::stable_hash(&many.names[i]),
+                        &many.fps[i],
+                    )
+                })
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        let all: Vec<u32> = (0..100).map(|i| i * 16).collect();
+        let few = [16, 48, 1584];
+        for addresses in [&all[..], &few, &all[..60], &all[99..], &[]] {
+            assert_eq!(
+                build.executed(addresses, &table).unwrap().unwrap(),
+                naive(addresses)
+            );
+        }
+        // An address between entries, past the last, or out of order is
+        // not this build's coverage.
+        for addresses in [&[16, 17][..], &[1600], &[48, 16]] {
+            assert_eq!(build.executed(addresses, &table), Ok(None), "{addresses:?}");
+        }
+    }
 
     #[test]
     fn executed_functions_are_interned_once_and_collisions_still_surface() {
