@@ -36,10 +36,6 @@ use fork_request::{ENDED, MAX_REQUEST, REFUSED, REPLY_LEN, Request, SERVE_FD_VAR
 use libc::{c_char, c_int};
 use std::cell::UnsafeCell;
 
-unsafe extern "C" {
-    static mut environ: *mut *mut c_char;
-}
-
 /// The arguments the server must have been started with; `argv[2]` is the
 /// test's name in each child.
 const ARGS: [&[u8]; 3] = [b"--exact", b"--nocapture", b"--include-ignored"];
@@ -335,25 +331,10 @@ unsafe fn become_test(sock: c_int, out: c_int, argv: *mut *mut c_char, request: 
 ///
 /// # Safety
 /// Single-threaded; `environ` is a NULL-terminated array of C strings.
-unsafe fn slot_of(var: &[u8]) -> Option<*mut *mut c_char> {
-    let name = &var[..=var.iter().position(|&b| b == b'=')?];
+unsafe fn slot_of(var: &[u8]) -> Option<*mut *const c_char> {
+    let name = &var[..var.iter().position(|&b| b == b'=')?];
     // SAFETY: as the caller promises.
-    unsafe {
-        let mut entry = environ;
-        if entry.is_null() {
-            return None;
-        }
-        while !(*entry).is_null() {
-            if std::ffi::CStr::from_ptr(*entry)
-                .to_bytes()
-                .starts_with(name)
-            {
-                return Some(entry);
-            }
-            entry = entry.add(1);
-        }
-    }
-    None
+    unsafe { crate::hooks::env_entry(name) }
 }
 
 /// Removes `name` from `environ` in place: the entries after it move up,
@@ -362,18 +343,11 @@ unsafe fn slot_of(var: &[u8]) -> Option<*mut *mut c_char> {
 /// # Safety
 /// Single-threaded; `environ` is a NULL-terminated array of C strings.
 unsafe fn remove_var(name: &[u8]) {
-    let mut var = [0u8; 64];
-    if name.len() + 1 > var.len() {
-        return;
-    }
-    var[..name.len()].copy_from_slice(name);
-    var[name.len()] = b'=';
     // SAFETY: as the caller promises; the moves stay inside the array.
     unsafe {
-        let Some(slot) = slot_of(&var[..=name.len()]) else {
+        let Some(mut entry) = crate::hooks::env_entry(name) else {
             return;
         };
-        let mut entry = slot;
         loop {
             *entry = *entry.add(1);
             if (*entry).is_null() {

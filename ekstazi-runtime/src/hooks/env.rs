@@ -24,10 +24,23 @@ unsafe extern "C" {
 /// `name` is null or a NUL-terminated string; `environ` is not being
 /// replaced concurrently (the caller's contract with libc).
 pub unsafe fn lookup(name: &[u8]) -> *mut c_char {
+    // SAFETY: forwarded; an entry found is `NAME=VALUE`, a C string.
+    match unsafe { entry(name) } {
+        Some(slot) => unsafe { (*slot).add(name.len() + 1).cast_mut() },
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// The slot of `environ` that holds `name=...`, as glibc's `getenv`
+/// finds it (the fork server writes its children's variables there).
+///
+/// # Safety
+/// As [`lookup`].
+pub unsafe fn entry(name: &[u8]) -> Option<*mut *const c_char> {
     // SAFETY: reading the process's environment pointer.
-    let mut entry = unsafe { environ };
+    let mut entry = unsafe { environ }.cast_mut();
     if name.is_empty() || entry.is_null() {
-        return std::ptr::null_mut();
+        return None;
     }
     // SAFETY: `environ` is a NULL-terminated array of C strings.
     unsafe {
@@ -38,12 +51,12 @@ pub unsafe fn lookup(name: &[u8]) -> *mut c_char {
                 i += 1;
             }
             if i == name.len() && *s.add(i) as u8 == b'=' {
-                return s.add(i + 1).cast_mut();
+                return Some(entry);
             }
             entry = entry.add(1);
         }
     }
-    std::ptr::null_mut()
+    None
 }
 
 /// Records that `name` was read and what it held.

@@ -16,7 +16,7 @@ mod namespace;
 mod net;
 mod stat;
 
-pub use env::lookup as lookup_env;
+pub use env::{entry as env_entry, lookup as lookup_env};
 pub use exec::prepare_children;
 pub use libs::record_libraries;
 
