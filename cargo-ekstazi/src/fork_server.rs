@@ -119,20 +119,16 @@ impl ForkServer {
         })
     }
 
-    /// Asks for a child to run test `name` with `vars` (each replacing the
-    /// server's placeholder of that name) and `output` as its stdout and
-    /// stderr.
+    /// Asks for a child to run test `name` with `vars` (each `NAME=VALUE`
+    /// replacing the server's placeholder of that name) and `output` as its
+    /// stdout and stderr.
     pub fn start_test(
         &mut self,
         name: &str,
-        vars: &[(&str, &OsStr)],
+        vars: &[Vec<u8>],
         output: BorrowedFd<'_>,
     ) -> Result<Start> {
-        let vars: Vec<Vec<u8>> = vars
-            .iter()
-            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
-            .collect();
-        let Some(request) = fork_request::encode_request(name.as_bytes(), &vars) else {
+        let Some(request) = fork_request::encode_request(name.as_bytes(), vars) else {
             return Ok(Start::Refused);
         };
         let fds = [output];

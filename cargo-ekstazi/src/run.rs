@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -361,15 +362,11 @@ fn supervise_forked(
     job: usize,
     name: &str,
 ) -> Result<(Ran, bool)> {
-    let vars: Vec<(&str, OsString)> = command
+    let vars: Vec<Vec<u8>> = command
         .get_envs()
-        .filter_map(|(k, v)| {
-            let k = PER_TEST_VARS.iter().find(|name| k == **name)?;
-            Some((*k, v?.to_owned()))
-        })
+        .filter(|(k, _)| PER_TEST_VARS.iter().any(|name| k == name))
+        .filter_map(|(k, v)| Some([k.as_bytes(), b"=", v?.as_bytes()].concat()))
         .collect();
-    let vars: Vec<(&str, &std::ffi::OsStr)> =
-        vars.iter().map(|(k, v)| (*k, v.as_os_str())).collect();
     let mut failed = false;
     let what = PathBuf::from(command.get_program());
     let mut ran = supervise(running, job, |output| {
