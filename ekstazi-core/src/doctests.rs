@@ -145,14 +145,24 @@ fn has_code_in_doc_lines(text: &[u8]) -> bool {
 /// indentation), after its `///` or `//!`, and whether it is `//!`.
 fn leading_doc_text(line: &[u8]) -> Option<(&[u8], bool)> {
     let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
-    let line = &line[start..];
-    if line.starts_with(b"//!") {
-        Some((&line[3..], true))
-    } else if line.starts_with(b"///") && !line.starts_with(b"////") {
-        Some((&line[3..], false))
-    } else {
-        None
+    if !line[start..].starts_with(b"//") {
+        return None;
     }
+    doc_comment_at(line, start).0
+}
+
+/// For the `//` at `start`: the text of the doc comment it begins (`///`
+/// but not `////`, or `//!`) and whether it is `//!`, if it is one; and
+/// where its slashes end.
+fn doc_comment_at(line: &[u8], start: usize) -> (Option<(&[u8], bool)>, usize) {
+    let slashes = line[start..].iter().take_while(|&&b| b == b'/').count();
+    let after = start + slashes;
+    let doc = match (slashes, line.get(after)) {
+        (3, _) => Some((&line[after..], false)),
+        (2, Some(b'!')) => Some((&line[after + 1..], true)),
+        _ => None,
+    };
+    (doc, after)
 }
 
 /// Languages whose fenced blocks rustdoc does not test: a word it does not
@@ -232,23 +242,15 @@ fn closes_fence(doc: &[u8], byte: u8, len: usize) -> bool {
 
 /// Whether any doc comment on the line holds a fence or is indented.
 fn any_doc_comment_has_code(line: &[u8]) -> bool {
-    {
-        let mut i = 0;
-        while let Some(at) = memchr::memmem::find(&line[i..], b"//") {
-            let start = i + at;
-            let slashes = line[start..].iter().take_while(|&&b| b == b'/').count();
-            let after = start + slashes;
-            let doc = match (slashes, line.get(after)) {
-                (3, _) | (2, Some(b'!')) => Some(&line[after + usize::from(slashes == 2)..]),
-                _ => None,
-            };
-            if doc.is_some_and(|doc| has_fence(doc) || is_indented(doc)) {
-                return true;
-            }
-            i = after;
+    let mut i = 0;
+    while let Some(at) = memchr::memmem::find(&line[i..], b"//") {
+        let (doc, after) = doc_comment_at(line, i + at);
+        if doc.is_some_and(|(doc, _)| has_fence(doc) || is_indented(doc)) {
+            return true;
         }
-        false
+        i = after;
     }
+    false
 }
 
 fn has_fence(line: &[u8]) -> bool {
