@@ -644,37 +644,35 @@ fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) 
         run(project, &ekstazi_cmd(&["nextest"]))?;
     }
 
+    // The commands' names, by which the ratios below find them.
+    let (test, tests, quiet, forceall, spawned) = (
+        "cargo test",
+        "cargo test --tests (no doctests)",
+        "cargo ekstazi test (nothing changed)",
+        "cargo ekstazi test --forceall",
+        "cargo ekstazi test --forceall --no-fork-server",
+    );
+    let (nextest, nextest_quiet, nextest_forceall) = (
+        "cargo nextest run",
+        "cargo ekstazi nextest (nothing changed)",
+        "cargo ekstazi nextest --forceall",
+    );
     let mut commands: Vec<(&str, Vec<String>)> = vec![
-        ("cargo test", cargo(&["test", "-q"])),
+        (test, cargo(&["test", "-q"])),
+        (tests, cargo(&["test", "--tests", "-q"])),
+        (quiet, ekstazi_cmd(&["test", "-q"])),
+        (forceall, ekstazi_cmd(&["test", "-q", "--forceall"])),
         (
-            "cargo test --tests (no doctests)",
-            cargo(&["test", "--tests", "-q"]),
-        ),
-        (
-            "cargo ekstazi test (nothing changed)",
-            ekstazi_cmd(&["test", "-q"]),
-        ),
-        (
-            "cargo ekstazi test --forceall",
-            ekstazi_cmd(&["test", "-q", "--forceall"]),
-        ),
-        (
-            "cargo ekstazi test --forceall --no-fork-server",
+            spawned,
             ekstazi_cmd(&["test", "-q", "--forceall", "--no-fork-server"]),
         ),
     ];
     if has_nextest {
-        commands.push((
-            "cargo nextest run",
-            cargo(&["nextest", "run", "--no-fail-fast"]),
-        ));
-        commands.push((
-            "cargo ekstazi nextest (nothing changed)",
-            ekstazi_cmd(&["nextest"]),
-        ));
-        let mut forceall = ekstazi_cmd(&["nextest", "--forceall"]);
-        forceall.extend(["--".to_owned(), "--no-fail-fast".to_owned()]);
-        commands.push(("cargo ekstazi nextest --forceall", forceall));
+        commands.push((nextest, cargo(&["nextest", "run", "--no-fail-fast"])));
+        commands.push((nextest_quiet, ekstazi_cmd(&["nextest"])));
+        let mut all = ekstazi_cmd(&["nextest", "--forceall"]);
+        all.extend(["--".to_owned(), "--no-fail-fast".to_owned()]);
+        commands.push((nextest_forceall, all));
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
     for round in 0..runs {
@@ -703,14 +701,6 @@ fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) 
             println!("- {what}: **{:.2}×**", a / b);
         }
     };
-    let (test, tests, quiet, forceall, spawned, nextest) = (
-        "cargo test",
-        "cargo test --tests (no doctests)",
-        "cargo ekstazi test (nothing changed)",
-        "cargo ekstazi test --forceall",
-        "cargo ekstazi test --forceall --no-fork-server",
-        "cargo nextest run",
-    );
     ratio("nothing changed vs `cargo test`", quiet, test);
     ratio("nothing changed vs `cargo test --tests`", quiet, tests);
     ratio(
@@ -726,12 +716,12 @@ fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) 
     ratio("`--forceall` vs `cargo nextest run`", forceall, nextest);
     ratio(
         "`cargo ekstazi nextest`, nothing changed vs `cargo nextest run`",
-        "cargo ekstazi nextest (nothing changed)",
+        nextest_quiet,
         nextest,
     );
     ratio(
         "`cargo ekstazi nextest --forceall` vs `cargo nextest run`",
-        "cargo ekstazi nextest --forceall",
+        nextest_forceall,
         nextest,
     );
     ratio("`--forceall` vs `cargo test --tests`", forceall, tests);
