@@ -80,7 +80,7 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
     let (mut megabytes, mut seconds) = (0.0, 0.0);
     for binary in walk_executables(&instrumented) {
         let data = std::fs::read(&binary)?;
-        let map = std::fs::read_to_string(format!("{}.map", binary.display()))?;
+        let map = std::fs::read(format!("{}.map", binary.display()))?;
         let start = std::time::Instant::now();
         if ekstazi_core::fingerprint::fingerprint(&data, &map).is_ok() {
             seconds += start.elapsed().as_secs_f64();

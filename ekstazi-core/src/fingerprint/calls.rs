@@ -9,21 +9,16 @@
 //! records name them.
 
 use super::image::Image;
-use super::{FingerprintError, hash_of_stable_name, map};
+use super::{FastSet, FingerprintError, hash_of_stable_name};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
 use rayon::prelude::*;
-use std::collections::HashSet;
 use std::path::Path;
 
 /// `(caller, callee)` pairs of stable-name hashes, sorted, without
 /// duplicates or self-calls.
-pub fn direct_calls(binary: &[u8], map_text: &str) -> Result<Vec<(u64, u64)>, FingerprintError> {
-    let extents = map::parse(map_text);
-    if extents.is_empty() {
-        return Err(FingerprintError::NoMap);
-    }
-    let image = Image::parse(binary, extents)?;
-    let instrumented: HashSet<u64> = image.instrumented_entries.iter().copied().collect();
+pub fn direct_calls(binary: &[u8], map_text: &[u8]) -> Result<Vec<(u64, u64)>, FingerprintError> {
+    let image = Image::parse(binary, map_text)?;
+    let instrumented: FastSet<u64> = image.instrumented_entries.iter().copied().collect();
     let mut calls: Vec<(u64, u64)> = image
         .functions
         .par_iter()
@@ -68,7 +63,7 @@ pub fn direct_calls(binary: &[u8], map_text: &str) -> Result<Vec<(u64, u64)>, Fi
 /// [`direct_calls`] of the executable at `binary`, given its linker map.
 pub fn direct_calls_file(binary: &Path, map: &Path) -> Result<Vec<(u64, u64)>, FingerprintError> {
     let unreadable = |e: std::io::Error| FingerprintError::Parse(e.to_string());
-    let map_text = std::fs::read_to_string(map).map_err(unreadable)?;
+    let map_text = std::fs::read(map).map_err(unreadable)?;
     let data = crate::mapped::bytes(binary).map_err(unreadable)?;
     direct_calls(&data, &map_text)
 }

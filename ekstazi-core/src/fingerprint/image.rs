@@ -3,6 +3,7 @@
 //! dynamic ones of a position-independent executable), the thread-local
 //! block, and the input-section extents from the linker's map.
 
+use super::FastMap;
 use super::FingerprintError;
 use super::map::Extent;
 use object::read::elf::{ElfFile64, FileHeader, SectionHeader};
@@ -11,7 +12,6 @@ use object::{
     RelocationTarget, SymbolKind,
 };
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap};
 
 /// One allocated section of the executable.
 #[derive(Debug, Clone)]
@@ -107,11 +107,11 @@ pub(crate) struct Image<'a> {
     pub objects: Vec<Symbol>,
     /// Thread-local objects, by offset into the TLS template.
     pub tls_objects: Vec<Symbol>,
-    pub data_relocs: BTreeMap<u64, StaticReloc>,
-    pub code_relocs: BTreeMap<u64, CodeReloc>,
+    pub data_relocs: ByPlace<StaticReloc>,
+    pub code_relocs: ByPlace<CodeReloc>,
     /// Names of the undefined symbols code relocations refer to.
     pub externals: Vec<String>,
-    pub dynamic: HashMap<u64, DynReloc>,
+    pub dynamic: FastMap<u64, DynReloc>,
     pub tls: Option<Tls>,
     /// Input sections from the link map, by start address.
     pub extents: Vec<Extent>,
@@ -119,8 +119,42 @@ pub(crate) struct Image<'a> {
     pub instrumented_entries: Vec<u64>,
 }
 
+/// Relocations by the address they patch. Filled once, then only looked
+/// up: a sorted vector, where a B-tree's inserts and lookups were a visible
+/// cost of fingerprinting (hundreds of thousands of relocations a binary).
+pub(crate) struct ByPlace<R>(Vec<(u64, R)>);
+
+impl<R> ByPlace<R> {
+    /// For a place listed twice, the later entry holds, as an insert into a
+    /// map would leave it.
+    fn new(mut entries: Vec<(u64, R)>) -> ByPlace<R> {
+        entries.sort_by_key(|(place, _)| *place);
+        let mut unique: Vec<(u64, R)> = Vec::with_capacity(entries.len());
+        for (place, reloc) in entries {
+            match unique.last_mut() {
+                Some(last) if last.0 == place => last.1 = reloc,
+                _ => unique.push((place, reloc)),
+            }
+        }
+        ByPlace(unique)
+    }
+
+    pub fn get(&self, place: &u64) -> Option<&R> {
+        let i = self.0.binary_search_by_key(place, |(p, _)| *p).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// The relocations at places in `range`, by place.
+    pub fn range(&self, range: std::ops::Range<u64>) -> impl Iterator<Item = (&u64, &R)> {
+        let start = self.0.partition_point(|(p, _)| *p < range.start);
+        let end = self.0.partition_point(|(p, _)| *p < range.end).max(start);
+        self.0[start..end].iter().map(|(p, r)| (p, r))
+    }
+}
+
 impl<'a> Image<'a> {
-    pub fn parse(data: &'a [u8], extents: Vec<Extent>) -> Result<Image<'a>, FingerprintError> {
+    /// Reads the executable `data`, linked with the map `map_text`.
+    pub fn parse(data: &'a [u8], map_text: &[u8]) -> Result<Image<'a>, FingerprintError> {
         let file = ElfFile64::<Endianness>::parse(data)
             .map_err(|e| FingerprintError::Parse(e.to_string()))?;
         if file.elf_header().e_machine(file.endian()) != object::elf::EM_X86_64 {
@@ -183,8 +217,8 @@ impl<'a> Image<'a> {
         objects.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
         tls_objects.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
 
-        let mut data_relocs = BTreeMap::new();
-        let mut code_relocs = BTreeMap::new();
+        let mut data_relocs = Vec::new();
+        let mut code_relocs = Vec::new();
         let mut externals = Vec::new();
         for section in file.sections() {
             let header = section.elf_section_header();
@@ -217,22 +251,22 @@ impl<'a> Image<'a> {
                 let size = (reloc.size() / 8).max(4);
                 if exec && let Some(name) = external {
                     externals.push(name);
-                    code_relocs.insert(
+                    code_relocs.push((
                         place,
                         CodeReloc::External {
                             size,
                             symbol: externals.len() - 1,
                         },
-                    );
+                    ));
                 } else if exec {
-                    code_relocs.insert(place, classify_code(r_type, target, size));
+                    code_relocs.push((place, classify_code(r_type, target, size)));
                 } else {
-                    data_relocs.insert(place, classify_data(r_type, target, size));
+                    data_relocs.push((place, classify_data(r_type, target, size)));
                 }
             }
         }
 
-        let mut dynamic = HashMap::new();
+        let mut dynamic = FastMap::default();
         if let Some(relocs) = file.dynamic_relocations() {
             for (place, reloc) in relocs {
                 let RelocationFlags::Elf { r_type } = reloc.flags() else {
@@ -269,31 +303,35 @@ impl<'a> Image<'a> {
         });
 
         // Only what the loader maps: the map also lists debug sections, at
-        // offsets that look like addresses.
-        // By name first: a large map has hundreds of thousands of debug
-        // input sections.
-        let mut by_name: HashMap<&str, Vec<&Section>> = HashMap::new();
+        // offsets that look like addresses. By name first: a large map has
+        // hundreds of thousands of debug and relocation input sections, and
+        // skipping them unread is most of reading the map.
+        let mut by_name: FastMap<&str, Vec<&Section>> = FastMap::default();
         for s in &sections {
             by_name.entry(s.name.as_str()).or_default().push(s);
         }
-        let extents = extents
-            .into_iter()
-            .filter(|e| {
-                by_name.get(&*e.output).is_some_and(|named| {
-                    named
-                        .iter()
-                        .any(|s| e.start >= s.addr && e.start + e.size <= s.addr + s.size)
+        let extents: Vec<Extent> =
+            super::map::parse(map_text, |output| by_name.contains_key(output))
+                .into_iter()
+                .filter(|e| {
+                    by_name.get(&*e.output).is_some_and(|named| {
+                        named
+                            .iter()
+                            .any(|s| e.start >= s.addr && e.start + e.size <= s.addr + s.size)
+                    })
                 })
-            })
-            .collect();
+                .collect();
+        if extents.is_empty() {
+            return Err(FingerprintError::NoMap);
+        }
         let mut image = Image {
             data,
             sections,
             functions,
             objects,
             tls_objects,
-            data_relocs,
-            code_relocs,
+            data_relocs: ByPlace::new(data_relocs),
+            code_relocs: ByPlace::new(code_relocs),
             externals,
             dynamic,
             tls,
@@ -379,7 +417,7 @@ impl<'a> Image<'a> {
 
 /// Gives every symbol its [`Symbol::token`].
 fn assign_tokens(lists: [&mut Vec<Symbol>; 3]) {
-    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut counts: FastMap<String, usize> = FastMap::default();
     let mut stable: Vec<Vec<String>> = Vec::new();
     for list in &lists {
         // Demangling is among the largest costs of fingerprinting.

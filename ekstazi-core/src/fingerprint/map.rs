@@ -37,37 +37,50 @@ pub struct Extent {
     pub merge: Merge,
 }
 
-/// Parses an LLD map. Lines that are not input sections are skipped; an
-/// empty result means the map was not in a format this reader knows. The
-/// map lists non-allocated sections too (debug information, relocations),
-/// with offsets where addresses would be: callers keep the extents whose
-/// output section is loaded.
-pub fn parse(text: &str) -> Vec<Extent> {
-    let mut lines = text.lines();
+/// Parses an LLD map, keeping the input sections of the output sections
+/// `keep` accepts (the ones the loader maps: the map also lists debug
+/// sections and, with `--emit-relocs`, relocation sections, at offsets that
+/// look like addresses). Lines that are not input sections are skipped; an
+/// empty result means the map was not in a format this reader knows, or
+/// listed nothing `keep` wants.
+///
+/// Bytes, not text: an instrumented test binary's map is 30–75 MB, more
+/// than half of it relocation and coverage sections nobody reads, so a line
+/// is judged by the column its name starts at before anything is parsed or
+/// allocated, and only a kept section's name needs to be UTF-8.
+pub fn parse(text: &[u8], keep: impl Fn(&str) -> bool) -> Vec<Extent> {
+    let mut lines = lines(text);
     // The header's columns tell an output section (named under `Out`) from
     // an input section (under `In`) and a symbol (under `Symbol`).
     let Some(header) = lines.next() else {
         return Vec::new();
     };
-    let (Some(out_column), Some(in_column)) = (
-        header.find(" Out ").map(|i| i + 1),
-        header.find(" In ").map(|i| i + 1),
-    ) else {
+    let column = |label: &[u8]| memchr::memmem::find(header, label).map(|i| i + 1);
+    let (Some(out_column), Some(in_column)) = (column(b" Out "), column(b" In ")) else {
         return Vec::new();
     };
-    let mut output: Arc<str> = Arc::from("");
+    // A line whose name starts at `column` has a non-blank byte there; a
+    // symbol's line, indented further, has a blank one under both columns.
+    let names_at = |line: &[u8], column: usize| line.get(column).is_some_and(|b| *b != b' ');
+    let mut output: Option<Arc<str>> = None;
     let mut extents = Vec::new();
     for line in lines {
-        let Some((start, size, name, column)) = parse_line(line) else {
+        let is_output = names_at(line, out_column);
+        if !is_output && (output.is_none() || !names_at(line, in_column)) {
+            continue;
+        }
+        let Some((start, size, name, at)) = parse_line(line) else {
             continue;
         };
-        if column == out_column {
-            output = Arc::from(name);
-        } else if column == in_column
+        if at == out_column {
+            output = std::str::from_utf8(name)
+                .ok()
+                .filter(|name| keep(name))
+                .map(Arc::from);
+        } else if let Some(output) = &output
+            && at == in_column
             && size > 0
-            && let Some(section) = name
-                .rfind(":(")
-                .and_then(|open| name[open + 2..].strip_suffix(')'))
+            && let Some(section) = section_of(name)
         {
             let merge = if section.starts_with(".rodata.str") {
                 Merge::Strings
@@ -92,18 +105,39 @@ pub fn parse(text: &str) -> Vec<Extent> {
     extents
 }
 
+/// The lines of the map, without their line ends.
+fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let line = &rest[..end];
+        rest = rest.get(end + 1..).unwrap_or_default();
+        Some(line.strip_suffix(b"\r").unwrap_or(line))
+    })
+}
+
+/// The section of an input section's name, `<file>:(<section>)`.
+fn section_of(name: &[u8]) -> Option<&str> {
+    let open = memchr::memmem::rfind(name, b":(")?;
+    let section = name[open + 2..].strip_suffix(b")")?;
+    std::str::from_utf8(section).ok()
+}
+
 /// `VMA LMA Size Align Name`: the address, size, name and the column the
 /// name starts at.
-fn parse_line(line: &str) -> Option<(u64, u64, &str, usize)> {
+fn parse_line(line: &[u8]) -> Option<(u64, u64, &[u8], usize)> {
     let mut rest = line;
     let mut numbers = [0u64; 4];
     for number in &mut numbers {
-        let trimmed = rest.trim_start();
-        let end = trimmed.find(' ')?;
-        *number = u64::from_str_radix(&trimmed[..end], 16).ok()?;
+        let trimmed = rest.trim_ascii_start();
+        let end = memchr::memchr(b' ', trimmed)?;
+        *number = u64::from_str_radix(std::str::from_utf8(&trimmed[..end]).ok()?, 16).ok()?;
         rest = &trimmed[end..];
     }
-    let name = rest.trim_start();
+    let name = rest.trim_ascii_start();
     if name.is_empty() {
         return None;
     }
@@ -127,15 +161,20 @@ mod tests {
                0                0     2e9b     1 .debug_abbrev
                0                0      1b8     1         /x/a.o:(.debug_abbrev)
 ";
-        let extents = parse(map);
+        let extents = parse(map.as_bytes(), |_| true);
         assert_eq!(extents.len(), 5);
-        assert_eq!(
-            &*extents[0].output, ".debug_abbrev",
-            "kept, for the caller to drop"
-        );
+        assert_eq!(&*extents[0].output, ".debug_abbrev", "kept when asked for");
         assert_eq!(
             (extents[1].name.as_str(), &*extents[1].output),
             (".interp", ".interp")
+        );
+        let loaded = parse(map.as_bytes(), |output| !output.starts_with(".debug"));
+        assert_eq!(loaded.len(), 4);
+        assert!(loaded.iter().all(|e| &*e.output != ".debug_abbrev"));
+        assert_eq!(
+            parse(map.replace('\n', "\r\n").as_bytes(), |_| true),
+            extents,
+            "CRLF line ends read alike"
         );
         let anon = extents
             .iter()
@@ -148,5 +187,30 @@ mod tests {
         assert_eq!(&*anon.output, ".rodata");
         assert!(extents.iter().any(|e| e.merge == Merge::Strings));
         assert!(extents.iter().any(|e| e.merge == Merge::Constants(16)));
+    }
+
+    #[test]
+    fn symbols_and_unknown_formats_give_no_extents() {
+        let symbols_only = "             VMA              LMA     Size Align Out     In      Symbol
+           1f940            1f940      480    16                 some_symbol
+";
+        assert!(parse(symbols_only.as_bytes(), |_| true).is_empty());
+        assert!(parse(b"", |_| true).is_empty());
+        assert!(parse(b"Address  Size  Name\n0 1 .text\n", |_| true).is_empty());
+        // An input section before any output section belongs to none.
+        let orphan = "             VMA              LMA     Size Align Out     In      Symbol
+             2e0              2e0       1c     1         <internal>:(.interp)
+";
+        assert!(parse(orphan.as_bytes(), |_| true).is_empty());
+        // Bytes that are not UTF-8 in a file's path do not matter; a
+        // section name that is not UTF-8 is no extent.
+        let odd: &[u8] = b"             VMA              LMA     Size Align Out     In      Symbol
+           1bb90            1bb90     dafc    16 .rodata
+           1f4ea            1f4ea        e     1         /x/\xff.o:(.rodata.a)
+           1f4f8            1f4f8        e     1         /x/a.o:(.rodata.\xff)
+";
+        let extents = parse(odd, |_| true);
+        assert_eq!(extents.len(), 1);
+        assert_eq!(extents[0].name, ".rodata.a");
     }
 }

@@ -36,6 +36,13 @@ mod source_path;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The maps and sets fingerprinting fills, keyed by addresses and names,
+/// hashed with `foldhash` (seeded per process): SipHash was the largest
+/// hashing cost of fingerprinting a binary (`perf`), and its resistance to
+/// chosen keys protects nothing here.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 use std::path::Path;
 
 /// A function fingerprint: 128 bits of blake3.
@@ -130,19 +137,17 @@ impl Snapshot {
 /// given its linker map at `map`.
 pub fn fingerprint_file(binary: &Path, map: &Path) -> Result<Snapshot, FingerprintError> {
     let unreadable = |e: std::io::Error| FingerprintError::Parse(e.to_string());
-    let map_text = std::fs::read_to_string(map).map_err(unreadable)?;
+    // Read, not mapped: the linker rewrites its map in place, and a mapped
+    // file truncated under a reader raises `SIGBUS`.
+    let map_text = std::fs::read(map).map_err(unreadable)?;
     let data = crate::mapped::bytes(binary).map_err(unreadable)?;
     fingerprint(&data, &map_text)
 }
 
 /// Fingerprints every function of an instrumented executable, given the
 /// text of its linker map.
-pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, FingerprintError> {
-    let extents = map::parse(map_text);
-    if extents.is_empty() {
-        return Err(FingerprintError::NoMap);
-    }
-    let image = image::Image::parse(binary, extents)?;
+pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, FingerprintError> {
+    let image = image::Image::parse(binary, map_text)?;
     if image.instrumented_entries.is_empty() {
         return Err(FingerprintError::NotInstrumented);
     }
@@ -159,7 +164,7 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
             })
             .or_insert(f);
     }
-    let instrumented: HashSet<u64> = image.instrumented_entries.iter().copied().collect();
+    let instrumented: FastSet<u64> = image.instrumented_entries.iter().copied().collect();
     let normaliser = normalise::Normaliser::new(&image);
     let shallow: Vec<(u64, &str, Fp, Vec<u64>)> = by_addr
         .par_iter()
@@ -172,8 +177,8 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
     // instance each crate keeps a copy of) says which one by its content —
     // when the copies differ: identical copies are interchangeable, and a
     // new identical copy elsewhere must not change the referring function.
-    let shallow_of: HashMap<u64, Fp> = shallow.iter().map(|(a, _, fp, _)| (*a, *fp)).collect();
-    let mut contents: HashMap<&str, HashSet<Fp>> = HashMap::new();
+    let shallow_of: FastMap<u64, Fp> = shallow.iter().map(|(a, _, fp, _)| (*a, *fp)).collect();
+    let mut contents: FastMap<&str, FastSet<Fp>> = FastMap::default();
     for (addr, f) in &by_addr {
         if f.ambiguous {
             contents
@@ -193,7 +198,7 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
     // project's crates stop (or start) keeping a copy of the same instance
     // — every test of the binary would run. (Not through a weak symbol:
     // a definition elsewhere may replace it at link time.)
-    let weak_at: HashSet<u64> = image
+    let weak_at: FastSet<u64> = image
         .functions
         .iter()
         .filter(|f| f.weak)
@@ -231,7 +236,7 @@ pub fn fingerprint(binary: &[u8], map_text: &str) -> Result<Snapshot, Fingerprin
 
     let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
     // A symbol's token is its stable name, demangled once already.
-    let token_of: HashMap<&str, &str> = by_addr
+    let token_of: FastMap<&str, &str> = by_addr
         .values()
         .map(|f| (f.name.as_str(), f.token.as_str()))
         .collect();

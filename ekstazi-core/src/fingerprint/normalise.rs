@@ -1,11 +1,11 @@
 //! Hashing code and data with addresses replaced by what they refer to.
 
+use super::FastMap;
 use super::image::{CodeReloc, DynReloc, Image, StaticReloc, Symbol};
 use super::map::Merge;
 use super::source_path::stable_source_path;
 use super::{Fp, truncate};
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What an address in code or data refers to, as it enters a hash.
@@ -66,7 +66,7 @@ impl Referent<'_> {
 pub(crate) struct Memo {
     /// Digest, and the ambiguous functions (see [`Symbol::ambiguous`]) the
     /// data refers to.
-    done: HashMap<(u64, u64), ([u8; 32], Vec<u64>)>,
+    done: FastMap<(u64, u64), ([u8; 32], Vec<u64>)>,
     /// The ambiguous functions the function being hashed refers to, in the
     /// order met.
     ambiguous: Vec<u64>,
@@ -84,7 +84,7 @@ pub(crate) struct Normaliser<'i, 'a> {
     unresolved: AtomicU64,
     /// The values of the types' `TypeId`s, found where the type-id
     /// functions load them (see [`type_id_values`]), and the type of each.
-    type_ids: HashMap<[u8; 16], Option<&'i str>>,
+    type_ids: FastMap<[u8; 16], Option<&'i str>>,
 }
 
 /// A masked copy of some bytes, and the referents of the masked fields in
@@ -710,8 +710,8 @@ fn source_file(file: &[u8]) -> Referent<'static> {
 /// through it would depend on the crate's metadata hash. A value two types
 /// claim (it cannot happen: it is a 128-bit hash of the type) maps to
 /// `None` and is hashed as the bytes it is.
-fn type_id_values<'i>(image: &'i Image<'_>) -> HashMap<[u8; 16], Option<&'i str>> {
-    let mut found: HashMap<[u8; 16], Option<&'i str>> = HashMap::new();
+fn type_id_values<'i>(image: &'i Image<'_>) -> FastMap<[u8; 16], Option<&'i str>> {
+    let mut found: FastMap<[u8; 16], Option<&'i str>> = FastMap::default();
     for f in image.functions.iter() {
         let Some(ty) = type_of_type_id(&f.token) else {
             continue;
