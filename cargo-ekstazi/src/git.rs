@@ -3,9 +3,9 @@
 //!
 //! From the `git` command rather than a library: it reads the repository
 //! exactly as the user's own git does (worktrees, alternates, SHA-256,
-//! `safe.directory`), and three plumbing calls are all a run needs. Not a
-//! git repository, or no `git` on the `PATH`: no history, and the run
-//! behaves as it would without one.
+//! `safe.directory`), and two plumbing calls, made at once, are all a run
+//! needs. Not a git repository, or no `git` on the `PATH`: no history, and
+//! the run behaves as it would without one.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,18 +27,30 @@ pub struct Repo {
 impl Repo {
     /// The repository containing `dir`, if any.
     pub fn at(dir: &Path) -> Option<Repo> {
-        let head = git(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])?;
-        let head = head.trim().to_owned();
+        // `HEAD` and whether the tree is clean, asked at once: both are
+        // paid by every run, twice (before the build and after the tests).
+        let (line, clean) = std::thread::scope(|scope| {
+            let clean = scope.spawn(|| is_clean(dir));
+            // `HEAD`'s id, then its parents', on one line; nothing for an
+            // unborn branch.
+            let line = git(
+                dir,
+                &["rev-list", "--parents", "-n", "1", "HEAD^{commit}", "--"],
+            );
+            (line, clean.join().expect("`git status` thread"))
+        });
+        let line = line?;
+        let mut ids = line.split_whitespace();
+        let head = ids.next()?.to_owned();
         if !ekstazi_core::history::is_commit_id(&head) {
             return None;
         }
-        let parents = git(dir, &["rev-parse", &format!("{head}^@")])?
-            .lines()
-            .map(str::to_owned)
+        let parents = ids
             .filter(|id| ekstazi_core::history::is_commit_id(id))
+            .map(str::to_owned)
             .collect();
         Some(Repo {
-            clean: is_clean(dir)?,
+            clean: clean?,
             dir: dir.to_path_buf(),
             head,
             parents,

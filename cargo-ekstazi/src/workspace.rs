@@ -197,14 +197,23 @@ fn toolchain(root: &Path) -> Result<(String, String, PathBuf)> {
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     };
-    let version = run(&["-vV"])?;
+    // The two calls at once: each is a process start of the toolchain's
+    // proxy and rustc, paid by every run before the build can begin.
+    let (version, sysroot) = std::thread::scope(|scope| {
+        let sysroot = scope.spawn(|| run(&["--print", "sysroot"]));
+        let version = run(&["-vV"]);
+        (
+            version,
+            sysroot.join().expect("`rustc --print sysroot` thread"),
+        )
+    });
+    let version = version?;
     let host = version
         .lines()
         .find_map(|line| line.strip_prefix("host: "))
         .context("`rustc -vV` names no host")?
         .to_owned();
-    let sysroot = PathBuf::from(run(&["--print", "sysroot"])?);
-    Ok((version, host, sysroot))
+    Ok((version, host, PathBuf::from(sysroot?)))
 }
 
 fn cargo_home() -> Option<PathBuf> {
