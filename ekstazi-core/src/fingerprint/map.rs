@@ -44,10 +44,12 @@ pub struct Extent {
 /// empty result means the map was not in a format this reader knows, or
 /// listed nothing `keep` wants.
 ///
-/// Bytes, not text: an instrumented test binary's map is 30–75 MB, more
-/// than half of it relocation and coverage sections nobody reads, so a line
-/// is judged by the column its name starts at before anything is parsed or
-/// allocated, and only a kept section's name needs to be UTF-8.
+/// Bytes, not text: an instrumented test binary's map is 30–75 MB, and
+/// about two lines in five name relocation and debug sections nobody reads
+/// (73 000 of minijinja's `test_templates`' 187 500) and one in five a
+/// symbol. So a line is judged by the column its name starts at before
+/// anything is parsed or allocated, and only a kept section's name needs
+/// to be UTF-8.
 pub fn parse(text: &[u8], keep: impl Fn(&str) -> bool) -> Vec<Extent> {
     let mut lines = lines(text);
     // The header's columns tell an output section (named under `Out`) from
