@@ -331,8 +331,8 @@ impl Build {
     /// The ids of these functions, sorted and without repeats.
     fn sorted_ids(&self, hits: &[u32]) -> Vec<FnId> {
         let by_index = self.ids_by_index();
-        // Many functions: one pass over the build's functions in id order
-        // beats sorting their ids.
+        // Few functions: sort their ids. Many: one pass over the build's
+        // functions in id order beats sorting them.
         if hits.len() * 16 < by_index.len() {
             let mut ids: Vec<FnId> = hits.iter().map(|&i| by_index[i as usize]).collect();
             ids.sort_unstable();

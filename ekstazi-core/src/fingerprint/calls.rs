@@ -62,8 +62,6 @@ pub fn direct_calls(binary: &[u8], map_text: &[u8]) -> Result<Vec<(u64, u64)>, F
 
 /// [`direct_calls`] of the executable at `binary`, given its linker map.
 pub fn direct_calls_file(binary: &Path, map: &Path) -> Result<Vec<(u64, u64)>, FingerprintError> {
-    let unreadable = |e: std::io::Error| FingerprintError::Parse(e.to_string());
-    let map_text = std::fs::read(map).map_err(unreadable)?;
-    let data = crate::mapped::bytes(binary).map_err(unreadable)?;
+    let (data, map_text) = super::read_inputs(binary, map)?;
     direct_calls(&data, &map_text)
 }

@@ -136,12 +136,21 @@ impl Snapshot {
 /// Fingerprints every function of the instrumented executable at `binary`,
 /// given its linker map at `map`.
 pub fn fingerprint_file(binary: &Path, map: &Path) -> Result<Snapshot, FingerprintError> {
+    let (data, map_text) = read_inputs(binary, map)?;
+    fingerprint(&data, &map_text)
+}
+
+/// An executable's bytes, mapped, and its linker map's, read: the linker
+/// rewrites its map in place, and a mapped file truncated under a reader
+/// raises `SIGBUS`.
+fn read_inputs(
+    binary: &Path,
+    map: &Path,
+) -> Result<(crate::mapped::Bytes, Vec<u8>), FingerprintError> {
     let unreadable = |e: std::io::Error| FingerprintError::Parse(e.to_string());
-    // Read, not mapped: the linker rewrites its map in place, and a mapped
-    // file truncated under a reader raises `SIGBUS`.
     let map_text = std::fs::read(map).map_err(unreadable)?;
     let data = crate::mapped::bytes(binary).map_err(unreadable)?;
-    fingerprint(&data, &map_text)
+    Ok((data, map_text))
 }
 
 /// Fingerprints every function of an instrumented executable, given the
