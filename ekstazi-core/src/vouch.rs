@@ -59,6 +59,15 @@ impl Verdicts {
             .copied()
     }
 
+    /// Whether every function of `chunk` is in `build`: the verdict this
+    /// run reached, or reached now; `None` if the chunk cannot be read.
+    fn holds(&self, history: &History, chunk: &Hash, build: &Build) -> Option<bool> {
+        match self.known(chunk, &build.id) {
+            Some(known) => Some(known),
+            None => Some(self.decide(chunk, build, &self.chunk(history, chunk)?)),
+        }
+    }
+
     fn decide(&self, chunk: &Hash, build: &Build, ids: &[FnId]) -> bool {
         let holds = ids.iter().all(|id| build.has(id));
         self.holds
@@ -126,16 +135,18 @@ pub fn filed_vouches(
             return None;
         }
     }
-    // Then the chunks not judged yet, the first found wanting ending it:
-    // before the body, so that a candidate that fails on both leaves a
-    // verdict for the next (the records of one test at other commits share
-    // most chunks; on ripgrep, with the body first, nearly every candidate
-    // decoded it: `perf` found as many samples reading bodies as skeletons).
+    // Then every chunk, the first found wanting ending it: before the body,
+    // so that a candidate that fails on both leaves a verdict for the next
+    // (the records of one test at other commits share most chunks; on
+    // ripgrep, with the body first, nearly every candidate decoded it:
+    // `perf` found as many samples reading bodies as skeletons). A verdict
+    // is read again here, not taken from the pass above: another thread may
+    // have found a chunk wanting since, and skipping what is known then
+    // skipped a chunk known to fail (ripgrep's replays, one test in about
+    // three runs).
     for (chunks, build) in judged() {
         for chunk in chunks {
-            if verdicts.known(chunk, &build.id).is_none()
-                && !verdicts.decide(chunk, build, &verdicts.chunk(history, chunk)?)
-            {
+            if !verdicts.holds(history, chunk, build)? {
                 return None;
             }
         }
@@ -175,31 +186,44 @@ mod tests {
     use crate::store::Store;
     use std::path::Path;
 
-    /// 300 functions `f000`…`f299`, with these fingerprints.
-    fn snapshot(fps: &[u8; 300]) -> Snapshot {
-        let names: Vec<String> = (0..300).map(|i| format!("f{i:03}")).collect();
-        let functions: Vec<(&str, u8)> = names.iter().map(String::as_str).zip(*fps).collect();
+    /// `n` functions `f0000`…, each fingerprint 1, but 2 for those in
+    /// `changed`.
+    fn snapshot(n: usize, changed: &[usize]) -> Snapshot {
+        let names: Vec<String> = (0..n).map(|i| format!("f{i:04}")).collect();
+        let functions: Vec<(&str, u8)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.as_str(), if changed.contains(&i) { 2 } else { 1 }))
+            .collect();
         crate::code::tests_support::snapshot(&functions, 0)
     }
 
-    #[test]
-    fn a_filed_record_vouches_only_when_every_chunk_of_its_functions_holds() {
-        // A test that executed 300 functions: its list is kept in chunks,
-        // judged chunk by chunk and not again whole, so one function changed
-        // in one chunk must be enough to rule the record out, whatever the
-        // verdicts already reached against another build.
+    /// A passing record of a test that executed every function of a
+    /// build of `n` functions (kept under the id `[10; 32]`), filed in a
+    /// history; and what judging it against other builds takes.
+    struct Filed {
+        _dir: tempfile::TempDir,
+        state: std::path::PathBuf,
+        history: History,
+        snapshots: Snapshots,
+        checksums: Checksums,
+        env: Environment,
+        network: NetworkPolicy,
+        record: Record,
+        id: Hash,
+        /// The functions' ids, by index.
+        ids: Vec<FnId>,
+    }
+
+    fn filed(n: usize) -> Filed {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join(".ekstazi");
-        let ran = snapshot(&[1; 300]);
-        let mut edited = [1; 300];
-        edited[200] = 2;
-        let store = Store::new(&state);
-        store.save_snapshot(&[10; 32], &ran).unwrap();
-        store.save_snapshot(&[11; 32], &snapshot(&edited)).unwrap();
+        let ran = snapshot(n, &[]);
+        Store::new(&state).save_snapshot(&[10; 32], &ran).unwrap();
         let snapshots = Snapshots::new(Store::new(&state));
-        let build = Build::new([9; 32], Arc::new(ran.clone()));
+        let build = Build::new([10; 32], Arc::new(ran.clone()));
         snapshots.keep_uninstrumented(&build).unwrap();
-        let mut functions: Vec<FnId> = (0..300)
+        let ids: Vec<FnId> = (0..n)
             .map(|i| {
                 let stable = crate::fingerprint::stable_hash(&ran.names[i]);
                 snapshots
@@ -208,48 +232,117 @@ mod tests {
                     .unwrap()
             })
             .collect();
+        let mut functions = ids.clone();
         functions.sort_unstable();
         let mut record = sample();
         record.deps.clear();
         record.code[0].unit = CodeUnit::TestBinary;
-        record.code[0].build = [9; 32];
+        record.code[0].build = [10; 32];
         record.code[0].uninstrumented = build.uninstrumented_id();
         record.code[0].functions = functions;
         record.code.truncate(1);
         let history = History::new(&dir.path().join("history"));
-        let commit = "a".repeat(40);
-        history.file(&commit, &[(&record, true)], 1).unwrap();
+        history
+            .file(&"a".repeat(40), &[(&record, true)], 1)
+            .unwrap();
         let id = crate::history::record_id(&record).unwrap();
-
         let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("t"), None));
         let env = Environment::new([], checksums.anchors(), None, Path::new("/nowhere"));
-        let network = NetworkPolicy::default();
-        let judge = |binary: Hash, verdicts: &Verdicts| {
+        Filed {
+            state,
+            history,
+            snapshots,
+            env,
+            checksums,
+            network: NetworkPolicy::default(),
+            record,
+            id,
+            ids,
+            _dir: dir,
+        }
+    }
+
+    impl Filed {
+        /// Keeps a build with the functions in `changed` edited, as `id`.
+        fn build(&self, id: Hash, changed: &[usize]) {
+            let snapshot = snapshot(self.ids.len(), changed);
+            Store::new(&self.state)
+                .save_snapshot(&id, &snapshot)
+                .unwrap();
+        }
+
+        /// The filed record, if it vouches for its test with the test
+        /// binary now the build `binary`.
+        fn judge(&self, binary: Hash, verdicts: &Verdicts) -> Option<Record> {
             let present = Present {
-                global: &record.global,
+                global: &self.record.global,
                 binary: &Sum::Hash(binary),
                 binary_path: Path::new("/nonexistent"),
-                checksums: &checksums,
-                snapshots: &snapshots,
-                env: &env,
-                network: &network,
+                checksums: &self.checksums,
+                snapshots: &self.snapshots,
+                env: &self.env,
+                network: &self.network,
                 always_run_external: false,
                 forced: false,
             };
             filed_vouches(
-                &history,
-                &id,
-                &record.binary,
-                &record.test,
+                &self.history,
+                &self.id,
+                &self.record.binary,
+                &self.record.test,
                 &present,
                 verdicts,
             )
-        };
+        }
+    }
+
+    #[test]
+    fn a_filed_record_vouches_only_when_every_chunk_of_its_functions_holds() {
+        // A test that executed 300 functions: its list is kept in chunks,
+        // judged chunk by chunk and not again whole, so one function changed
+        // in one chunk must be enough to rule the record out, whatever the
+        // verdicts already reached against another build.
+        let filed = filed(300);
+        filed.build([11; 32], &[200]);
         let verdicts = Verdicts::default();
-        assert!(judge([11; 32], &verdicts).is_none(), "f200 changed");
-        let whole = judge([10; 32], &verdicts).expect("the same functions");
-        assert_eq!(whole, record);
-        assert!(judge([11; 32], &verdicts).is_none(), "from the verdicts");
-        assert!(judge([11; 32], &Verdicts::default()).is_none());
+        assert!(filed.judge([11; 32], &verdicts).is_none(), "f0200 changed");
+        let whole = filed
+            .judge([10; 32], &verdicts)
+            .expect("the same functions");
+        assert_eq!(whole, filed.record);
+        assert!(
+            filed.judge([11; 32], &verdicts).is_none(),
+            "from the verdicts"
+        );
+        assert!(filed.judge([11; 32], &Verdicts::default()).is_none());
+    }
+
+    #[test]
+    fn a_chunk_found_wanting_by_another_thread_is_not_taken_to_hold() {
+        // Tests are judged in parallel and share the verdicts. A candidate
+        // that found no chunk known to fail, then judges the chunks one by
+        // one, must still stop at a chunk another thread found wanting in
+        // between: taking "known" for "holds" let a record vouch whose
+        // changed function was in that chunk. The changed function here is
+        // in the last chunk, the one threads judging in step reach last.
+        let filed = filed(4096);
+        let last = (0..filed.ids.len()).max_by_key(|&i| filed.ids[i]).unwrap();
+        filed.build([11; 32], &[last]);
+        let threads = 4;
+        for _ in 0..200 {
+            let verdicts = Verdicts::default();
+            let start = std::sync::Barrier::new(threads);
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| {
+                        start.wait();
+                        assert!(
+                            filed.judge([11; 32], &verdicts).is_none(),
+                            "a changed function's record vouched"
+                        );
+                    });
+                }
+            });
+        }
     }
 }
