@@ -136,6 +136,11 @@ pub fn reset() {
 
 /// Writes the covered functions and `Q`; called once, at exit (and before
 /// an `exec` replaces the process image).
+///
+/// Every process the shim is loaded into calls it, most with nothing to
+/// write: the checks come first, and the work, with its stack of a chunk of
+/// addresses, is a function of its own. (Inlined, its stack probes touched
+/// ~19 fresh stack pages at every exit, traced or not.)
 pub fn flush() {
     if !REGISTERED.load(Ordering::Acquire)
         || INCOMPLETE.load(Ordering::Acquire)
@@ -143,6 +148,11 @@ pub fn flush() {
     {
         return;
     }
+    flush_registered();
+}
+
+#[inline(never)]
+fn flush_registered() {
     let Some(_inside) = crate::guard::enter() else {
         return;
     };
@@ -231,31 +241,32 @@ fn main_program_base() -> *mut libc::c_void {
 }
 
 fn write_functions(path: &[u8], addresses: &[u32]) {
-    // On the stack: the shim does not allocate, not even at exit.
-    let mut payload = [0u8; 6 + libc::PATH_MAX as usize + 4 * CHUNK];
     let path = &path[..path.len().min(libc::PATH_MAX as usize)];
-    payload[..4].copy_from_slice(&pid().to_le_bytes());
-    payload[4..6].copy_from_slice(&(path.len() as u16).to_le_bytes());
-    payload[6..6 + path.len()].copy_from_slice(path);
-    let mut len = 6 + path.len();
-    for address in addresses {
-        payload[len..len + 4].copy_from_slice(&address.to_le_bytes());
-        len += 4;
-    }
-    trace::record_raw(FUNCTIONS, &payload[..len]);
+    let mut head = [0u8; 6];
+    head[..4].copy_from_slice(&pid().to_le_bytes());
+    head[4..].copy_from_slice(&(path.len() as u16).to_le_bytes());
+    // The addresses as the format has them, little-endian, in place: the
+    // shim does not allocate, not even at exit, and copies nothing big.
+    #[cfg(target_endian = "little")]
+    // SAFETY: a `u32` slice's memory read as its bytes.
+    let addresses = unsafe {
+        std::slice::from_raw_parts(addresses.as_ptr().cast::<u8>(), size_of_val(addresses))
+    };
+    #[cfg(not(target_endian = "little"))]
+    compile_error!("the trace format's addresses are little-endian");
+    trace::record_raw(FUNCTIONS, &[&head, path, addresses]);
 }
 
 fn write_pid_event(tag: u8, with_exe: bool) {
-    let mut payload = [0u8; 4 + libc::PATH_MAX as usize];
-    payload[..4].copy_from_slice(&pid().to_le_bytes());
-    let mut len = 4;
-    if with_exe && let Some(exe) = EventBuf::read_link(c"/proc/self/exe") {
+    let pid = pid().to_le_bytes();
+    let exe = with_exe
+        .then(|| EventBuf::read_link(c"/proc/self/exe"))
+        .flatten();
+    let exe = exe.as_ref().map_or(&[][..], |exe| {
         let exe = exe.path();
-        let n = exe.len().min(payload.len() - 4);
-        payload[4..4 + n].copy_from_slice(&exe[..n]);
-        len += n;
-    }
-    trace::record_raw(tag, &payload[..len]);
+        &exe[..exe.len().min(libc::PATH_MAX as usize)]
+    });
+    trace::record_raw(tag, &[&pid, exe]);
 }
 
 fn pid() -> u32 {

@@ -219,30 +219,37 @@ pub fn record_as(tag: u8, flags: u8, buf: &mut EventBuf) {
     }
 }
 
-/// Appends an event with an arbitrary payload, without folding duplicates
-/// (coverage events are written once per process anyway).
-pub fn record_raw(tag: u8, payload: &[u8]) {
+/// Appends an event whose payload is `parts` one after another, without
+/// folding duplicates (coverage events are written once per process
+/// anyway). The parts go out as they are, in one `writev`: no copy, so the
+/// caller needs no buffer the size of the event on its stack.
+pub fn record_raw(tag: u8, parts: &[&[u8]]) {
+    const MAX_PARTS: usize = 4;
     let fd = FD.load(Ordering::Relaxed);
-    if fd < 0 || payload.len() > usize::from(u16::MAX) {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    if fd < 0 || len > usize::from(u16::MAX) || parts.len() > MAX_PARTS {
         return;
     }
-    let len = (payload.len() as u16).to_le_bytes();
+    let len = (len as u16).to_le_bytes();
     let header = [tag, thread_flags(), len[0], len[1]];
-    let iov = [
-        libc::iovec {
-            iov_base: header.as_ptr() as *mut libc::c_void,
-            iov_len: header.len(),
-        },
-        libc::iovec {
-            iov_base: payload.as_ptr() as *mut libc::c_void,
-            iov_len: payload.len(),
-        },
-    ];
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 1 + MAX_PARTS];
+    for (slot, part) in iov
+        .iter_mut()
+        .zip(std::iter::once(&header[..]).chain(parts.iter().copied()))
+    {
+        *slot = libc::iovec {
+            iov_base: part.as_ptr() as *mut libc::c_void,
+            iov_len: part.len(),
+        };
+    }
     // One `writev`: with `O_APPEND` the event lands whole (short writes to
     // regular files do not happen short of a full disk, which loses the
     // trace's tail and makes it incomplete, hence untrusted).
-    // SAFETY: both buffers are initialised and outlive the call.
-    unsafe { libc::writev(fd, iov.as_ptr(), 2) };
+    // SAFETY: every buffer is initialised and outlives the call.
+    unsafe { libc::writev(fd, iov.as_ptr(), 1 + parts.len() as libc::c_int) };
 }
 
 /// Records that an access happened whose path could not be named.
@@ -257,11 +264,22 @@ mod seen {
 
     use super::*;
 
-    // 2 MiB of zero pages, touched only as events arrive: room to fold a
-    // process's first ~200 000 distinct events.
-    const SLOTS: usize = 1 << 18;
+    // Two tables of zero pages, touched only as events arrive. A hash
+    // probes the small one first, and the large one only when its
+    // neighbourhood in the small one is full. Most processes write a few
+    // dozen distinct events: spread over the large table alone, nearly
+    // every one of them was a page fault of its own (a fresh zero page);
+    // the small one's 16 pages take a typical process's events, and the
+    // large one keeps the room to fold a busy process's first ~200 000.
+    //
+    // Slots are never cleared, so a full neighbourhood stays full: a hash
+    // that went to the large table is looked for there again, and one the
+    // small table holds is found there before the large one is asked.
+    const SMALL_SLOTS: usize = 1 << 13;
+    const LARGE_SLOTS: usize = 1 << 18;
     const PROBES: usize = 32;
-    static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    static SMALL: [AtomicU64; SMALL_SLOTS] = [const { AtomicU64::new(0) }; SMALL_SLOTS];
+    static LARGE: [AtomicU64; LARGE_SLOTS] = [const { AtomicU64::new(0) }; LARGE_SLOTS];
 
     pub fn hash(tag: u8, flags: u8, path: &[u8]) -> u64 {
         // FNV-1a: tiny, allocation-free, and good enough to spread paths;
@@ -275,17 +293,56 @@ mod seen {
     }
 
     /// True when `h` was not in the set (and now is). A full neighbourhood
-    /// answers true: a duplicate event is harmless, a dropped one is not.
+    /// in both tables answers true: a duplicate event is harmless, a
+    /// dropped one is not.
     pub fn insert(h: u64) -> bool {
-        let start = h as usize % SLOTS;
+        match insert_into(&SMALL, h) {
+            Some(new) => new,
+            // The large table is indexed by other bits of the hash than the
+            // small one, so that hashes crowded together in the one spread
+            // out in the other.
+            None => insert_into(&LARGE, h.rotate_right(32)).unwrap_or(true),
+        }
+    }
+
+    /// `Some(true)` when `h` was not in `table` and now is, `Some(false)`
+    /// when it was, `None` when its neighbourhood is full.
+    fn insert_into(table: &[AtomicU64], h: u64) -> Option<bool> {
+        let start = h as usize % table.len();
         for i in 0..PROBES {
-            let slot = &TABLE[(start + i) % SLOTS];
+            let slot = &table[(start + i) % table.len()];
             match slot.compare_exchange(0, h, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return true,
-                Err(existing) if existing == h => return false,
+                Ok(_) => return Some(true),
+                Err(existing) if existing == h => return Some(false),
                 Err(_) => {}
             }
         }
-        true
+        None
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn an_event_is_new_once_however_full_the_small_table_is() {
+            // More distinct hashes than the small table has slots, so that
+            // many neighbourhoods fill and later hashes go to the large one;
+            // every hash is new the first time and old the second, in
+            // either table.
+            let hashes: Vec<u64> = (0..3 * SMALL_SLOTS as u64)
+                .map(|i| hash(b'R', 0, &i.to_le_bytes()))
+                .collect();
+            assert!(hashes.iter().all(|h| insert(*h)));
+            assert!(hashes.iter().all(|h| !insert(*h)));
+            let in_large = LARGE
+                .iter()
+                .filter(|s| s.load(Ordering::Relaxed) != 0)
+                .count();
+            assert!(
+                in_large > 0,
+                "the small table took everything: the test proves nothing"
+            );
+        }
     }
 }
