@@ -145,6 +145,11 @@ enum Task {
         /// Tests run at once for --project
         #[arg(long, default_value_t = 2)]
         jobs: usize,
+        /// With --project, also run the tests of cargo-ekstazi's
+        /// instrumented build, under the shim: everything a test process
+        /// pays under cargo-ekstazi, against the plain run
+        #[arg(long, requires = "project")]
+        instrumented: bool,
         /// Cargo options for building the project's tests (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
@@ -391,14 +396,25 @@ fn main() -> Result<()> {
             runs,
             project,
             jobs,
+            instrumented,
             cargo_args,
         } => {
             let shim = shim_bench::build_shim()?;
             shim_bench::bench_shim(&shim, files, runs)?;
+            let ekstazi = if instrumented {
+                Some(build_ekstazi()?)
+            } else {
+                None
+            };
             match project {
-                Some(project) => {
-                    shim_bench::bench_shim_project(&shim, &project, runs, jobs, &cargo_args)
-                }
+                Some(project) => shim_bench::bench_shim_project(
+                    &shim,
+                    ekstazi.as_deref(),
+                    &project,
+                    runs,
+                    jobs,
+                    &cargo_args,
+                ),
                 None => Ok(()),
             }
         }

@@ -120,6 +120,7 @@ pub fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
 }
 
 /// One test of a project: its binary, its name, its package directory.
+#[derive(Clone)]
 struct ProjectTest {
     binary: PathBuf,
     name: String,
@@ -131,6 +132,7 @@ struct ProjectTest {
 /// of them with the shim and all without, in interleaved rounds.
 pub fn bench_shim_project(
     shim: &Path,
+    instrumented: Option<&Path>,
     project: &Path,
     runs: usize,
     jobs: usize,
@@ -182,37 +184,62 @@ pub fn bench_shim_project(
         }
     }
     eprintln!("{} tests in {}", tests.len(), project.display());
+
+    // The sides compared: the first is the plain run every ratio is taken
+    // against.
+    let mut sides = vec![
+        Side {
+            name: "without shim",
+            tests: tests.clone(),
+            shim: None,
+        },
+        Side {
+            name: "with shim",
+            tests: tests.clone(),
+            shim: Some(shim.to_path_buf()),
+        },
+    ];
+    if let Some(ekstazi) = instrumented {
+        let (twins, runtime) = instrumented_twins(ekstazi, &project, cargo_args, &tests)?;
+        // The instrumented executables link the runtime cargo-ekstazi
+        // installed; preloading another copy would load it twice. Both
+        // shimmed sides preload that one.
+        sides[1].shim = Some(runtime.clone());
+        sides.push(Side {
+            name: "instrumented, with shim",
+            tests: twins,
+            shim: Some(runtime),
+        });
+    }
     let traces = tempfile_dir()?.join("traces");
     std::fs::create_dir_all(&traces)?;
     // Wall time, and the CPU time of the test processes (user + system),
-    // which the load of a shared machine disturbs much less.
-    let mut plain: Vec<(Duration, Duration)> = Vec::new();
-    let mut shimmed: Vec<(Duration, Duration)> = Vec::new();
+    // which the load of a shared machine disturbs much less; per side, one
+    // entry per round.
+    let mut measured: Vec<Vec<(Duration, Duration)>> = vec![Vec::new(); sides.len()];
     for round in 0..runs {
         eprintln!("round {}/{runs}", round + 1);
-        // Which goes first alternates: a run leaves work behind for the
+        // Which goes first turns by round: a run leaves work behind for the
         // next (the files ripgrep's tests write are still being written
-        // back), and a fixed order put all of it on the shim's side.
-        let order = if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for with_shim in order {
+        // back), and a fixed order put all of it on the same side.
+        let mut order: Vec<usize> = (0..sides.len()).collect();
+        order.rotate_left(round % sides.len());
+        for i in order {
+            let side = &sides[i];
             let cpu_before = children_cpu()?;
-            let took = run_each(&tests, jobs, with_shim.then_some((shim, traces.as_path())))?;
+            let took = run_each(
+                &side.tests,
+                jobs,
+                side.shim.as_deref().map(|shim| (shim, traces.as_path())),
+            )?;
             let cpu = children_cpu()? - cpu_before;
             eprintln!(
-                "  {} shim: {:.3}s wall, {:.3}s cpu",
-                if with_shim { "with" } else { "without" },
+                "  {}: {:.3}s wall, {:.3}s cpu",
+                side.name,
                 took.as_secs_f64(),
                 cpu.as_secs_f64()
             );
-            if with_shim {
-                shimmed.push((took, cpu));
-            } else {
-                plain.push((took, cpu));
-            }
+            measured[i].push((took, cpu));
         }
     }
     let _ = std::fs::remove_dir_all(traces.parent().unwrap_or(&traces));
@@ -223,45 +250,137 @@ pub fn bench_shim_project(
         project.display()
     );
     println!();
-    println!("| all tests | without shim | with shim | added |");
-    println!("|---|---:|---:|---:|");
-    for (name, pick) in [
-        (
-            "wall time",
-            (|p: &(Duration, Duration)| p.0) as fn(&(Duration, Duration)) -> Duration,
-        ),
-        (
-            "CPU time of the test processes",
-            |p: &(Duration, Duration)| p.1,
-        ),
-    ] {
-        let a = median(&plain.iter().map(pick).collect::<Vec<_>>()).as_secs_f64();
-        let b = median(&shimmed.iter().map(pick).collect::<Vec<_>>()).as_secs_f64();
+    println!("| all tests | wall time | added | CPU time of the test processes | added |");
+    println!("|---|---:|---:|---:|---:|");
+    let wall = |m: &[(Duration, Duration)]| median(&m.iter().map(|p| p.0).collect::<Vec<_>>());
+    let cpu = |m: &[(Duration, Duration)]| median(&m.iter().map(|p| p.1).collect::<Vec<_>>());
+    let (plain_wall, plain_cpu) = (wall(&measured[0]), cpu(&measured[0]));
+    let percent = |r: f64| (r - 1.0) * 100.0;
+    for (side, m) in sides.iter().zip(&measured) {
+        let (w, c) = (wall(m), cpu(m));
         println!(
-            "| {name} | {a:.3}s | {b:.3}s | {:+.3}s ({:+.1}%) |",
-            b - a,
-            (b / a - 1.0) * 100.0
+            "| {} | {:.3}s | {:+.1}% | {:.3}s | {:+.1}% |",
+            side.name,
+            w.as_secs_f64(),
+            percent(w.as_secs_f64() / plain_wall.as_secs_f64()),
+            c.as_secs_f64(),
+            percent(c.as_secs_f64() / plain_cpu.as_secs_f64()),
         );
     }
-    // The two runs of a round ran back to back, so their ratio is the one
+    // The runs of one round ran back to back, so their ratio is the one
     // the machine's drift between rounds disturbs least.
-    let mut ratios: Vec<f64> = plain
-        .iter()
-        .zip(&shimmed)
-        .map(|(a, b)| b.0.as_secs_f64() / a.0.as_secs_f64())
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let percent = |r: f64| (r - 1.0) * 100.0;
-    if let (Some(first), Some(last)) = (ratios.first(), ratios.last()) {
-        println!();
-        println!(
-            "wall time added, round by round: median {:+.1}% (from {:+.1}% to {:+.1}%)",
-            percent(ratios[ratios.len() / 2]),
-            percent(*first),
-            percent(*last),
-        );
+    println!();
+    for (side, m) in sides.iter().zip(&measured).skip(1) {
+        let mut ratios: Vec<f64> = measured[0]
+            .iter()
+            .zip(m)
+            .map(|(a, b)| b.0.as_secs_f64() / a.0.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        if let (Some(first), Some(last)) = (ratios.first(), ratios.last()) {
+            println!(
+                "{}: wall time added, round by round: median {:+.1}% (from {:+.1}% to {:+.1}%)",
+                side.name,
+                percent(ratios[ratios.len() / 2]),
+                percent(*first),
+                percent(*last),
+            );
+        }
     }
     Ok(())
+}
+
+/// One way of running every test.
+struct Side {
+    name: &'static str,
+    tests: Vec<ProjectTest>,
+    shim: Option<PathBuf>,
+}
+
+/// The same tests in the executables of cargo-ekstazi's instrumented build
+/// (which `cargo ekstazi list` makes), and the runtime they link. An
+/// executable's twin has its name (without cargo's hash) and lists the
+/// same tests; the newest such one is taken.
+fn instrumented_twins(
+    ekstazi: &Path,
+    project: &Path,
+    cargo_args: &[String],
+    tests: &[ProjectTest],
+) -> Result<(Vec<ProjectTest>, PathBuf)> {
+    let status = Command::new(ekstazi)
+        .args(["ekstazi", "list", "-q"])
+        .args(cargo_args)
+        .current_dir(project)
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("cargo ekstazi list (the instrumented build) failed");
+    }
+    let target = cargo_metadata::MetadataCommand::new()
+        .current_dir(project)
+        .no_deps()
+        .exec()?
+        .target_directory
+        .into_std_path_buf()
+        .join("ekstazi");
+    let newest = |mut paths: Vec<PathBuf>| {
+        paths.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+        paths.reverse();
+        paths
+    };
+    let runtime = newest(
+        std::fs::read_dir(&target)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libekstazi_runtime-") && n.ends_with(".so"))
+            })
+            .collect(),
+    )
+    .into_iter()
+    .next()
+    .context("no runtime in the instrumented build's directory")?;
+    let executables = newest(crate::granularity::walk_executables(&target.join("build")));
+    let stem = |p: &Path| {
+        let name = p.file_name()?.to_str()?;
+        Some(
+            name.rsplit_once('-')
+                .map_or(name, |(stem, _)| stem)
+                .to_owned(),
+        )
+    };
+    let list = |binary: &Path, dir: &Path| -> Result<Vec<String>> {
+        let out = Command::new(binary)
+            .args(["--list", "--format", "terse"])
+            .current_dir(dir)
+            .output()?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+            .map(str::to_owned)
+            .collect())
+    };
+    let mut twins: Vec<ProjectTest> = Vec::with_capacity(tests.len());
+    let mut twin_of: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
+    for test in tests {
+        if !twin_of.contains_key(&test.binary) {
+            let names = list(&test.binary, &test.dir)?;
+            let twin = executables
+                .iter()
+                .filter(|e| stem(e) == stem(&test.binary))
+                .find(|e| list(e, &test.dir).is_ok_and(|n| n == names))
+                .with_context(|| format!("no instrumented twin of {}", test.binary.display()))?;
+            twin_of.insert(test.binary.clone(), twin.clone());
+        }
+        twins.push(ProjectTest {
+            binary: twin_of[&test.binary].clone(),
+            name: test.name.clone(),
+            dir: test.dir.clone(),
+        });
+    }
+    Ok((twins, runtime))
 }
 
 /// User + system time of this process's waited-for children so far
