@@ -254,7 +254,7 @@ fn write_functions(path: &[u8], addresses: &[u32]) {
     };
     #[cfg(not(target_endian = "little"))]
     compile_error!("the trace format's addresses are little-endian");
-    trace::record_raw(FUNCTIONS, &[&head, path, addresses]);
+    trace::record_raw(FUNCTIONS, [&head, path, addresses]);
 }
 
 fn write_pid_event(tag: u8, with_exe: bool) {
@@ -266,7 +266,7 @@ fn write_pid_event(tag: u8, with_exe: bool) {
         let exe = exe.path();
         &exe[..exe.len().min(libc::PATH_MAX as usize)]
     });
-    trace::record_raw(tag, &[&pid, exe]);
+    trace::record_raw(tag, [&pid, exe]);
 }
 
 fn pid() -> u32 {

@@ -223,11 +223,15 @@ pub fn record_as(tag: u8, flags: u8, buf: &mut EventBuf) {
 /// folding duplicates (coverage events are written once per process
 /// anyway). The parts go out as they are, in one `writev`: no copy, so the
 /// caller needs no buffer the size of the event on its stack.
-pub fn record_raw(tag: u8, parts: &[&[u8]]) {
+pub fn record_raw<const N: usize>(tag: u8, parts: [&[u8]; N]) {
+    // The iovec array is on the stack, one slot per part and the header;
+    // more parts than it holds would be a caller's mistake, refused when
+    // compiling rather than by dropping an event.
     const MAX_PARTS: usize = 4;
+    const { assert!(N <= MAX_PARTS) };
     let fd = FD.load(Ordering::Relaxed);
     let len: usize = parts.iter().map(|part| part.len()).sum();
-    if fd < 0 || len > usize::from(u16::MAX) || parts.len() > MAX_PARTS {
+    if fd < 0 || len > usize::from(u16::MAX) {
         return;
     }
     let len = (len as u16).to_le_bytes();
@@ -238,7 +242,7 @@ pub fn record_raw(tag: u8, parts: &[&[u8]]) {
     }; 1 + MAX_PARTS];
     for (slot, part) in iov
         .iter_mut()
-        .zip(std::iter::once(&header[..]).chain(parts.iter().copied()))
+        .zip(std::iter::once(&header[..]).chain(parts))
     {
         *slot = libc::iovec {
             iov_base: part.as_ptr() as *mut libc::c_void,
@@ -249,7 +253,7 @@ pub fn record_raw(tag: u8, parts: &[&[u8]]) {
     // regular files do not happen short of a full disk, which loses the
     // trace's tail and makes it incomplete, hence untrusted).
     // SAFETY: every buffer is initialised and outlives the call.
-    unsafe { libc::writev(fd, iov.as_ptr(), 1 + parts.len() as libc::c_int) };
+    unsafe { libc::writev(fd, iov.as_ptr(), 1 + N as libc::c_int) };
 }
 
 /// Records that an access happened whose path could not be named.
