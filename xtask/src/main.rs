@@ -6,7 +6,8 @@
 //!   figures that matter are the ratios.
 //! - `bench-edit`: end to end after a one-function edit (`edit_bench`).
 //! - `bench-shim`: the shim's own cost per call and on a real project's
-//!   tests (`shim_bench`).
+//!   tests, and with `--instrumented` the instrumentation's too
+//!   (`shim_bench`).
 //! - `bench-granularity`: what function granularity costs (`granularity`).
 //! - `bench-selection`: the per-binary stages of the selection cost
 //!   (`selection_bench`).

@@ -2,7 +2,11 @@
 //! and stats 100 000 distinct files, then the same files again, with and
 //! without the shim preloaded. With `--project`, also the shim's cost on a
 //! real project's tests: every test in its own process (as cargo-ekstazi
-//! runs them), with and without the shim, nothing else different.
+//! runs them), with and without the shim, nothing else different; with
+//! `--instrumented` as well, the same tests from cargo-ekstazi's
+//! instrumented build under the shim (each started by `exec`, where
+//! cargo-ekstazi's fork server starts a test binary once per worker: for
+//! the test binaries' own start-up an upper bound).
 
 use crate::{median, tempfile_dir, workspace_root};
 use anyhow::{Context, Result, bail};
