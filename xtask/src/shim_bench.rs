@@ -48,8 +48,8 @@ pub fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
     for round in 0..runs {
         eprintln!("round {}/{runs}", round + 1);
         // Which goes first alternates: a run leaves work behind for the
-        // next (the files ripgrep's tests write are still being written
-        // back), and a fixed order put all of it on the shim's side.
+        // next (the files it made are still being written back and
+        // removed), and a fixed order would put all of it on one side.
         let order = if round % 2 == 0 {
             [false, true]
         } else {
@@ -133,7 +133,9 @@ struct ProjectTest {
 
 /// Every test of the project's test binaries (as `cargo test --no-run`
 /// builds them), each run in its own process like cargo-ekstazi does, all
-/// of them with the shim and all without, in interleaved rounds.
+/// of them with the shim and all without (and, given cargo-ekstazi as
+/// `instrumented`, from its instrumented build with the shim), in
+/// interleaved rounds.
 pub fn bench_shim_project(
     shim: &Path,
     instrumented: Option<&Path>,
