@@ -174,17 +174,10 @@ pub fn bench_shim_project(
             .parent()
             .unwrap_or(&project)
             .to_path_buf();
-        let list = Command::new(binary)
-            .args(["--list", "--format", "terse"])
-            .current_dir(&dir)
-            .output()?;
-        for name in String::from_utf8_lossy(&list.stdout)
-            .lines()
-            .filter_map(|l| l.strip_suffix(": test"))
-        {
+        for name in list_tests(Path::new(binary), &dir)? {
             tests.push(ProjectTest {
                 binary: std::fs::canonicalize(binary)?,
-                name: name.to_owned(),
+                name,
                 dir: dir.clone(),
             });
         }
@@ -357,26 +350,20 @@ fn instrumented_twins(
                 .to_owned(),
         )
     };
-    let list = |binary: &Path, dir: &Path| -> Result<Vec<String>> {
-        let out = Command::new(binary)
-            .args(["--list", "--format", "terse"])
-            .current_dir(dir)
-            .output()?;
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.strip_suffix(": test"))
-            .map(str::to_owned)
-            .collect())
-    };
     let mut twins: Vec<ProjectTest> = Vec::with_capacity(tests.len());
     let mut twin_of: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
     for test in tests {
         if !twin_of.contains_key(&test.binary) {
-            let names = list(&test.binary, &test.dir)?;
+            // The binary's tests as listed above, in their order.
+            let names: Vec<&str> = tests
+                .iter()
+                .filter(|t| t.binary == test.binary)
+                .map(|t| t.name.as_str())
+                .collect();
             let twin = executables
                 .iter()
                 .filter(|e| stem(e) == stem(&test.binary))
-                .find(|e| list(e, &test.dir).is_ok_and(|n| n == names))
+                .find(|e| list_tests(e, &test.dir).is_ok_and(|n| n == names))
                 .with_context(|| format!("no instrumented twin of {}", test.binary.display()))?;
             twin_of.insert(test.binary.clone(), twin.clone());
         }
@@ -387,6 +374,19 @@ fn instrumented_twins(
         });
     }
     Ok((twins, runtime))
+}
+
+/// The tests a libtest binary lists, run in `dir`.
+fn list_tests(binary: &Path, dir: &Path) -> Result<Vec<String>> {
+    let out = Command::new(binary)
+        .args(["--list", "--format", "terse"])
+        .current_dir(dir)
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// User + system time of this process's waited-for children so far
