@@ -10,7 +10,9 @@
 //! - for what gets linked: `--emit-relocs` (relocations in data survive, so
 //!   pointers in data can be resolved), a linker map next to the output (the
 //!   exact extent of every anonymous constant), and the runtime shim (which
-//!   defines the coverage callbacks), found through an rpath;
+//!   defines the coverage callbacks), found through an rpath; and once an
+//!   executable is linked, its coverage PC table's load-time relocations
+//!   taken out (`ekstazi_core::coverage_table`);
 //! - unless `[build] debuginfo = "profile"`, debug information cut to line
 //!   tables where the profile asks for more: file and line in panics and
 //!   backtraces are what a test run shows, and full debug information is
@@ -124,12 +126,53 @@ pub fn wrap_rustc() -> ! {
         }
         None => Command::new(&rustc),
     };
-    command.args(&args).args(extra_args(&args));
+    let extra = extra_args(&args);
+    command.args(&args).args(&extra);
     let status = command.status().unwrap_or_else(|e| {
         eprintln!("cargo-ekstazi: cannot run {}: {e}", rustc.to_string_lossy());
         std::process::exit(2);
     });
+    if status.success()
+        && !extra.is_empty()
+        && let Some(executable) = linked_executable(&args)
+    {
+        // The executable works either way; unrelocated, its every start
+        // skips relocating and copying the coverage PC table.
+        if let Err(e) = ekstazi_core::coverage_table::unrelocate(&executable) {
+            eprintln!(
+                "cargo-ekstazi: warning: {}: its coverage table stays relocated at load time: {e}",
+                executable.display()
+            );
+        }
+    }
     std::process::exit(status.code().unwrap_or(101));
+}
+
+/// The executable this rustc invocation links, if any: a test harness
+/// (`--test`) or a `bin` crate, at `<out-dir>/<crate-name><extra-filename>`.
+fn linked_executable(args: &[OsString]) -> Option<PathBuf> {
+    let value = |flag: &str| -> Option<&OsStr> {
+        args.windows(2)
+            .rev()
+            .find(|w| w[0] == flag)
+            .map(|w| w[1].as_os_str())
+    };
+    let executable = args.iter().any(|a| a == "--test")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--crate-type" && w[1] == "bin");
+    if !executable {
+        return None;
+    }
+    let extra_filename = args.windows(2).rev().find_map(|w| {
+        let value = w[1].to_str()?;
+        (w[0] == "-C")
+            .then(|| value.strip_prefix("extra-filename="))
+            .flatten()
+    });
+    let mut name = value("--crate-name")?.to_owned();
+    name.push(extra_filename.unwrap_or_default());
+    Some(Path::new(value("--out-dir")?).join(name))
 }
 
 /// The arguments to add to one rustc invocation.
@@ -245,6 +288,21 @@ mod tests {
         ] {
             assert!(!wants_more_than_line_tables(&args(less)), "{less:?}");
         }
+    }
+
+    #[test]
+    fn the_linked_executable_is_found_for_tests_and_bins_only() {
+        let with = |kind: &[&str]| {
+            let mut list = vec!["--crate-name", "fx", "--edition=2021", "src/lib.rs"];
+            list.extend(kind);
+            list.extend(["-C", "extra-filename=-abc", "--out-dir", "/t/deps"]);
+            linked_executable(&args(&list))
+        };
+        let expected = Some(PathBuf::from("/t/deps/fx-abc"));
+        assert_eq!(with(&["--test"]), expected);
+        assert_eq!(with(&["--crate-type", "bin"]), expected);
+        assert_eq!(with(&["--crate-type", "lib"]), None);
+        assert_eq!(with(&["--crate-type", "proc-macro"]), None);
     }
 
     #[test]

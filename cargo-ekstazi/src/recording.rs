@@ -189,12 +189,11 @@ fn code_deps(
     let test_binary = canonical(&session.built.binaries[case.binary].path);
     let coverage = code::coverage(events);
     let mut whole_binary = true;
-    for (program, entries) in &coverage.complete {
+    for (program, flags) in &coverage.complete {
         let stored = session.checksums.anchors().store(program);
         let target = Target::Program(stored.clone());
         if canonical(program) == test_binary {
-            if let Some(dep) = code_dep(session, CodeUnit::TestBinary, test_build, entries, record)
-            {
+            if let Some(dep) = code_dep(session, CodeUnit::TestBinary, test_build, flags, record) {
                 // Run as a program too (by a runner of the user's that
                 // execs it, or by the test itself): its functions stand
                 // for it there as well, as for any other program.
@@ -210,7 +209,7 @@ fn code_deps(
         let Ok(build) = session.snapshots.of_binary(program, &id) else {
             continue;
         };
-        if let Some(dep) = code_dep(session, CodeUnit::Program(stored), &build, entries, record) {
+        if let Some(dep) = code_dep(session, CodeUnit::Program(stored), &build, flags, record) {
             record.deps.retain(|dep| dep.target != target);
             record.code.push(dep);
         }
@@ -218,7 +217,7 @@ fn code_deps(
     whole_binary
 }
 
-/// The functions at these entry addresses of `build`, named in the
+/// The functions of these coverage flags of `build`, named in the
 /// function table; `None` when the coverage is not of this build, or the
 /// uninstrumented functions cannot be kept (the program is then depended on
 /// whole). A function id two functions share makes the test always run.
@@ -226,10 +225,10 @@ fn code_dep(
     session: &Session,
     unit: CodeUnit,
     build: &Build,
-    entries: &[u32],
+    flags: &[u32],
     record: &mut Record,
 ) -> Option<CodeDep> {
-    let functions = match build.executed(entries, session.snapshots.table()) {
+    let functions = match build.executed(flags, session.snapshots.table()) {
         Ok(functions) => functions?,
         Err(collision) => {
             record.always.push(format!("{collision} (in {unit})"));

@@ -103,8 +103,9 @@ impl Uninstrumented {
 /// What a test's processes reported about their code, per program.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
-    /// Programs whose every process reported its coverage, with the entry
-    /// addresses of the functions executed (sorted, without repeats).
+    /// Programs whose every process reported its coverage, with the
+    /// addresses of the coverage flags they set: one per function executed
+    /// (sorted, without repeats).
     pub complete: BTreeMap<PathBuf, Vec<u32>>,
     /// Programs with a process that ended without reporting (killed, or
     /// replaced by `exec` before it could): their code is depended on whole.
@@ -122,13 +123,8 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
     for event in events {
         match event {
             CoverageEvent::Instrumented { pid, program } => sessions.push((*pid, program, false)),
-            CoverageEvent::Functions {
-                program, entries, ..
-            } => {
-                functions
-                    .entry(program.clone())
-                    .or_default()
-                    .extend(entries);
+            CoverageEvent::Functions { program, flags, .. } => {
+                functions.entry(program.clone()).or_default().extend(flags);
             }
             CoverageEvent::Complete { pid } => {
                 if let Some(session) = sessions
@@ -154,11 +150,11 @@ pub fn coverage(events: &[CoverageEvent]) -> Coverage {
             complete.entry((*program).clone()).or_default();
         }
     }
-    for (program, mut entries) in functions {
+    for (program, mut flags) in functions {
         if let Some(known) = complete.get_mut(&program) {
-            entries.sort_unstable();
-            entries.dedup();
-            *known = entries;
+            flags.sort_unstable();
+            flags.dedup();
+            *known = flags;
         }
     }
     Coverage {
@@ -260,16 +256,16 @@ impl Build {
         }
     }
 
-    /// The ids of the functions at these entry addresses (coverage PCs,
+    /// The ids of the functions of these coverage flags (their addresses,
     /// sorted and without repeats, as [`coverage`] gives them), added to
     /// the table, sorted; `Ok(None)` if one is not a function of this build
     /// (the coverage is not of this build, and cannot be trusted).
     pub fn executed(
         &self,
-        entries: &[u32],
+        flags: &[u32],
         table: &FunctionTable,
     ) -> Result<Option<Vec<FnId>>, Collision> {
-        let Some(hits) = self.indexes_at(entries) else {
+        let Some(hits) = self.indexes_of_flags(flags) else {
             return Ok(None);
         };
         let by_index = self.ids_by_index();
@@ -295,18 +291,18 @@ impl Build {
             // collision): what was skipped must be asked again.
             interned.0 = 0;
             drop(interned);
-            return self.executed(entries, table);
+            return self.executed(flags, table);
         }
         drop(interned);
         Ok(Some(self.sorted_ids(&hits)))
     }
 
-    /// The function index at each entry address, in the order given;
-    /// `None` if one is not an entry. Both lists are sorted, so each
-    /// search starts where the last ended and gallops: thousands of
-    /// addresses cost little more than one pass over the build's entries.
-    fn indexes_at(&self, addresses: &[u32]) -> Option<Vec<u32>> {
-        let all = &self.snapshot.entries;
+    /// The function index of each coverage flag address, in the order
+    /// given; `None` if one is not a function's flag. Both lists are sorted,
+    /// so each search starts where the last ended and gallops: thousands of
+    /// addresses cost little more than one pass over the build's flags.
+    fn indexes_of_flags(&self, addresses: &[u32]) -> Option<Vec<u32>> {
+        let all = &self.snapshot.flags;
         let mut from = 0;
         let mut hits = Vec::with_capacity(addresses.len());
         for &address in addresses {
@@ -319,7 +315,7 @@ impl Build {
             let at = from + rest[..bound.min(rest.len())].partition_point(|(a, _)| *a < address);
             match all.get(at) {
                 Some(&(a, index)) if a == address => hits.push(index),
-                // Not an entry, or the addresses were not sorted: the
+                // Not a flag, or the addresses were not sorted: the
                 // caller depends on the whole program, which is safe.
                 _ => return None,
             }
@@ -627,7 +623,7 @@ pub(crate) mod tests_support {
         Snapshot {
             names: functions.iter().map(|(n, _)| (*n).to_owned()).collect(),
             fps: functions.iter().map(|(_, f)| [*f; 16]).collect(),
-            entries: vec![],
+            flags: vec![],
             stable,
             other_names: vec!["memcpy".into(), format!("only_in_{uninstrumented}")],
             other_fps: vec![[uninstrumented; 16], [0; 16]],
@@ -646,8 +642,8 @@ mod tests {
         let names: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
         let functions: Vec<(&str, u8)> = names.iter().map(|n| (n.as_str(), 1)).collect();
         let mut many = snapshot(&functions, 0);
-        // Entries out of the names' order, as a linker lays functions out.
-        many.entries = (0..100u32)
+        // Flags out of the names' order, as a linker lays functions out.
+        many.flags = (0..100u32)
             .map(|i| (u64::from(i) * 16, (i * 37) % 100))
             .collect();
         let build = Build::new([0; 32], Arc::new(many.clone()));
@@ -657,7 +653,7 @@ mod tests {
             let mut ids: Vec<FnId> = addresses
                 .iter()
                 .map(|a| {
-                    let i = many.at_entry(u64::from(*a)).unwrap() as usize;
+                    let i = many.of_flag(u64::from(*a)).unwrap() as usize;
                     crate::functions::id_of(
                         crate::fingerprint::stable_hash(&many.names[i]),
                         &many.fps[i],
@@ -676,7 +672,7 @@ mod tests {
                 naive(addresses)
             );
         }
-        // An address between entries, past the last, or out of order is
+        // An address between flags, past the last, or out of order is
         // not this build's coverage.
         for addresses in [&[16, 17][..], &[1600], &[48, 16]] {
             assert_eq!(build.executed(addresses, &table), Ok(None), "{addresses:?}");
@@ -686,7 +682,7 @@ mod tests {
     #[test]
     fn executed_functions_are_interned_once_and_collisions_still_surface() {
         let mut old = snapshot(&[("a", 1), ("b", 2), ("c", 3)], 0);
-        old.entries = vec![(0x10, 0), (0x20, 1), (0x30, 2)];
+        old.flags = vec![(0x10, 0), (0x20, 1), (0x30, 2)];
         let build = Build::new([0; 32], Arc::new(old.clone()));
         let dir = tempfile::tempdir().unwrap();
         let table = FunctionTable::load(dir.path());
@@ -860,10 +856,10 @@ mod tests {
 
     #[test]
     fn coverage_is_complete_only_when_every_process_reported() {
-        let f = |pid, program: &str, entries: &[u32]| CoverageEvent::Functions {
+        let f = |pid, program: &str, flags: &[u32]| CoverageEvent::Functions {
             pid,
             program: program.into(),
-            entries: entries.to_vec(),
+            flags: flags.to_vec(),
         };
         let i = |pid, program: &str| CoverageEvent::Instrumented {
             pid,

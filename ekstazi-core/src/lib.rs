@@ -30,6 +30,7 @@ pub mod checksum;
 pub mod code;
 pub mod collect;
 pub mod config;
+pub mod coverage_table;
 pub mod dep;
 pub mod depinfo;
 pub mod doctests;

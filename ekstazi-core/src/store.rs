@@ -333,7 +333,7 @@ impl Store {
             && snapshot.names.windows(2).all(|w| w[0] < w[1])
             && snapshot.other_fps.len() == snapshot.other_names.len()
             && snapshot.other_names.windows(2).all(|w| w[0] < w[1])
-            && snapshot.entries.iter().all(|(_, i)| (*i as usize) < n)
+            && snapshot.flags.iter().all(|(_, i)| (*i as usize) < n)
             && snapshot.stable.iter().all(|(_, i)| (*i as usize) < n)
             && snapshot.stable.windows(2).all(|w| w[0] <= w[1]);
         consistent.then_some(snapshot)
@@ -410,7 +410,9 @@ impl Store {
     }
 }
 
-const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZS";
+/// `F`: snapshots map coverage flags, not entry addresses, to functions
+/// (`EKZS` before): a snapshot of the old kind is not read.
+const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZF";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
 const HISTORY_DIR: &str = ".history";

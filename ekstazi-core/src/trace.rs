@@ -158,12 +158,12 @@ impl Event {
 pub enum CoverageEvent {
     /// Process `pid`, running `program`, has instrumented code.
     Instrumented { pid: u32, program: PathBuf },
-    /// Process `pid` executed the functions whose entries are at these
-    /// addresses of `program` (relative to its load address).
+    /// Process `pid` executed the functions whose coverage flags are at
+    /// these addresses of `program` (relative to its load address).
     Functions {
         pid: u32,
         program: PathBuf,
-        entries: Vec<u32>,
+        flags: Vec<u32>,
     },
     /// Process `pid` reported all its coverage.
     Complete { pid: u32 },
@@ -229,14 +229,14 @@ fn parse_coverage(tag: u8, payload: &[u8]) -> Option<CoverageEvent> {
             if addresses.len() % 4 != 0 {
                 return None;
             }
-            let entries = addresses
+            let flags = addresses
                 .chunks_exact(4)
                 .map(|a| u32::from_le_bytes(a.try_into().expect("4 bytes")))
                 .collect();
             Some(CoverageEvent::Functions {
                 pid,
                 program: path_of(program),
-                entries,
+                flags,
             })
         }
         _ => None,
@@ -306,7 +306,7 @@ mod tests {
                 CoverageEvent::Functions {
                     pid: 7,
                     program: "/bin".into(),
-                    entries: vec![0x10, 0x20]
+                    flags: vec![0x10, 0x20]
                 },
                 CoverageEvent::Complete { pid: 7 },
             ]

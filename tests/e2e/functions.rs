@@ -145,6 +145,44 @@ fn only_tests_that_executed_the_changed_function_run() {
     assert_eq!(snapshots, 1, "one test binary, one build kept");
 }
 
+/// Once linked, an instrumented executable's coverage PC table needs no
+/// relocating at load time: its load-time relocations are gone from the
+/// file, the executables still run (the fixture's tests did), and coverage
+/// still names functions (the edits above and below select by them).
+#[test]
+fn the_coverage_pc_table_is_not_relocated_at_load_time() {
+    use object::read::elf::ElfFile64;
+    use object::{Object, ObjectSection};
+    let f = recorded();
+    let mut checked = 0;
+    for entry in walkdir::WalkDir::new(f.file("target/ekstazi/build")) {
+        let entry = entry.unwrap();
+        if !entry.file_type().is_file() || entry.path().extension().is_some() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).unwrap();
+        let Ok(file) = ElfFile64::<object::Endianness>::parse(&*bytes) else {
+            continue;
+        };
+        let Some(table) = file.section_by_name("__sancov_pcs") else {
+            continue;
+        };
+        let range = table.address()..table.address() + table.size();
+        let relocations: Vec<u64> = file
+            .dynamic_relocations()
+            .map(|relocations| relocations.map(|(place, _)| place).collect())
+            .unwrap_or_default();
+        assert!(!relocations.is_empty(), "{}", entry.path().display());
+        assert!(
+            !relocations.iter().any(|place| range.contains(place)),
+            "{}: the PC table is relocated at load time",
+            entry.path().display()
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no instrumented executable found");
+}
+
 #[test]
 fn dependency_updates_select_by_the_code_they_change() {
     // Offline: every version the test bumps to is in the fixture's own

@@ -18,7 +18,11 @@ use std::path::Path;
 /// duplicates or self-calls.
 pub fn direct_calls(binary: &[u8], map_text: &[u8]) -> Result<Vec<(u64, u64)>, FingerprintError> {
     let image = Image::parse(binary, map_text)?;
-    let instrumented: FastSet<u64> = image.instrumented_entries.iter().copied().collect();
+    let instrumented: FastSet<u64> = image
+        .coverage_flags
+        .iter()
+        .map(|(_, entry)| *entry)
+        .collect();
     let mut calls: Vec<(u64, u64)> = image
         .functions
         .par_iter()

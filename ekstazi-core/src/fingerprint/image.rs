@@ -115,8 +115,10 @@ pub(crate) struct Image<'a> {
     pub tls: Option<Tls>,
     /// Input sections from the link map, by start address.
     pub extents: Vec<Extent>,
-    /// `__sancov_pcs`: the addresses of instrumented functions' entries.
-    pub instrumented_entries: Vec<u64>,
+    /// The coverage flag of every instrumented function, with the
+    /// function's entry address (from the PC table; see
+    /// [`crate::coverage_table`]), by flag address.
+    pub coverage_flags: Vec<(u64, u64)>,
 }
 
 /// Relocations by the address they patch. Filled once, then only looked
@@ -336,9 +338,9 @@ impl<'a> Image<'a> {
             dynamic,
             tls,
             extents,
-            instrumented_entries: Vec::new(),
+            coverage_flags: Vec::new(),
         };
-        image.instrumented_entries = image.read_pc_table();
+        image.coverage_flags = image.read_coverage_flags();
         Ok(image)
     }
 
@@ -402,16 +404,24 @@ impl<'a> Image<'a> {
         Some(u64::from_le_bytes(bytes.try_into().ok()?))
     }
 
-    /// The entries of the sanitizer-coverage PC table: with
-    /// `-sanitizer-coverage-pc-table` every instrumented function has an
-    /// entry (PC, flags), in the order of the coverage flags.
-    fn read_pc_table(&self) -> Vec<u64> {
-        let Some(table) = self.sections.iter().find(|s| s.name == "__sancov_pcs") else {
+    /// Each coverage flag's address with its function's entry: with
+    /// `-sanitizer-coverage-pc-table` the flag array and the PC table
+    /// (`(entry, flags)` pairs) are parallel. Empty when they are not the
+    /// same length, or an entry cannot be read: no flag can then be trusted
+    /// to name its function.
+    fn read_coverage_flags(&self) -> Vec<(u64, u64)> {
+        use crate::coverage_table::{FLAGS_SECTION, PCS_SECTION};
+        let section = |name: &str| self.sections.iter().find(|s| s.name == name);
+        let (Some(flags), Some(table)) = (section(FLAGS_SECTION), section(PCS_SECTION)) else {
             return Vec::new();
         };
-        (0..table.size / 16)
-            .filter_map(|i| self.pointer_at(table.addr + 16 * i))
-            .collect()
+        if table.size != 16 * flags.size {
+            return Vec::new();
+        }
+        (0..flags.size)
+            .map(|i| Some((flags.addr + i, self.pointer_at(table.addr + 16 * i)?)))
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default()
     }
 }
 

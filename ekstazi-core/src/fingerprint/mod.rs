@@ -69,9 +69,10 @@ pub struct Snapshot {
     pub names: Vec<String>,
     /// `fps[i]` is the fingerprint of `names[i]`.
     pub fps: Vec<Fp>,
-    /// Entry address of each instrumented function → index into `names`,
-    /// sorted by address: how coverage (entry PCs) maps to functions.
-    pub entries: Vec<(u64, u32)>,
+    /// Coverage flag address of each instrumented function → index into
+    /// `names`, sorted by address: how coverage (the flags a process set)
+    /// maps to functions.
+    pub flags: Vec<(u64, u32)>,
     /// A hash of each instrumented function's [`stable_name`] → index into
     /// `names`, sorted: finds a function again after a rebuild that renamed
     /// it only in its crate hash.
@@ -124,12 +125,12 @@ impl Snapshot {
         Some(candidates.find(|&i| self.fps[i] == *fp).unwrap_or(first))
     }
 
-    /// The function whose entry is at `addr` (a coverage PC).
-    pub fn at_entry(&self, addr: u64) -> Option<u32> {
-        self.entries
+    /// The function whose coverage flag is at `addr`.
+    pub fn of_flag(&self, addr: u64) -> Option<u32> {
+        self.flags
             .binary_search_by_key(&addr, |(a, _)| *a)
             .ok()
-            .map(|i| self.entries[i].1)
+            .map(|i| self.flags[i].1)
     }
 }
 
@@ -157,7 +158,7 @@ fn read_inputs(
 /// text of its linker map.
 pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, FingerprintError> {
     let image = image::Image::parse(binary, map_text)?;
-    if image.instrumented_entries.is_empty() {
+    if image.coverage_flags.is_empty() {
         return Err(FingerprintError::NotInstrumented);
     }
 
@@ -173,7 +174,11 @@ pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, Fingerpri
             })
             .or_insert(f);
     }
-    let instrumented: FastSet<u64> = image.instrumented_entries.iter().copied().collect();
+    let instrumented: FastSet<u64> = image
+        .coverage_flags
+        .iter()
+        .map(|(_, entry)| *entry)
+        .collect();
     let normaliser = normalise::Normaliser::new(&image);
     let shallow: Vec<(u64, &str, Fp, Vec<u64>)> = by_addr
         .par_iter()
@@ -244,6 +249,16 @@ pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, Fingerpri
         .collect();
 
     let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
+    // A flag whose entry is not a function's start names none: a test that
+    // sets it depends on its whole program.
+    let flags: Vec<(u64, u32)> = image
+        .coverage_flags
+        .iter()
+        .filter_map(|(flag, entry)| {
+            let i = entries.binary_search_by_key(entry, |(a, _)| *a).ok()?;
+            Some((*flag, entries[i].1))
+        })
+        .collect();
     // A symbol's token is its stable name, demangled once already.
     let token_of: FastMap<&str, &str> = by_addr
         .values()
@@ -272,7 +287,7 @@ pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, Fingerpri
     Ok(Snapshot {
         names,
         fps,
-        entries,
+        flags,
         stable,
         other_names,
         other_fps,
