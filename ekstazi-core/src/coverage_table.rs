@@ -69,7 +69,8 @@ pub fn unrelocate(path: &Path) -> io::Result<usize> {
     // 3. The new size, in the dynamic section and the section header.
     file.write_all_at(&plan.size.to_le_bytes(), plan.size_offset)?;
     file.write_all_at(&plan.size.to_le_bytes(), plan.section_size_offset)?;
-    file.sync_data()?;
+    // No `fsync`: the linker does not sync the file it wrote either, and
+    // syncing would wait for the whole executable to be written back.
     Ok(plan.removed)
 }
 
