@@ -410,9 +410,10 @@ impl Store {
     }
 }
 
-/// `F`: snapshots map coverage flags, not entry addresses, to functions
-/// (`EKZS` before): a snapshot of the old kind is not read.
-const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZF";
+/// `EKZS` before snapshots mapped coverage flags, not entry addresses, to
+/// functions: a snapshot of the old kind is not read (`EKZF` names the
+/// function table's segments).
+const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZL";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
 const HISTORY_DIR: &str = ".history";
@@ -549,6 +550,27 @@ mod tests {
             store.load(&record.binary, "other"),
             Loaded::Invalid(Invalid::Decode(DecodeError::OtherTest))
         ));
+    }
+
+    #[test]
+    fn a_snapshot_of_the_kind_keyed_by_entry_addresses_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut snapshot = crate::code::tests_support::snapshot(&[("a", 1), ("b", 2)], 0);
+        snapshot.flags = vec![(0x10, 0), (0x20, 1)];
+        let id = [7; 32];
+        store.save_snapshot(&id, &snapshot).unwrap();
+        assert_eq!(store.load_snapshot(&id).unwrap().flags, snapshot.flags);
+        // The same body as `b976fa2`'s predecessors sealed it: its numbers
+        // are entry addresses, and read as flags they would name the wrong
+        // functions.
+        let body = postcard::to_stdvec(&snapshot).unwrap();
+        fs::write(
+            store.snapshot_path(&id),
+            crate::record::seal(b"EKZS", &body),
+        )
+        .unwrap();
+        assert!(store.load_snapshot(&id).is_none());
     }
 
     #[test]
