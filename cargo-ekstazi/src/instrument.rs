@@ -149,21 +149,25 @@ pub fn wrap_rustc() -> ! {
 }
 
 /// The executable this rustc invocation links, if any: a test harness
-/// (`--test`) or a `bin` crate, at `<out-dir>/<crate-name><extra-filename>`.
+/// (`--test`) or a `bin` crate.
 fn linked_executable(args: &[OsString]) -> Option<PathBuf> {
+    let executable = args.iter().any(|a| a == "--test")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--crate-type" && w[1] == "bin");
+    executable.then(|| output_path(args)).flatten()
+}
+
+/// What rustc writes the crate to, without an extension:
+/// `<out-dir>/<crate-name><extra-filename>` (rustc refuses `--out-dir` or
+/// `--crate-name` twice; of `-C` options the last given wins, as here).
+fn output_path(args: &[OsString]) -> Option<PathBuf> {
     let value = |flag: &str| -> Option<&OsStr> {
         args.windows(2)
             .rev()
             .find(|w| w[0] == flag)
             .map(|w| w[1].as_os_str())
     };
-    let executable = args.iter().any(|a| a == "--test")
-        || args
-            .windows(2)
-            .any(|w| w[0] == "--crate-type" && w[1] == "bin");
-    if !executable {
-        return None;
-    }
     let extra_filename = args.windows(2).rev().find_map(|w| {
         let value = w[1].to_str()?;
         (w[0] == "-C")
@@ -178,12 +182,6 @@ fn linked_executable(args: &[OsString]) -> Option<PathBuf> {
 /// The arguments to add to one rustc invocation.
 fn extra_args(args: &[OsString]) -> Vec<OsString> {
     let has = |flag: &str| args.iter().any(|a| a == flag);
-    let value = |flag: &str| -> Option<&OsStr> {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .map(OsString::as_os_str)
-    };
     // Only real compilations for the target (cargo also asks rustc for its
     // configuration, and compiles build scripts and proc-macros for the host,
     // without `--target`).
@@ -195,27 +193,15 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
         return Vec::new();
     }
     let mut extra: Vec<OsString> = COVERAGE_FLAGS.iter().map(OsString::from).collect();
-    // The last value given wins, in rustc as here.
-    let codegen = |name: &str| -> Option<String> {
-        args.windows(2).rev().find_map(|w| {
-            let value = w[1].to_string_lossy();
-            (w[0] == "-C")
-                .then(|| value.strip_prefix(&format!("{name}=")).map(str::to_owned))
-                .flatten()
-        })
-    };
     if std::env::var_os(LINE_TABLES_ENV).is_some() && wants_more_than_line_tables(args) {
         extra.extend(["-C".into(), "debuginfo=line-tables-only".into()]);
     }
-    let (Some(crate_name), Some(out_dir)) = (value("--crate-name"), value("--out-dir")) else {
+    let Some(output) = output_path(args) else {
         return extra;
     };
-    let output = format!(
-        "{}{}",
-        crate_name.to_string_lossy(),
-        codegen("extra-filename").unwrap_or_default()
-    );
-    let map = Path::new(out_dir).join(format!("{output}.map"));
+    let mut map = output.into_os_string();
+    map.push(".map");
+    let map = PathBuf::from(map);
     let mut link = |arg: String| {
         extra.push("-C".into());
         extra.push(format!("link-arg={arg}").into());
