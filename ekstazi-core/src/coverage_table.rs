@@ -23,9 +23,9 @@
 //! dynamic relocations of a linked executable in place, and a new file
 //! written whole would cost a copy of a 100 MB debug binary per link.
 
+use object::Endianness;
 use object::elf::{Dyn64, FileHeader64, Rela64, SectionHeader64};
 use object::read::elf::{Dyn, FileHeader, Rela, SectionHeader};
-use object::{Endianness, Pod};
 use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -174,7 +174,7 @@ fn plan(data: &[u8]) -> Result<Option<Plan>, String> {
     let entry_size = u64::from(header.e_shentsize(endian));
     Ok(Some(Plan {
         removed,
-        kept: bytes_of_slice(&kept),
+        kept: object::pod::bytes_of_slice(&kept).to_vec(),
         table_offset: section.sh_offset(endian),
         size: (kept.len() * size_of::<Rela64<Endianness>>()) as u64,
         size_offset: dynamic_offset + value_offset(rela_size),
@@ -188,10 +188,6 @@ fn plan(data: &[u8]) -> Result<Option<Plan>, String> {
 /// Where the value of the `i`th dynamic entry is, from the section's start.
 fn value_offset(i: usize) -> u64 {
     (i * size_of::<Dyn64<Endianness>>() + std::mem::offset_of!(Dyn64<Endianness>, d_val)) as u64
-}
-
-fn bytes_of_slice<T: Pod>(items: &[T]) -> Vec<u8> {
-    object::pod::bytes_of_slice(items).to_vec()
 }
 
 #[cfg(test)]
