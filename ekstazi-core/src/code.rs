@@ -175,8 +175,11 @@ pub struct Build {
     ids: OnceLock<HashSet<FnId, PrehashedState>>,
     /// Per function (index into the snapshot's names), its id, on first use.
     ids_by_index: OnceLock<Vec<FnId>>,
-    /// The function indexes ordered by id, on first use.
-    in_id_order: OnceLock<Vec<u32>>,
+    /// The function indexes ordered by id, and each function's place in
+    /// that order (its rank), on first use.
+    id_order: OnceLock<IdOrder>,
+    /// Each flag's function index, looked up by address, on first use.
+    flag_table: OnceLock<Option<FlagTable>>,
     /// Per function, whether it was interned into the table whose epoch
     /// is kept beside: a run records thousands of tests that execute the
     /// same functions, and need not hash and look each up every time.
@@ -195,7 +198,8 @@ impl Build {
             snapshot,
             ids: OnceLock::new(),
             ids_by_index: OnceLock::new(),
-            in_id_order: OnceLock::new(),
+            id_order: OnceLock::new(),
+            flag_table: OnceLock::new(),
             interned: Mutex::new((0, Vec::new())),
             stable: OnceLock::new(),
             uninstrumented: OnceLock::new(),
@@ -298,10 +302,14 @@ impl Build {
     }
 
     /// The function index of each coverage flag address, in the order
-    /// given; `None` if one is not a function's flag. Both lists are sorted,
-    /// so each search starts where the last ended and gallops: thousands of
-    /// addresses cost little more than one pass over the build's flags.
+    /// given; `None` if one is not a function's flag (the caller then
+    /// depends on the whole program, which is safe).
     fn indexes_of_flags(&self, addresses: &[u32]) -> Option<Vec<u32>> {
+        if let Some(table) = self.flag_table() {
+            return addresses.iter().map(|&a| table.index_of(a)).collect();
+        }
+        // Flags too far apart for a table: both lists are sorted, so each
+        // search starts where the last ended and gallops.
         let all = &self.snapshot.flags;
         let mut from = 0;
         let mut hits = Vec::with_capacity(addresses.len());
@@ -315,8 +323,7 @@ impl Build {
             let at = from + rest[..bound.min(rest.len())].partition_point(|(a, _)| *a < address);
             match all.get(at) {
                 Some(&(a, index)) if a == address => hits.push(index),
-                // Not a flag, or the addresses were not sorted: the
-                // caller depends on the whole program, which is safe.
+                // Not a flag, or the addresses were not sorted.
                 _ => return None,
             }
             from = at + 1;
@@ -324,38 +331,40 @@ impl Build {
         Some(hits)
     }
 
-    /// The ids of these functions, sorted and without repeats.
+    fn flag_table(&self) -> Option<&FlagTable> {
+        self.flag_table
+            .get_or_init(|| FlagTable::of(&self.snapshot.flags))
+            .as_ref()
+    }
+
+    /// The ids of these functions, sorted and without repeats. A test
+    /// executes thousands of a program's tens of thousands of functions:
+    /// sorting their ranks (small integers) costs a fraction of sorting
+    /// their ids, or of a pass over every function (`perf`, just's
+    /// integration tests).
     fn sorted_ids(&self, hits: &[u32]) -> Vec<FnId> {
         let by_index = self.ids_by_index();
-        // Few functions: sort their ids. Many: one pass over the build's
-        // functions in id order beats sorting them.
-        if hits.len() * 16 < by_index.len() {
-            let mut ids: Vec<FnId> = hits.iter().map(|&i| by_index[i as usize]).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            return ids;
-        }
-        let mut hit = vec![false; by_index.len()];
-        for &i in hits {
-            hit[i as usize] = true;
-        }
-        let mut ids: Vec<FnId> = self
-            .in_id_order()
+        let order = self.id_order();
+        let mut ranks: Vec<u32> = hits.iter().map(|&i| order.rank[i as usize]).collect();
+        ranks.sort_unstable();
+        let mut ids: Vec<FnId> = ranks
             .iter()
-            .filter(|&&i| hit[i as usize])
-            .map(|&i| by_index[i as usize])
+            .map(|&r| by_index[order.indexes[r as usize] as usize])
             .collect();
         ids.dedup();
         ids
     }
 
-    /// The function indexes, ordered by id.
-    fn in_id_order(&self) -> &[u32] {
-        self.in_id_order.get_or_init(|| {
+    fn id_order(&self) -> &IdOrder {
+        self.id_order.get_or_init(|| {
             let by_index = self.ids_by_index();
-            let mut order: Vec<u32> = (0..by_index.len() as u32).collect();
-            order.sort_unstable_by_key(|&i| by_index[i as usize]);
-            order
+            let mut indexes: Vec<u32> = (0..by_index.len() as u32).collect();
+            indexes.sort_unstable_by_key(|&i| by_index[i as usize]);
+            let mut rank = vec![0; indexes.len()];
+            for (r, &i) in indexes.iter().enumerate() {
+                rank[i as usize] = r as u32;
+            }
+            IdOrder { indexes, rank }
         })
     }
 
@@ -374,6 +383,51 @@ impl Build {
             let digest = table.digest();
             (table, digest)
         })
+    }
+}
+
+/// A build's functions ordered by id.
+struct IdOrder {
+    /// The function indexes, ascending by id.
+    indexes: Vec<u32>,
+    /// Per function index, its place in `indexes`.
+    rank: Vec<u32>,
+}
+
+/// A snapshot's flags as a table from address to function index. A
+/// program's flags are one byte each, side by side in one section, so the
+/// table is about as long as the list, and a lookup is an index.
+struct FlagTable {
+    first: u64,
+    /// Per address from `first`, the function index; [`NOT_A_FLAG`] where
+    /// no flag is.
+    index: Vec<u32>,
+}
+
+const NOT_A_FLAG: u32 = u32::MAX;
+
+impl FlagTable {
+    /// `None` when the flags are spread too thinly for a table to pay.
+    fn of(flags: &[(u64, u32)]) -> Option<FlagTable> {
+        let first = flags.iter().map(|&(a, _)| a).min()?;
+        let last = flags.iter().map(|&(a, _)| a).max()?;
+        let span = usize::try_from(last - first).ok()?.checked_add(1)?;
+        if span > flags.len().saturating_mul(4).saturating_add(4096) {
+            return None;
+        }
+        let mut index = vec![NOT_A_FLAG; span];
+        // Reversed, so that a repeated address keeps its first entry, as
+        // the search of the sorted list finds it.
+        for &(address, i) in flags.iter().rev() {
+            index[(address - first) as usize] = i;
+        }
+        Some(FlagTable { first, index })
+    }
+
+    fn index_of(&self, address: u32) -> Option<u32> {
+        let offset = u64::from(address).checked_sub(self.first)?;
+        let i = *self.index.get(usize::try_from(offset).ok()?)?;
+        (i != NOT_A_FLAG).then_some(i)
     }
 }
 
@@ -641,42 +695,68 @@ mod tests {
     fn executed_functions_come_out_sorted_by_id_however_many() {
         let names: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
         let functions: Vec<(&str, u8)> = names.iter().map(|n| (n.as_str(), 1)).collect();
-        let mut many = snapshot(&functions, 0);
-        // Flags out of the names' order, as a linker lays functions out.
-        many.flags = (0..100u32)
-            .map(|i| (u64::from(i) * 16, (i * 37) % 100))
-            .collect();
-        let build = Build::new([0; 32], Arc::new(many.clone()));
+        // Flags side by side (looked up in a table), and far apart (searched).
+        for (spacing, table_kind) in [(16u32, true), (1 << 20, false)] {
+            let mut many = snapshot(&functions, 0);
+            // Flags out of the names' order, as a linker lays functions out.
+            many.flags = (0..100u32)
+                .map(|i| (u64::from(i * spacing), (i * 37) % 100))
+                .collect();
+            let build = Build::new([0; 32], Arc::new(many.clone()));
+            assert_eq!(build.flag_table().is_some(), table_kind);
+            let dir = tempfile::tempdir().unwrap();
+            let table = FunctionTable::load(dir.path());
+            let naive = |addresses: &[u32]| {
+                let mut ids: Vec<FnId> = addresses
+                    .iter()
+                    .map(|a| {
+                        let i = many.of_flag(u64::from(*a)).unwrap() as usize;
+                        crate::functions::id_of(
+                            crate::fingerprint::stable_hash(&many.names[i]),
+                            &many.fps[i],
+                        )
+                    })
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids
+            };
+            let all: Vec<u32> = (0..100).map(|i| i * spacing).collect();
+            let few = [spacing, 3 * spacing, 99 * spacing];
+            for addresses in [&all[..], &few, &all[..60], &all[99..], &[]] {
+                assert_eq!(
+                    build.executed(addresses, &table).unwrap().unwrap(),
+                    naive(addresses)
+                );
+            }
+            // An address between flags, before the first or past the last
+            // is not this build's coverage.
+            for addresses in [&[spacing, spacing + 1][..], &[100 * spacing], &[u32::MAX]] {
+                assert_eq!(build.executed(addresses, &table), Ok(None), "{addresses:?}");
+            }
+            // Out of order: looked up, each address still names its own
+            // function; searched, the coverage is refused. Never another
+            // function.
+            let unsorted = [3 * spacing, spacing];
+            let expected = table_kind.then(|| naive(&unsorted));
+            assert_eq!(build.executed(&unsorted, &table), Ok(expected));
+        }
+        let mut shifted = snapshot(&functions, 0);
+        shifted.flags = (0..100u32).map(|i| (u64::from(i) + 0x1000, i)).collect();
+        let build = Build::new([0; 32], Arc::new(shifted));
+        assert!(build.flag_table().is_some());
         let dir = tempfile::tempdir().unwrap();
         let table = FunctionTable::load(dir.path());
-        let naive = |addresses: &[u32]| {
-            let mut ids: Vec<FnId> = addresses
-                .iter()
-                .map(|a| {
-                    let i = many.of_flag(u64::from(*a)).unwrap() as usize;
-                    crate::functions::id_of(
-                        crate::fingerprint::stable_hash(&many.names[i]),
-                        &many.fps[i],
-                    )
-                })
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            ids
-        };
-        let all: Vec<u32> = (0..100).map(|i| i * 16).collect();
-        let few = [16, 48, 1584];
-        for addresses in [&all[..], &few, &all[..60], &all[99..], &[]] {
-            assert_eq!(
-                build.executed(addresses, &table).unwrap().unwrap(),
-                naive(addresses)
-            );
-        }
-        // An address between flags, past the last, or out of order is
-        // not this build's coverage.
-        for addresses in [&[16, 17][..], &[1600], &[48, 16]] {
-            assert_eq!(build.executed(addresses, &table), Ok(None), "{addresses:?}");
-        }
+        assert_eq!(build.executed(&[0xfff], &table), Ok(None));
+        assert_eq!(build.executed(&[0x1000 + 100], &table), Ok(None));
+        assert_eq!(
+            build
+                .executed(&[0x1000, 0x1063], &table)
+                .unwrap()
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]

@@ -409,7 +409,13 @@ impl History {
     /// the bodies and chunks no record has yet (see [`Skeleton`]). Returns
     /// each record's id.
     pub fn put_records(&self, records: &[&Record]) -> io::Result<Vec<Hash>> {
-        let cuts: Vec<Cut> = records.iter().map(|r| cut(r)).collect::<io::Result<_>>()?;
+        use rayon::prelude::*;
+        // Cut and compressed in parallel: a run of thousands of tests files
+        // them all once its tests are done, and the user waits for it.
+        let cuts: Vec<Cut> = records
+            .par_iter()
+            .map(|r| cut(r))
+            .collect::<io::Result<_>>()?;
         let ids = cuts.iter().map(|c| c.id).collect();
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
@@ -421,11 +427,13 @@ impl History {
             }
             for (name, sealed) in cut.parts {
                 if !packs.at.contains_key(&name) && added.insert(name) {
-                    new.push((name, crate::record::pack(&sealed)));
+                    new.push((name, sealed));
                 }
             }
-            new.push((cut.id, crate::record::pack(&cut.skeleton)));
+            new.push((cut.id, cut.skeleton));
         }
+        new.par_iter_mut()
+            .for_each(|(_, bytes)| *bytes = crate::record::pack(bytes));
         if !new.is_empty() {
             self.write_pack(packs, &new)?;
         }
