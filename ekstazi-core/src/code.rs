@@ -696,14 +696,14 @@ mod tests {
         let names: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
         let functions: Vec<(&str, u8)> = names.iter().map(|n| (n.as_str(), 1)).collect();
         // Flags side by side (looked up in a table), and far apart (searched).
-        for (spacing, table_kind) in [(16u32, true), (1 << 20, false)] {
+        for (spacing, looked_up) in [(16u32, true), (1 << 20, false)] {
             let mut many = snapshot(&functions, 0);
             // Flags out of the names' order, as a linker lays functions out.
             many.flags = (0..100u32)
                 .map(|i| (u64::from(i * spacing), (i * 37) % 100))
                 .collect();
             let build = Build::new([0; 32], Arc::new(many.clone()));
-            assert_eq!(build.flag_table().is_some(), table_kind);
+            assert_eq!(build.flag_table().is_some(), looked_up);
             let dir = tempfile::tempdir().unwrap();
             let table = FunctionTable::load(dir.path());
             let naive = |addresses: &[u32]| {
@@ -738,7 +738,7 @@ mod tests {
             // function; searched, the coverage is refused. Never another
             // function.
             let unsorted = [3 * spacing, spacing];
-            let expected = table_kind.then(|| naive(&unsorted));
+            let expected = looked_up.then(|| naive(&unsorted));
             assert_eq!(build.executed(&unsorted, &table), Ok(expected));
         }
         let mut shifted = snapshot(&functions, 0);
