@@ -16,8 +16,7 @@ use std::path::Path;
 
 /// `(caller, callee)` pairs of stable-name hashes, sorted, without
 /// duplicates or self-calls.
-pub fn direct_calls(binary: &[u8], map_text: &[u8]) -> Result<Vec<(u64, u64)>, FingerprintError> {
-    let image = Image::parse(binary, map_text)?;
+fn direct_calls(image: &Image<'_>) -> Result<Vec<(u64, u64)>, FingerprintError> {
     let instrumented: FastSet<u64> = image
         .coverage_flags
         .iter()
@@ -64,8 +63,7 @@ pub fn direct_calls(binary: &[u8], map_text: &[u8]) -> Result<Vec<(u64, u64)>, F
     Ok(calls)
 }
 
-/// [`direct_calls`] of the executable at `binary`, given its linker map.
+/// The direct calls of the executable at `binary`, given its linker map.
 pub fn direct_calls_file(binary: &Path, map: &Path) -> Result<Vec<(u64, u64)>, FingerprintError> {
-    let (data, map_text) = super::read_inputs(binary, map)?;
-    direct_calls(&data, &map_text)
+    super::with_image_file(binary, map, |image| direct_calls(&image))
 }

@@ -157,6 +157,18 @@ impl<R> ByPlace<R> {
 impl<'a> Image<'a> {
     /// Reads the executable `data`, linked with the map `map_text`.
     pub fn parse(data: &'a [u8], map_text: &[u8]) -> Result<Image<'a>, FingerprintError> {
+        Image::parse_with(data, |keep| Ok(super::map::parse(map_text, keep)))
+    }
+
+    /// Reads the executable `data`, with `extents` reading its linker map
+    /// (given which output sections to keep) at the same time as the
+    /// executable's symbols and relocations: both are a large binary's
+    /// serial part of fingerprinting, and the rest waits for them.
+    pub fn parse_with(
+        data: &'a [u8],
+        extents: impl FnOnce(&(dyn Fn(&str) -> bool + Sync)) -> Result<Vec<Extent>, FingerprintError>
+        + Send,
+    ) -> Result<Image<'a>, FingerprintError> {
         let file = ElfFile64::<Endianness>::parse(data)
             .map_err(|e| FingerprintError::Parse(e.to_string()))?;
         if file.elf_header().e_machine(file.endian()) != object::elf::EM_X86_64 {
@@ -190,6 +202,156 @@ impl<'a> Image<'a> {
         }
         sections.sort_by_key(|s| s.addr);
 
+        // Only what the loader maps: the map also lists debug sections, at
+        // offsets that look like addresses. By name first: a large map has
+        // hundreds of thousands of debug and relocation input sections, and
+        // skipping them unread is most of reading the map.
+        let mut by_name: FastMap<&str, Vec<&Section>> = FastMap::default();
+        for s in &sections {
+            by_name.entry(s.name.as_str()).or_default().push(s);
+        }
+        let (extents, contents) = rayon::join(
+            || extents(&|output| by_name.contains_key(output)),
+            || Contents::of(&file),
+        );
+        let extents: Vec<Extent> = extents?
+            .into_iter()
+            .filter(|e| {
+                by_name.get(&*e.output).is_some_and(|named| {
+                    named
+                        .iter()
+                        .any(|s| e.start >= s.addr && e.start + e.size <= s.addr + s.size)
+                })
+            })
+            .collect();
+        if extents.is_empty() {
+            return Err(FingerprintError::NoMap);
+        }
+        let Contents {
+            functions,
+            objects,
+            tls_objects,
+            data_relocs,
+            code_relocs,
+            externals,
+            dynamic,
+            tls,
+        } = contents;
+        let mut image = Image {
+            data,
+            sections,
+            functions,
+            objects,
+            tls_objects,
+            data_relocs: ByPlace::new(data_relocs),
+            code_relocs: ByPlace::new(code_relocs),
+            externals,
+            dynamic,
+            tls,
+            extents,
+            coverage_flags: Vec::new(),
+        };
+        image.coverage_flags = image.read_coverage_flags();
+        Ok(image)
+    }
+
+    /// The section containing `addr`.
+    pub fn section_at(&self, addr: u64) -> Option<&Section> {
+        let i = self.sections.partition_point(|s| s.addr <= addr);
+        let section = self.sections.get(i.checked_sub(1)?)?;
+        (addr < section.addr + section.size.max(1)).then_some(section)
+    }
+
+    /// The function containing `addr`.
+    pub fn function_at(&self, addr: u64) -> Option<&Symbol> {
+        containing(&self.functions, addr)
+    }
+
+    /// The data object containing `addr`.
+    pub fn object_at(&self, addr: u64) -> Option<&Symbol> {
+        containing(&self.objects, addr)
+    }
+
+    /// The thread-local object at an offset into the TLS template.
+    pub fn tls_object_at(&self, offset: u64) -> Option<&Symbol> {
+        containing(&self.tls_objects, offset)
+    }
+
+    /// A data object starting exactly at `addr`.
+    pub fn object_starting_at(&self, addr: u64) -> Option<&Symbol> {
+        let i = self.objects.partition_point(|s| s.addr < addr);
+        self.objects.get(i).filter(|s| s.addr == addr)
+    }
+
+    /// The input section (from the link map) containing `addr`.
+    pub fn extent_at(&self, addr: u64) -> Option<&Extent> {
+        let i = self.extents.partition_point(|e| e.start <= addr);
+        let extent = self.extents.get(i.checked_sub(1)?)?;
+        (addr < extent.start + extent.size).then_some(extent)
+    }
+
+    /// The bytes at `[addr, addr + len)`, if they are in the file (not
+    /// `.bss`) and within one section.
+    pub fn bytes(&self, addr: u64, len: u64) -> Option<&'a [u8]> {
+        let section = self.section_at(addr)?;
+        let (offset, size) = section.file_range?;
+        let start = usize::try_from(addr - section.addr).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
+        if end > size {
+            return None;
+        }
+        self.data.get(offset + start..offset + end)
+    }
+
+    /// The pointer stored at `addr`, as the loader would leave it.
+    pub fn pointer_at(&self, addr: u64) -> Option<u64> {
+        if let Some(DynReloc::Relative(target)) = self.dynamic.get(&addr) {
+            return Some(*target);
+        }
+        if let Some(StaticReloc::Absolute { target, size: 8 }) = self.data_relocs.get(&addr) {
+            return Some(*target);
+        }
+        let bytes = self.bytes(addr, 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+
+    /// Each coverage flag's address with its function's entry: with
+    /// `-sanitizer-coverage-pc-table` the flag array and the PC table
+    /// (`(entry, flags)` pairs) are parallel. Empty when they are not the
+    /// same length, or an entry cannot be read: no flag can then be trusted
+    /// to name its function.
+    fn read_coverage_flags(&self) -> Vec<(u64, u64)> {
+        use crate::coverage_table::{FLAGS_SECTION, PCS_SECTION};
+        let section = |name: &str| self.sections.iter().find(|s| s.name == name);
+        let (Some(flags), Some(table)) = (section(FLAGS_SECTION), section(PCS_SECTION)) else {
+            return Vec::new();
+        };
+        if table.size != 16 * flags.size {
+            return Vec::new();
+        }
+        (0..flags.size)
+            .map(|i| Some((flags.addr + i, self.pointer_at(table.addr + 16 * i)?)))
+            .collect::<Option<Vec<_>>>()
+            .unwrap_or_default()
+    }
+}
+
+/// Gives every symbol its [`Symbol::token`].
+/// What an executable's symbol table and relocations say, read apart from
+/// its map.
+struct Contents {
+    functions: Vec<Symbol>,
+    objects: Vec<Symbol>,
+    tls_objects: Vec<Symbol>,
+    data_relocs: Vec<(u64, StaticReloc)>,
+    code_relocs: Vec<(u64, CodeReloc)>,
+    externals: Vec<String>,
+    dynamic: FastMap<u64, DynReloc>,
+    tls: Option<Tls>,
+}
+
+impl Contents {
+    fn of(file: &ElfFile64<'_, Endianness>) -> Contents {
         let mut functions = Vec::new();
         let mut objects = Vec::new();
         let mut tls_objects = Vec::new();
@@ -304,128 +466,19 @@ impl<'a> Image<'a> {
             })
         });
 
-        // Only what the loader maps: the map also lists debug sections, at
-        // offsets that look like addresses. By name first: a large map has
-        // hundreds of thousands of debug and relocation input sections, and
-        // skipping them unread is most of reading the map.
-        let mut by_name: FastMap<&str, Vec<&Section>> = FastMap::default();
-        for s in &sections {
-            by_name.entry(s.name.as_str()).or_default().push(s);
-        }
-        let extents: Vec<Extent> =
-            super::map::parse(map_text, |output| by_name.contains_key(output))
-                .into_iter()
-                .filter(|e| {
-                    by_name.get(&*e.output).is_some_and(|named| {
-                        named
-                            .iter()
-                            .any(|s| e.start >= s.addr && e.start + e.size <= s.addr + s.size)
-                    })
-                })
-                .collect();
-        if extents.is_empty() {
-            return Err(FingerprintError::NoMap);
-        }
-        let mut image = Image {
-            data,
-            sections,
+        Contents {
             functions,
             objects,
             tls_objects,
-            data_relocs: ByPlace::new(data_relocs),
-            code_relocs: ByPlace::new(code_relocs),
+            data_relocs,
+            code_relocs,
             externals,
             dynamic,
             tls,
-            extents,
-            coverage_flags: Vec::new(),
-        };
-        image.coverage_flags = image.read_coverage_flags();
-        Ok(image)
-    }
-
-    /// The section containing `addr`.
-    pub fn section_at(&self, addr: u64) -> Option<&Section> {
-        let i = self.sections.partition_point(|s| s.addr <= addr);
-        let section = self.sections.get(i.checked_sub(1)?)?;
-        (addr < section.addr + section.size.max(1)).then_some(section)
-    }
-
-    /// The function containing `addr`.
-    pub fn function_at(&self, addr: u64) -> Option<&Symbol> {
-        containing(&self.functions, addr)
-    }
-
-    /// The data object containing `addr`.
-    pub fn object_at(&self, addr: u64) -> Option<&Symbol> {
-        containing(&self.objects, addr)
-    }
-
-    /// The thread-local object at an offset into the TLS template.
-    pub fn tls_object_at(&self, offset: u64) -> Option<&Symbol> {
-        containing(&self.tls_objects, offset)
-    }
-
-    /// A data object starting exactly at `addr`.
-    pub fn object_starting_at(&self, addr: u64) -> Option<&Symbol> {
-        let i = self.objects.partition_point(|s| s.addr < addr);
-        self.objects.get(i).filter(|s| s.addr == addr)
-    }
-
-    /// The input section (from the link map) containing `addr`.
-    pub fn extent_at(&self, addr: u64) -> Option<&Extent> {
-        let i = self.extents.partition_point(|e| e.start <= addr);
-        let extent = self.extents.get(i.checked_sub(1)?)?;
-        (addr < extent.start + extent.size).then_some(extent)
-    }
-
-    /// The bytes at `[addr, addr + len)`, if they are in the file (not
-    /// `.bss`) and within one section.
-    pub fn bytes(&self, addr: u64, len: u64) -> Option<&'a [u8]> {
-        let section = self.section_at(addr)?;
-        let (offset, size) = section.file_range?;
-        let start = usize::try_from(addr - section.addr).ok()?;
-        let end = start.checked_add(usize::try_from(len).ok()?)?;
-        if end > size {
-            return None;
         }
-        self.data.get(offset + start..offset + end)
-    }
-
-    /// The pointer stored at `addr`, as the loader would leave it.
-    pub fn pointer_at(&self, addr: u64) -> Option<u64> {
-        if let Some(DynReloc::Relative(target)) = self.dynamic.get(&addr) {
-            return Some(*target);
-        }
-        if let Some(StaticReloc::Absolute { target, size: 8 }) = self.data_relocs.get(&addr) {
-            return Some(*target);
-        }
-        let bytes = self.bytes(addr, 8)?;
-        Some(u64::from_le_bytes(bytes.try_into().ok()?))
-    }
-
-    /// Each coverage flag's address with its function's entry: with
-    /// `-sanitizer-coverage-pc-table` the flag array and the PC table
-    /// (`(entry, flags)` pairs) are parallel. Empty when they are not the
-    /// same length, or an entry cannot be read: no flag can then be trusted
-    /// to name its function.
-    fn read_coverage_flags(&self) -> Vec<(u64, u64)> {
-        use crate::coverage_table::{FLAGS_SECTION, PCS_SECTION};
-        let section = |name: &str| self.sections.iter().find(|s| s.name == name);
-        let (Some(flags), Some(table)) = (section(FLAGS_SECTION), section(PCS_SECTION)) else {
-            return Vec::new();
-        };
-        if table.size != 16 * flags.size {
-            return Vec::new();
-        }
-        (0..flags.size)
-            .map(|i| Some((flags.addr + i, self.pointer_at(table.addr + 16 * i)?)))
-            .collect::<Option<Vec<_>>>()
-            .unwrap_or_default()
     }
 }
 
-/// Gives every symbol its [`Symbol::token`].
 fn assign_tokens(lists: [&mut Vec<Symbol>; 3]) {
     let mut counts: FastMap<String, usize> = FastMap::default();
     let mut stable: Vec<Vec<String>> = Vec::new();

@@ -11,6 +11,7 @@
 //!          1f4ea            1f4ea        e     1         /x/a.rcgu.o:(.rodata..Lanon.744f.2)
 //! ```
 
+use std::io::{self, Read};
 use std::sync::Arc;
 
 /// How the bytes of an input section are shared.
@@ -51,35 +52,109 @@ pub struct Extent {
 /// anything is parsed or allocated, and only a kept section's name needs
 /// to be UTF-8.
 pub fn parse(text: &[u8], keep: impl Fn(&str) -> bool) -> Vec<Extent> {
-    let mut lines = lines(text);
-    // The header's columns tell an output section (named under `Out`) from
-    // an input section (under `In`) and a symbol (under `Symbol`).
-    let Some(header) = lines.next() else {
-        return Vec::new();
-    };
-    let column = |label: &[u8]| memchr::memmem::find(header, label).map(|i| i + 1);
-    let (Some(out_column), Some(in_column)) = (column(b" Out "), column(b" In ")) else {
-        return Vec::new();
-    };
-    // A line whose name starts at `column` has a non-blank byte there; a
-    // symbol's line, indented further, has a blank one under both columns.
-    let names_at = |line: &[u8], column: usize| line.get(column).is_some_and(|b| *b != b' ');
-    let mut output: Option<Arc<str>> = None;
-    let mut extents = Vec::new();
-    for line in lines {
-        let is_output = names_at(line, out_column);
-        if !is_output && (output.is_none() || !names_at(line, in_column)) {
-            continue;
+    let mut parser = Parser::new(keep);
+    for line in lines(text) {
+        parser.line(line);
+    }
+    parser.finish()
+}
+
+/// [`parse`], reading the map from `reader` a block at a time: a large
+/// map read whole into memory cost more than parsing it (fresh pages to
+/// fill, then to free).
+pub fn read(reader: impl Read, keep: impl Fn(&str) -> bool) -> io::Result<Vec<Extent>> {
+    read_blocks(reader, keep, 1 << 20)
+}
+
+fn read_blocks(
+    mut reader: impl Read,
+    keep: impl Fn(&str) -> bool,
+    block: usize,
+) -> io::Result<Vec<Extent>> {
+    let mut parser = Parser::new(keep);
+    let mut buffer = vec![0u8; block.max(1)];
+    // `buffer[..filled]` holds what is read and not yet parsed: the start of
+    // a line whose end is still to come.
+    let mut filled = 0;
+    loop {
+        if filled == buffer.len() {
+            // One line longer than the buffer: not a map this reader knows,
+            // but read on rather than cut it.
+            buffer.resize(buffer.len() * 2, 0);
         }
-        let Some((start, size, name, at)) = parse_line(line) else {
+        let n = match reader.read(&mut buffer[filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            if filled > 0 {
+                parser.line(strip_cr(&buffer[..filled]));
+            }
+            return Ok(parser.finish());
+        }
+        filled += n;
+        let Some(last) = memchr::memrchr(b'\n', &buffer[..filled]) else {
             continue;
         };
+        let mut from = 0;
+        for end in memchr::memchr_iter(b'\n', &buffer[..=last]) {
+            parser.line(strip_cr(&buffer[from..end]));
+            from = end + 1;
+        }
+        buffer.copy_within(last + 1..filled, 0);
+        filled -= last + 1;
+    }
+}
+
+/// The map's lines, one at a time: the header's columns first.
+struct Parser<K> {
+    keep: K,
+    /// Where an output section's name starts (under `Out`), and an input
+    /// section's (under `In`); `None` before the header, or after a header
+    /// this reader does not know.
+    columns: Option<Option<(usize, usize)>>,
+    output: Option<Arc<str>>,
+    extents: Vec<Extent>,
+}
+
+impl<K: Fn(&str) -> bool> Parser<K> {
+    fn new(keep: K) -> Parser<K> {
+        Parser {
+            keep,
+            columns: None,
+            output: None,
+            extents: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        // The header's columns tell an output section (named under `Out`)
+        // from an input section (under `In`) and a symbol (under `Symbol`).
+        let Some(columns) = self.columns else {
+            let column = |label: &[u8]| memchr::memmem::find(line, label).map(|i| i + 1);
+            self.columns = Some(column(b" Out ").zip(column(b" In ")));
+            return;
+        };
+        let Some((out_column, in_column)) = columns else {
+            return;
+        };
+        // A line whose name starts at `column` has a non-blank byte there; a
+        // symbol's line, indented further, has a blank one under both columns.
+        let names_at = |column: usize| line.get(column).is_some_and(|b| *b != b' ');
+        let is_output = names_at(out_column);
+        if !is_output && (self.output.is_none() || !names_at(in_column)) {
+            return;
+        }
+        let Some((start, size, name, at)) = parse_line(line) else {
+            return;
+        };
         if at == out_column {
-            output = std::str::from_utf8(name)
+            self.output = std::str::from_utf8(name)
                 .ok()
-                .filter(|name| keep(name))
+                .filter(|name| (self.keep)(name))
                 .map(Arc::from);
-        } else if let Some(output) = &output
+        } else if let Some(output) = &self.output
             && at == in_column
             && size > 0
             && let Some(section) = section_of(name)
@@ -94,7 +169,7 @@ pub fn parse(text: &[u8], keep: impl Fn(&str) -> bool) -> Vec<Extent> {
             } else {
                 Merge::None
             };
-            extents.push(Extent {
+            self.extents.push(Extent {
                 start,
                 size,
                 name: section.to_owned(),
@@ -103,8 +178,11 @@ pub fn parse(text: &[u8], keep: impl Fn(&str) -> bool) -> Vec<Extent> {
             });
         }
     }
-    extents.sort_by_key(|e| e.start);
-    extents
+
+    fn finish(mut self) -> Vec<Extent> {
+        self.extents.sort_by_key(|e| e.start);
+        self.extents
+    }
 }
 
 /// The lines of the map, without their line ends.
@@ -117,8 +195,12 @@ fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
         let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..end];
         rest = rest.get(end + 1..).unwrap_or_default();
-        Some(line.strip_suffix(b"\r").unwrap_or(line))
+        Some(strip_cr(line))
     })
+}
+
+fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// The section of an input section's name, `<file>:(<section>)`.
@@ -189,6 +271,52 @@ mod tests {
         assert_eq!(&*anon.output, ".rodata");
         assert!(extents.iter().any(|e| e.merge == Merge::Strings));
         assert!(extents.iter().any(|e| e.merge == Merge::Constants(16)));
+    }
+
+    /// A reader that hands out at most a few bytes a call.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.1 = self.1 % 7 + 1;
+            let n = self.1.min(buf.len()).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_map_read_in_blocks_gives_what_it_gives_whole() {
+        let map = "             VMA              LMA     Size Align Out     In      Symbol
+           1bb90            1bb90     dafc    16 .rodata
+           1f4ea            1f4ea        e     1         /x/a b.rcgu.o:(.rodata..Lanon.744f.2)
+
+           1bb90            1bb90     395a     1         <internal>:(.rodata.str1.1)
+           1f940            1f940      480    16         <internal>:(.rodata.cst16)
+           1f940            1f940        0    16                 some_symbol
+           2f000            2f000       10    16 .data
+           2f000            2f000       10    16         /x/a.o:(.data.x)";
+        let keep = |output: &str| output != ".text";
+        for text in [
+            map.to_owned(),
+            format!("{map}\n"),
+            map.replace('\n', "\r\n"),
+            format!("\n{map}"),
+            String::new(),
+            "\n".to_owned(),
+        ] {
+            let whole = parse(text.as_bytes(), keep);
+            // Blocks shorter than a line make the buffer grow; a reader
+            // that returns a few bytes at a time ends blocks mid-line.
+            for block in [1, 5, 64, 1 << 20] {
+                let read = read_blocks(Trickle(text.as_bytes(), 0), keep, block).unwrap();
+                assert_eq!(read, whole, "block {block}: {text:?}");
+            }
+            assert_eq!(read(text.as_bytes(), keep).unwrap(), whole);
+        }
+        // The last line, without a line end, is an extent too.
+        assert_eq!(parse(map.as_bytes(), keep).len(), 4);
     }
 
     #[test]

@@ -137,27 +137,37 @@ impl Snapshot {
 /// Fingerprints every function of the instrumented executable at `binary`,
 /// given its linker map at `map`.
 pub fn fingerprint_file(binary: &Path, map: &Path) -> Result<Snapshot, FingerprintError> {
-    let (data, map_text) = read_inputs(binary, map)?;
-    fingerprint(&data, &map_text)
+    with_image_file(binary, map, fingerprint_image)
 }
 
-/// An executable's bytes, mapped, and its linker map's, read: the linker
-/// rewrites its map in place, and a mapped file truncated under a reader
-/// raises `SIGBUS`.
-fn read_inputs(
+/// Reads the executable at `binary`, mapped, and its linker map at `map`,
+/// the map while the executable's symbols are, and hands the image to `f`.
+fn with_image_file<T>(
     binary: &Path,
     map: &Path,
-) -> Result<(crate::mapped::Bytes, Vec<u8>), FingerprintError> {
-    let unreadable = |e: std::io::Error| FingerprintError::Parse(e.to_string());
-    let map_text = std::fs::read(map).map_err(unreadable)?;
+    f: impl FnOnce(image::Image<'_>) -> Result<T, FingerprintError>,
+) -> Result<T, FingerprintError> {
     let data = crate::mapped::bytes(binary).map_err(unreadable)?;
-    Ok((data, map_text))
+    let image = image::Image::parse_with(&data, |keep| {
+        // Read, not mapped: the linker rewrites its map in place, and a
+        // mapped file truncated under a reader raises `SIGBUS`.
+        let file = std::fs::File::open(map).map_err(unreadable)?;
+        map::read(file, keep).map_err(unreadable)
+    })?;
+    f(image)
+}
+
+fn unreadable(e: std::io::Error) -> FingerprintError {
+    FingerprintError::Parse(e.to_string())
 }
 
 /// Fingerprints every function of an instrumented executable, given the
 /// text of its linker map.
 pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, FingerprintError> {
-    let image = image::Image::parse(binary, map_text)?;
+    fingerprint_image(image::Image::parse(binary, map_text)?)
+}
+
+fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintError> {
     if image.coverage_flags.is_empty() {
         return Err(FingerprintError::NotInstrumented);
     }
@@ -230,7 +240,7 @@ pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, Fingerpri
         })
     };
     let computed: Vec<(u64, &str, Fp, bool)> = shallow
-        .iter()
+        .par_iter()
         .map(|(addr, name, fp, ambiguous)| {
             let mut told: Vec<&u64> = ambiguous.iter().filter(|t| tells_apart(*addr, t)).collect();
             told.dedup();
@@ -265,7 +275,7 @@ pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, Fingerpri
         .map(|f| (f.name.as_str(), f.token.as_str()))
         .collect();
     let mut stable: Vec<(u64, u32)> = names
-        .iter()
+        .par_iter()
         .enumerate()
         .map(|(i, name)| {
             let hash = match token_of.get(name.as_str()) {
