@@ -95,8 +95,9 @@ fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> 
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        // A build's fingerprints are a cache, and `.tmp*` are writes under way.
-        if name == ".code" || name.starts_with(".tmp") {
+        // A build's fingerprints are a cache, `.tmp*` are writes under way,
+        // and when the history was last swept concerns this store only.
+        if name == ".code" || name.starts_with(".tmp") || name == crate::history::SWEPT {
             continue;
         }
         let kind = entry.file_type()?;

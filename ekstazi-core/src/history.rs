@@ -179,6 +179,12 @@ struct PackIndex {
     entries: Vec<(Hash, u64, u32)>,
 }
 
+/// Where the number of packs the last sweep left is kept (a hint for this
+/// store only: not exported).
+pub(crate) const SWEPT: &str = ".swept";
+/// Packs beyond twice that number before the next sweep: a few runs' worth,
+/// so that a small history is not swept at every run.
+const SWEEP_SLACK: usize = 16;
 /// A pack's index is small (one entry per object); this is far past any.
 const MAX_PACK_INDEX_BYTES: u64 = 64 << 20;
 
@@ -717,6 +723,11 @@ impl History {
     /// rewritten with those it still holds. Damaged manifests and packs,
     /// and leftovers of interrupted writes, go too. (The current records
     /// are files of their own: pruning never touches them.)
+    ///
+    /// The objects are swept when a commit went, and also when the packs
+    /// have grown well past what the last sweep left: runs filed again
+    /// under the same commit replace its records without removing a
+    /// commit, and each leaves a pack of its own.
     pub fn prune(&self, keep: usize) -> io::Result<Pruned> {
         let mut pruned = Pruned::default();
         let manifests = self.manifests();
@@ -742,7 +753,7 @@ impl History {
         let on_disk = fs::read_dir(self.packs_dir())
             .map(|e| e.flatten().count())
             .unwrap_or(0);
-        if !swept && on_disk == packs.files.len() {
+        if !swept && on_disk == packs.files.len() && !self.packs_overgrown(packs.files.len()) {
             return Ok(pruned);
         }
         let records: HashSet<Hash> = manifests
@@ -818,7 +829,21 @@ impl History {
                 remove(path)?;
             }
         }
+        // Only a hint for the next run: lost, the next run sweeps again.
+        let _ = fs::write(self.dir.join(SWEPT), packs.files.len().to_string());
         Ok(pruned)
+    }
+
+    /// Whether there are so many more packs than the last sweep left that
+    /// most are likely to hold objects no commit names any more. Sweeping
+    /// reads every kept record's skeleton, so it is paid once the packs
+    /// have doubled, not at every run.
+    fn packs_overgrown(&self, packs: usize) -> bool {
+        let left: usize = fs::read_to_string(self.dir.join(SWEPT))
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(0);
+        packs > left.saturating_mul(2).saturating_add(SWEEP_SLACK)
     }
 
     /// Bytes on disk: per commit, its manifest; and all objects (with their
@@ -1206,6 +1231,48 @@ mod tests {
             Some(records[0].clone())
         );
         assert!(reopened.object(&record_id(&records[1]).unwrap()).is_none());
+    }
+
+    #[test]
+    fn runs_filed_again_under_one_commit_do_not_pile_up_packs() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let tests: Vec<Record> = (0..4)
+            .map(|i| {
+                let mut r = sample();
+                r.test = format!("t{i}");
+                r
+            })
+            .collect();
+        let mut most = 0;
+        let mut last = Vec::new();
+        for run in 0..100u64 {
+            // Every test ran again: a new duration, so a new record, which
+            // replaces the one filed under the commit before.
+            let records: Vec<Record> = tests
+                .iter()
+                .map(|r| Record {
+                    duration_us: run + 1,
+                    ..r.clone()
+                })
+                .collect();
+            let filed: Vec<(&Record, bool)> = records.iter().map(|r| (r, true)).collect();
+            history.file(A, &filed, run).unwrap();
+            history
+                .prune(crate::settings::DEFAULT_HISTORY_COMMITS)
+                .unwrap();
+            most = most.max(fs::read_dir(history.packs_dir()).unwrap().count());
+            last = records;
+        }
+        assert!(most <= 2 * SWEEP_SLACK, "{most} packs for one commit");
+        let reopened = History::new(dir.path());
+        let manifest = reopened.manifest(A).unwrap();
+        assert_eq!(manifest.entries.len(), 4);
+        for record in &last {
+            let id = record_id(record).unwrap();
+            assert!(manifest.entries.iter().any(|e| e.record == id));
+            assert_eq!(reopened.object(&id), Some(record.clone()));
+        }
     }
 
     #[test]
