@@ -14,10 +14,10 @@ use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
 use ekstazi_core::code::{Build, CodeUnit, Snapshots};
 use ekstazi_core::config::{Config, DebugInfo};
-use ekstazi_core::dep::{Sum, Target};
+use ekstazi_core::dep::{Hash, Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::history::{Candidates, History, Vouch};
+use ekstazi_core::history::{Candidates, History, Known, Vouch};
 use ekstazi_core::ignore::Ignore;
 use ekstazi_core::network::NetworkPolicy;
 use ekstazi_core::path::Anchors;
@@ -89,6 +89,8 @@ pub struct Planned {
     /// The previous record, if intact (for its duration); for a test a
     /// filed record vouched for, that record.
     pub last: Option<Box<Record>>,
+    /// What names `last` in the history already, for filing it again.
+    pub last_known: Known,
     /// A record filed under a commit (not the current one) vouched for it.
     pub vouched: Option<Vouch>,
     /// Affected, but another shard of a `--partition`ed run runs it.
@@ -378,14 +380,14 @@ impl Session {
             })
             .collect();
         let only_filed = self.only_filed();
-        let loaded: Vec<Option<Loaded>> = scoped
+        let loaded: Vec<Option<(Loaded, Option<Hash>)>> = scoped
             .par_iter()
             .map(|(case, decision)| {
                 (*decision == Decision::Run).then(|| {
                     let key = &self.built.binaries[case.binary].key;
                     match &only_filed {
-                        Some(filed) => filed.load(key, &case.name),
-                        None => self.store.load(key, &case.name),
+                        Some(filed) => (filed.load(key, &case.name), None),
+                        None => self.store.load_sealed(key, &case.name),
                     }
                 })
             })
@@ -393,7 +395,7 @@ impl Session {
         let records: Vec<&Record> = loaded
             .iter()
             .flatten()
-            .filter_map(|l| match l {
+            .filter_map(|(l, _)| match l {
                 Loaded::Found(record) => Some(&**record),
                 _ => None,
             })
@@ -437,7 +439,7 @@ impl Session {
             .into_par_iter()
             .zip(loaded)
             .map(|((case, decision), loaded)| {
-                let Some(loaded) = loaded else {
+                let Some((loaded, sealed)) = loaded else {
                     return (case, decision, None);
                 };
                 let env = self.selection_environment_of(&case);
@@ -460,6 +462,7 @@ impl Session {
                     };
                 let judged = Judged {
                     loaded,
+                    sealed,
                     env,
                     rules,
                     holds,
@@ -476,6 +479,7 @@ impl Session {
             .map(|(case, decision, judged)| {
                 let Some(Judged {
                     loaded,
+                    sealed,
                     env,
                     rules,
                     holds,
@@ -487,6 +491,7 @@ impl Session {
                         decision,
                         reasons: Vec::new(),
                         last: None,
+                        last_known: Known::Nothing,
                         vouched: None,
                         elsewhere: false,
                     };
@@ -502,8 +507,10 @@ impl Session {
                 } else {
                     None
                 };
-                let (mut reasons, last, vouched) = match filed {
-                    Some((record, vouch)) => (Vec::new(), Some(record), Some(vouch)),
+                let (mut reasons, last, last_known, vouched) = match filed {
+                    Some((record, id, vouch)) => {
+                        (Vec::new(), Some(record), Known::Filed(id), Some(vouch))
+                    }
                     None => {
                         // Judged already: `select::reasons` finds none
                         // exactly when `select::vouches` holds (not forced).
@@ -512,11 +519,14 @@ impl Session {
                         } else {
                             select::reasons(&loaded, &present)
                         };
-                        let last = match loaded {
-                            Loaded::Found(record) => Some(record),
-                            _ => None,
+                        let (last, last_known) = match (loaded, sealed) {
+                            (Loaded::Found(record), Some(digest)) => {
+                                (Some(record), Known::Current(digest))
+                            }
+                            (Loaded::Found(record), None) => (Some(record), Known::Nothing),
+                            _ => (None, Known::Nothing),
                         };
-                        (reasons, last, None)
+                        (reasons, last, last_known, None)
                     }
                 };
                 reasons.extend(rules);
@@ -525,6 +535,7 @@ impl Session {
                     decision,
                     reasons,
                     last,
+                    last_known,
                     vouched,
                     elsewhere: false,
                 }
@@ -573,7 +584,11 @@ impl Session {
     /// A record filed under a commit that vouches for the test now, if any
     /// (see `ekstazi_core::history::Candidates` for the order they are
     /// tried in).
-    fn vouching(&self, case: &TestCase, present: &Present<'_>) -> Option<(Box<Record>, Vouch)> {
+    fn vouching(
+        &self,
+        case: &TestCase,
+        present: &Present<'_>,
+    ) -> Option<(Box<Record>, Hash, Vouch)> {
         let repo = self.repo.as_ref()?;
         let (history, verdicts) = self
             .filed
@@ -588,7 +603,7 @@ impl Session {
         // chunk verdicts it leaves serve the candidates after it.
         candidates.of(key, &case.name).find_map(|(id, vouch)| {
             let record = filed_vouches(history, id, key, &case.name, present, verdicts)?;
-            Some((Box::new(record), vouch.clone()))
+            Some((Box::new(record), *id, vouch.clone()))
         })
     }
 
@@ -629,6 +644,8 @@ impl Session {
 /// A test's current record, judged, between the two passes of the plan.
 struct Judged<'a> {
     loaded: Loaded,
+    /// The digest the current record's file is sealed with, when found.
+    sealed: Option<Hash>,
     env: Cow<'a, Environment>,
     rules: Vec<Reason>,
     /// Its current record vouches for it (judged only where the history
@@ -744,7 +761,8 @@ fn rustflags() -> String {
 impl Session {
     /// Writes a test's record, after the functions it names: a record never
     /// names a function the table on disk does not hold.
-    pub fn save_record(&self, record: &Record) -> std::io::Result<()> {
+    /// Returns the digest its file is sealed with.
+    pub fn save_record(&self, record: &Record) -> std::io::Result<Hash> {
         self.snapshots.table().flush()?;
         self.store.save(record)
     }

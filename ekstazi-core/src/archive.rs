@@ -96,8 +96,13 @@ fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> 
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         // A build's fingerprints are a cache, `.tmp*` are writes under way,
-        // and when the history was last swept concerns this store only.
-        if name == ".code" || name.starts_with(".tmp") || name == crate::history::SWEPT {
+        // and the history's notes on its last sweep and filing concern
+        // this store only.
+        if name == ".code"
+            || name.starts_with(".tmp")
+            || name == crate::history::SWEPT
+            || name == crate::history::CURRENT
+        {
             continue;
         }
         let kind = entry.file_type()?;

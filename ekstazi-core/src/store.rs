@@ -145,30 +145,42 @@ impl Store {
 
     /// Reads the record of one test, trusting nothing in the file.
     pub fn load(&self, binary: &str, test: &str) -> Loaded {
+        self.load_sealed(binary, test).0
+    }
+
+    /// [`Store::load`], with the digest the record's file is sealed with
+    /// when it was found: the same bytes, the same record (the history
+    /// remembers which of its objects a current record was filed as).
+    pub fn load_sealed(&self, binary: &str, test: &str) -> (Loaded, Option<Hash>) {
         let path = self.record_path(binary, test);
         match read_bounded(&path) {
-            Ok(None) => Loaded::Missing,
+            Ok(None) => (Loaded::Missing, None),
             Ok(Some(bytes)) => match Record::decode(&bytes) {
-                Ok(record) if record.binary == binary && record.test == test => {
-                    Loaded::Found(Box::new(record))
-                }
-                Ok(_) => Loaded::Invalid(DecodeError::OtherTest.into()),
-                Err(e) => Loaded::Invalid(e.into()),
+                Ok(record) if record.binary == binary && record.test == test => (
+                    Loaded::Found(Box::new(record)),
+                    crate::record::sealed_digest(&bytes),
+                ),
+                Ok(_) => (Loaded::Invalid(DecodeError::OtherTest.into()), None),
+                Err(e) => (Loaded::Invalid(e.into()), None),
             },
-            Err(Invalid::Io(e)) if e.kind() == io::ErrorKind::NotFound => Loaded::Missing,
-            Err(e) => Loaded::Invalid(e),
+            Err(Invalid::Io(e)) if e.kind() == io::ErrorKind::NotFound => (Loaded::Missing, None),
+            Err(e) => (Loaded::Invalid(e), None),
         }
     }
 
-    /// Writes a record atomically (temporary file, then rename).
-    pub fn save(&self, record: &Record) -> io::Result<()> {
+    /// Writes a record atomically (temporary file, then rename); returns
+    /// the digest its file is sealed with (see [`Store::load_sealed`]).
+    pub fn save(&self, record: &Record) -> io::Result<Hash> {
         let dir = self.binary_dir(&record.binary);
         self.real_dir(&dir)?;
+        let encoded = record.encode();
+        let digest = crate::record::sealed_digest(&encoded)
+            .ok_or_else(|| io::Error::other("a sealed record ends with its digest"))?;
         let mut tmp = tempfile::Builder::new().prefix(".tmp").tempfile_in(&dir)?;
-        tmp.write_all(&record.encode())?;
+        tmp.write_all(&encoded)?;
         tmp.persist(dir.join(escape(&record.test)))
             .map_err(|e| e.error)?;
-        Ok(())
+        Ok(digest)
     }
 
     /// Removes the record of one test, if any.

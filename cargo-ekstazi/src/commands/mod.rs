@@ -14,7 +14,9 @@ use crate::report::{self, Tally};
 use crate::session::{self, Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
+use ekstazi_core::dep::Hash;
 use ekstazi_core::filter::Filter;
+use ekstazi_core::history::{Filing, Known};
 use ekstazi_core::record::Record;
 use ekstazi_core::settings::Granularity;
 use std::io::Write;
@@ -140,7 +142,9 @@ fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
 /// [`file_history`]), drops the fingerprints of builds it did not use, and,
 /// when the function table has grown well past what records name, collects
 /// it (`ekstazi_core::gc`).
-pub fn finish_recording(session: &Session, plan: &[Planned], written: &[Record]) {
+/// `written` holds each record this run wrote, with the digest its file
+/// is sealed with.
+pub fn finish_recording(session: &Session, plan: &[Planned], written: &[(Record, Hash)]) {
     file_history(session, plan, written);
     forget_unused_snapshots(session);
     let table = session.snapshots.table();
@@ -154,7 +158,7 @@ pub fn finish_recording(session: &Session, plan: &[Planned], written: &[Record])
 /// holds there: the one it wrote (`written`), or the one that vouched for a
 /// skipped test. Only when the run saw one clean `HEAD` from start to end;
 /// then the history is pruned to its bound.
-fn file_history(session: &Session, plan: &[Planned], written: &[Record]) {
+fn file_history(session: &Session, plan: &[Planned], written: &[(Record, Hash)]) {
     let Some(repo) = &session.repo else {
         return;
     };
@@ -168,19 +172,27 @@ fn file_history(session: &Session, plan: &[Planned], written: &[Record]) {
         );
         return;
     }
-    let mut records: Vec<(&Record, bool)> = written.iter().map(|r| (r, true)).collect();
-    records.extend(
-        plan.iter()
-            .filter(|p| p.unaffected())
-            .filter_map(|p| p.last.as_deref())
-            .map(|r| (r, false)),
-    );
+    let mut records: Vec<Filing<'_>> = written
+        .iter()
+        .map(|(record, sealed)| Filing {
+            record,
+            ran: true,
+            known: Known::Current(*sealed),
+        })
+        .collect();
+    records.extend(plan.iter().filter(|p| p.unaffected()).filter_map(|p| {
+        Some(Filing {
+            record: p.last.as_deref()?,
+            ran: false,
+            known: p.last_known,
+        })
+    }));
     let history = session.store.history();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let filed = history
-        .file(&repo.head, &records, now)
+        .file_known(&repo.head, &records, now)
         .and_then(|()| history.prune(session.settings.history_commits));
     if let Err(e) = filed {
         style::warn(format!(

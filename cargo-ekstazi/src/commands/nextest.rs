@@ -266,7 +266,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
             None => recording::record_of(&session, &planned.case, &finished),
         };
         match session.save_record(&record) {
-            Ok(()) => written.push(record),
+            Ok(sealed) => written.push((record, sealed)),
             Err(e) => record_errors.push(format!("{label}: {e}")),
         }
     }

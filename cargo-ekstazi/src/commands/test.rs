@@ -131,7 +131,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         if recording && !finished.partial && !planned.never_recorded() {
             let record = recording::record_of(&session, &planned.case, &finished);
             match session.save_record(&record) {
-                Ok(()) => written.push(record),
+                Ok(sealed) => written.push((record, sealed)),
                 Err(e) => record_errors.push(format!("{label}: {e}")),
             }
         }
