@@ -940,7 +940,11 @@ impl History {
             }
         }
         // Only a hint for the next run: lost, the next run sweeps again.
-        let _ = fs::write(self.dir.join(SWEPT), packs.files.len().to_string());
+        let _ = write_atomically(
+            &self.dir,
+            &self.dir.join(SWEPT),
+            packs.files.len().to_string().as_bytes(),
+        );
         Ok(pruned)
     }
 
@@ -949,8 +953,8 @@ impl History {
     /// reads every kept record's skeleton, so it is paid once the packs
     /// have doubled, not at every run.
     fn packs_overgrown(&self, packs: usize) -> bool {
-        let left: usize = fs::read_to_string(self.dir.join(SWEPT))
-            .ok()
+        let left: usize = read_small(&self.dir.join(SWEPT), 32)
+            .and_then(|bytes| String::from_utf8(bytes).ok())
             .and_then(|text| text.trim().parse().ok())
             .unwrap_or(0);
         packs > left.saturating_mul(2).saturating_add(SWEEP_SLACK)
