@@ -227,27 +227,17 @@ impl<'a> Image<'a> {
         if extents.is_empty() {
             return Err(FingerprintError::NoMap);
         }
-        let Contents {
-            functions,
-            objects,
-            tls_objects,
-            data_relocs,
-            code_relocs,
-            externals,
-            dynamic,
-            tls,
-        } = contents;
         let mut image = Image {
             data,
             sections,
-            functions,
-            objects,
-            tls_objects,
-            data_relocs: ByPlace::new(data_relocs),
-            code_relocs: ByPlace::new(code_relocs),
-            externals,
-            dynamic,
-            tls,
+            functions: contents.functions,
+            objects: contents.objects,
+            tls_objects: contents.tls_objects,
+            data_relocs: ByPlace::new(contents.data_relocs),
+            code_relocs: ByPlace::new(contents.code_relocs),
+            externals: contents.externals,
+            dynamic: contents.dynamic,
+            tls: contents.tls,
             extents,
             coverage_flags: Vec::new(),
         };
