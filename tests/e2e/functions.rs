@@ -145,6 +145,50 @@ fn only_tests_that_executed_the_changed_function_run() {
     assert_eq!(snapshots, 1, "one test binary, one build kept");
 }
 
+/// The coverage pass's module constructor only hands coverage to the
+/// runtime: no test depends on it, so no build's table of uninstrumented
+/// functions names it (what follows the PC table in the file leaked into
+/// its fingerprint).
+#[test]
+fn the_coverage_constructor_is_no_dependency() {
+    let f = recorded();
+    let code = f.file(&format!(
+        ".ekstazi/v{}/.code",
+        ekstazi_core::record::FORMAT_VERSION
+    ));
+    let store = ekstazi_core::store::Store::new(&f.file(".ekstazi"));
+    let mut snapshots = 0;
+    for entry in std::fs::read_dir(code).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let Some(id) = hex_id(&name) else { continue };
+        let snapshot = store.load_snapshot(&id).expect("an intact snapshot");
+        snapshots += 1;
+        assert!(
+            snapshot.names.len() + snapshot.other_names.len() > 100,
+            "a real build's functions"
+        );
+        let constructors: Vec<&String> = snapshot
+            .names
+            .iter()
+            .chain(&snapshot.other_names)
+            .filter(|n| n.starts_with("sancov."))
+            .collect();
+        assert!(constructors.is_empty(), "{constructors:?}");
+    }
+    assert_eq!(snapshots, 1);
+}
+
+fn hex_id(name: &str) -> Option<[u8; 32]> {
+    if name.len() != 64 {
+        return None;
+    }
+    let mut id = [0u8; 32];
+    for (i, byte) in id.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(name.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(id)
+}
+
 /// Once linked, an instrumented executable's coverage PC table needs no
 /// relocating at load time: its load-time relocations are gone from the
 /// file, the executables still run (the fixture's tests did), and coverage
