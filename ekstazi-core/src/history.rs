@@ -14,6 +14,8 @@
 //! .history/
 //!   commits/<commit id>        a manifest: per test, the record that held
 //!   packs/<digest>             the objects one filing wrote, with an index
+//!   .current                   which object each current record was filed as
+//!   .swept                     how many packs the last sweep left
 //! ```
 //! Records are content-addressed: a test unaffected across a hundred
 //! commits is one object. A record is kept as a skeleton, and its long
@@ -28,7 +30,11 @@
 //! sealed with its name or names another test is *no record* (its test runs),
 //! never an error. The history is bounded: [`History::prune`] keeps the
 //! newest commits and drops the objects no kept commit names, rewriting a
-//! pack when less than half of it is still named.
+//! pack when less than half of it is still named; it sweeps when a commit
+//! went, or when the packs have doubled since the last sweep (runs filed
+//! again under one commit leave a pack each). A run files mostly the
+//! records it found: those the last filing filed are named by the object
+//! it remembered for them ([`Known`]), not cut again.
 
 use crate::dep::Hash;
 use crate::functions::FnId;
