@@ -53,9 +53,7 @@ pub struct Extent {
 /// to be UTF-8.
 pub fn parse(text: &[u8], keep: impl Fn(&str) -> bool) -> Vec<Extent> {
     let mut parser = Parser::new(keep);
-    for line in lines(text) {
-        parser.line(line);
-    }
+    parser.lines(text);
     parser.finish()
 }
 
@@ -88,20 +86,15 @@ fn read_blocks(
             Err(e) => return Err(e),
         };
         if n == 0 {
-            if filled > 0 {
-                parser.line(strip_cr(&buffer[..filled]));
-            }
+            // The last line, if it has no line end.
+            parser.lines(&buffer[..filled]);
             return Ok(parser.finish());
         }
         filled += n;
         let Some(last) = memchr::memrchr(b'\n', &buffer[..filled]) else {
             continue;
         };
-        let mut from = 0;
-        for end in memchr::memchr_iter(b'\n', &buffer[..=last]) {
-            parser.line(strip_cr(&buffer[from..end]));
-            from = end + 1;
-        }
+        parser.lines(&buffer[..=last]);
         buffer.copy_within(last + 1..filled, 0);
         filled -= last + 1;
     }
@@ -125,6 +118,12 @@ impl<K: Fn(&str) -> bool> Parser<K> {
             columns: None,
             output: None,
             extents: Vec::new(),
+        }
+    }
+
+    fn lines(&mut self, text: &[u8]) {
+        for line in lines(text) {
+            self.line(line);
         }
     }
 
@@ -195,12 +194,8 @@ fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
         let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..end];
         rest = rest.get(end + 1..).unwrap_or_default();
-        Some(strip_cr(line))
+        Some(line.strip_suffix(b"\r").unwrap_or(line))
     })
-}
-
-fn strip_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 /// The section of an input section's name, `<file>:(<section>)`.
