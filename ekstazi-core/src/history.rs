@@ -391,10 +391,15 @@ impl History {
         self.dir.join("packs")
     }
 
-    /// Files records under `commit`: each `(record, ran here)`, merged into
-    /// what the commit already holds (an earlier run at the same commit, a
-    /// shard's). Objects are written before the manifest that names them.
-    pub fn file(&self, commit: &str, records: &[(&Record, bool)], now_ms: u64) -> io::Result<()> {
+    /// [`History::file_known`] of records nothing names yet: each
+    /// `(record, ran here)`.
+    #[cfg(test)]
+    pub(crate) fn file(
+        &self,
+        commit: &str,
+        records: &[(&Record, bool)],
+        now_ms: u64,
+    ) -> io::Result<()> {
         let filings: Vec<Filing<'_>> = records
             .iter()
             .map(|(record, ran)| Filing {
@@ -406,8 +411,10 @@ impl History {
         self.file_known(commit, &filings, now_ms)
     }
 
-    /// [`History::file`], taking what is known of each record's object
-    /// already (see [`Known`]).
+    /// Files records under `commit`, merged into what the commit already
+    /// holds (an earlier run at the same commit, a shard's), taking what is
+    /// known of each record's object already (see [`Known`]). Objects are
+    /// written before the manifest that names them.
     pub fn file_known(&self, commit: &str, filings: &[Filing<'_>], now_ms: u64) -> io::Result<()> {
         if !is_commit_id(commit) {
             return Err(io::Error::other(format!("`{commit}` is not a commit id")));
