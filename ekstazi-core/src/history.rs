@@ -507,7 +507,14 @@ impl History {
             })
             .collect();
         // Only a shortcut for the next filing: lost, that one cuts them all.
-        let _ = self.remember_current(current);
+        // Rewritten only when it changed: with nothing rerun, it has not.
+        let unchanged = current.len() == remembered.len()
+            && current
+                .iter()
+                .all(|(digest, id)| remembered.get(digest) == Some(id));
+        if !unchanged {
+            let _ = self.remember_current(current);
+        }
         Ok(ids)
     }
 
