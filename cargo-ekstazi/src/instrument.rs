@@ -46,24 +46,6 @@ pub struct Instrumentation<'a> {
     pub debuginfo: DebugInfo,
 }
 
-/// The coverage instrumentation every target crate gets, and v0 symbol
-/// mangling: its names carry generic arguments and number closures, so a
-/// name without its crate hashes still tells one function from another
-/// (legacy mangling puts all of that in the hash, which changes with every
-/// version bump of a dependency).
-const COVERAGE_FLAGS: [&str; 10] = [
-    "-C",
-    "symbol-mangling-version=v0",
-    "-C",
-    "passes=sancov-module",
-    "-C",
-    "llvm-args=-sanitizer-coverage-level=1",
-    "-C",
-    "llvm-args=-sanitizer-coverage-inline-bool-flag",
-    "-C",
-    "llvm-args=-sanitizer-coverage-pc-table",
-];
-
 /// Bumped when the instrumentation changes: cargo does not see a wrapper's
 /// flags, so a build made with other flags must be thrown away.
 const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table v0-mangling 2";
@@ -192,7 +174,10 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
     {
         return Vec::new();
     }
-    let mut extra: Vec<OsString> = COVERAGE_FLAGS.iter().map(OsString::from).collect();
+    let mut extra: Vec<OsString> = ekstazi_core::coverage_table::RUSTC_FLAGS
+        .iter()
+        .map(OsString::from)
+        .collect();
     if std::env::var_os(LINE_TABLES_ENV).is_some() && wants_more_than_line_tables(args) {
         extra.extend(["-C".into(), "debuginfo=line-tables-only".into()]);
     }

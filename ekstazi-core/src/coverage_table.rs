@@ -23,6 +23,26 @@
 //! dynamic relocations of a linked executable in place, and a new file
 //! written whole would cost a copy of a 100 MB debug binary per link.
 
+/// The rustc flags behind these tables, which every instrumented target
+/// crate gets (cargo-ekstazi's rustc wrapper adds them; `cargo xtask
+/// bench-build-parts` builds with them alone), and v0 symbol
+/// mangling: its names carry generic arguments and number closures, so a
+/// name without its crate hashes still tells one function from another
+/// (legacy mangling puts all of that in the hash, which changes with every
+/// version bump of a dependency).
+pub const RUSTC_FLAGS: [&str; 10] = [
+    "-C",
+    "symbol-mangling-version=v0",
+    "-C",
+    "passes=sancov-module",
+    "-C",
+    "llvm-args=-sanitizer-coverage-level=1",
+    "-C",
+    "llvm-args=-sanitizer-coverage-inline-bool-flag",
+    "-C",
+    "llvm-args=-sanitizer-coverage-pc-table",
+];
+
 use object::Endianness;
 use object::elf::{Dyn64, FileHeader64, Rela64, SectionHeader64};
 use object::read::elf::{Dyn, FileHeader, Rela, SectionHeader};

@@ -121,7 +121,7 @@ fn rounds(
 }
 
 /// `source` with the round's statement inserted before its 1-based `line`.
-fn edit(source: &str, line: usize, round: usize) -> Result<String> {
+pub(crate) fn edit(source: &str, line: usize, round: usize) -> Result<String> {
     let lines: Vec<&str> = source.split_inclusive('\n').collect();
     if line == 0 || line > lines.len() {
         bail!("line {line} is not in the file ({} lines)", lines.len());
