@@ -4,7 +4,9 @@
 //! real project's tests: every test in its own process (as cargo-ekstazi
 //! runs them), with and without the shim, nothing else different; with
 //! `--instrumented` as well, the same tests from cargo-ekstazi's
-//! instrumented build under the shim (each started by `exec`, where
+//! instrumented build, untraced (the runtime they link loaded, inert: what
+//! the instrumentation alone costs) and under the shim (each started by
+//! `exec`, where
 //! cargo-ekstazi's fork server starts a test binary once per worker: for
 //! the test binaries' own start-up an upper bound).
 
@@ -204,6 +206,15 @@ pub fn bench_shim_project(
         // installed; preloading another copy would load it twice. Both
         // shimmed sides preload that one.
         sides[1].shim = Some(runtime.clone());
+        // The instrumentation alone: the same executables, the runtime they
+        // link loaded but told to trace nothing (no trace file), so that
+        // what the coverage flags and the larger executables cost is told
+        // apart from what tracing costs.
+        sides.push(Side {
+            name: "instrumented, not traced",
+            tests: twins.clone(),
+            shim: None,
+        });
         sides.push(Side {
             name: "instrumented, with shim",
             tests: twins,
