@@ -25,7 +25,7 @@
 
 /// The rustc flags behind these tables, which every instrumented target
 /// crate gets (cargo-ekstazi's rustc wrapper adds them; `cargo xtask
-/// bench-build-parts` builds with them alone), and v0 symbol
+/// bench-edit --parts` builds with them alone), and v0 symbol
 /// mangling: its names carry generic arguments and number closures, so a
 /// name without its crate hashes still tells one function from another
 /// (legacy mangling puts all of that in the hash, which changes with every

@@ -1,4 +1,4 @@
-//! `cargo xtask bench-build-parts`: what each part of the instrumented
+//! `cargo xtask bench-edit --parts`: what each part of the instrumented
 //! build adds to a rebuild after a one-function edit (issue 17: the
 //! instrumented build at most 1.05× a plain one).
 //!
@@ -17,21 +17,12 @@
 //!
 //! `RUSTFLAGS` replaces the project's own `rustflags`, if it has any.
 
-use crate::edit_bench::edit;
-use crate::{ekstazi_command, in_project, median, run};
+use crate::edit_bench::{Args, edit};
+use crate::{ekstazi_command, median, run};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-pub struct Args {
-    pub ekstazi: PathBuf,
-    pub project: Option<PathBuf>,
-    pub file: PathBuf,
-    pub line: usize,
-    pub runs: usize,
-    pub cargo_args: Vec<String>,
-}
 
 /// One way to build: its name, whether it passes `--target`, its flags,
 /// and its environment.
@@ -44,11 +35,7 @@ struct Variant {
     env: Vec<(&'static str, String)>,
 }
 
-pub fn bench(args: &Args) -> Result<()> {
-    in_project(args.project.as_deref(), |project| measure(args, project))
-}
-
-fn measure(args: &Args, project: &Path) -> Result<()> {
+pub fn measure(args: &Args, project: &Path) -> Result<()> {
     let file = project.join(&args.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;

@@ -26,11 +26,19 @@ pub struct Args {
     /// The 1-based line the statement goes before: inside a function body
     pub line: usize,
     pub runs: usize,
+    /// Time the rebuild's parts instead (`crate::build_parts`)
+    pub parts: bool,
     pub cargo_args: Vec<String>,
 }
 
 pub fn bench(args: &Args) -> Result<()> {
-    in_project(args.project.as_deref(), |project| measure(args, project))
+    in_project(args.project.as_deref(), |project| {
+        if args.parts {
+            crate::build_parts::measure(args, project)
+        } else {
+            measure(args, project)
+        }
+    })
 }
 
 fn measure(args: &Args, project: &Path) -> Result<()> {

@@ -5,8 +5,8 @@
 //!   and interleaved so that machine noise hits every command alike; the
 //!   figures that matter are the ratios.
 //! - `bench-edit`: end to end after a one-function edit (`edit_bench`).
-//! - `bench-build-parts`: what each part of the instrumented build adds to
-//!   a rebuild after such an edit (`build_parts`).
+//!   With `--parts`, what each part of the instrumented build adds to the
+//!   rebuild after such an edit (`build_parts`).
 //! - `bench-shim`: the shim's own cost per call and on a real project's
 //!   tests, and with `--instrumented` the instrumentation's too
 //!   (`shim_bench`).
@@ -88,29 +88,11 @@ enum Task {
         /// Timed rounds (an edit, then both commands)
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Time only the rebuild, plain and with each part of the
+        /// instrumented build added in turn (module `build_parts`)
+        #[arg(long)]
+        parts: bool,
         /// Cargo options for both commands (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
-    },
-    /// Time the rebuild after a one-function edit, plain and with each part
-    /// of the instrumented build added in turn, and print the ratios
-    BenchBuildParts {
-        /// The cargo project to measure [default: a copy of examples/demo]
-        #[arg(long)]
-        project: Option<PathBuf>,
-        /// The source file to edit, relative to the project
-        #[arg(long)]
-        file: PathBuf,
-        /// The 1-based line a statement is inserted before (inside a function body)
-        #[arg(long)]
-        line: usize,
-        /// A cargo-ekstazi binary (it installs the shim) [default: built from this workspace]
-        #[arg(long)]
-        ekstazi: Option<PathBuf>,
-        /// Timed rounds (an edit, then every variant's rebuild)
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        /// Cargo options for every build (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
     },
@@ -408,6 +390,7 @@ fn main() -> Result<()> {
             line,
             ekstazi,
             runs,
+            parts,
             cargo_args,
         } => edit_bench::bench(&edit_bench::Args {
             ekstazi: ekstazi_binary(ekstazi)?,
@@ -415,21 +398,7 @@ fn main() -> Result<()> {
             file,
             line,
             runs: runs.max(1),
-            cargo_args,
-        }),
-        Task::BenchBuildParts {
-            project,
-            file,
-            line,
-            ekstazi,
-            runs,
-            cargo_args,
-        } => build_parts::bench(&build_parts::Args {
-            ekstazi: ekstazi_binary(ekstazi)?,
-            project,
-            file,
-            line,
-            runs: runs.max(1),
+            parts,
             cargo_args,
         }),
         Task::BenchShim {
