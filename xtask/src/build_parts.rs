@@ -15,7 +15,10 @@
 //!   last variant is cargo-ekstazi's own rustc wrapper, the instrumented
 //!   build itself (all of the above, and the coverage table unrelocated).
 //!
-//! `RUSTFLAGS` replaces the project's own `rustflags`, if it has any.
+//! `RUSTFLAGS` replaces the project's own `rustflags`, if it has any. Line
+//! tables are set as the `dev` and `test` profiles' `debug`: where a
+//! profile asks for no debug information at all, these variants raise it
+//! to line tables, which the wrapper does not.
 
 use crate::edit_bench::{Args, edit};
 use crate::{ekstazi_command, median, run};
@@ -136,31 +139,41 @@ fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
 
-    let line_tables = owned(&["-C", "debuginfo=line-tables-only"]);
-    let mut coverage = line_tables.clone();
+    let mut coverage = Vec::new();
     coverage.extend(owned(&ekstazi_core::coverage_table::RUSTC_FLAGS));
     coverage.extend(link(format!("-L{}", shim_dir.display())));
     coverage.extend(link(format!("-l:{shim_file}")));
     coverage.extend(link(format!("-Wl,-rpath,{}", shim_dir.display())));
     let mut relocs = coverage.clone();
     relocs.extend(link("-Wl,--emit-relocs".to_owned()));
-    let variant = |name, dir, target, flags| Variant {
+    // Line tables through the profile, not `-C debuginfo`: a profile's
+    // per-package settings (fd's dependencies have no debug information)
+    // stay as they are, as with the wrapper, which only cuts what asks for
+    // more than line tables.
+    let line_tables = || {
+        vec![
+            ("CARGO_PROFILE_DEV_DEBUG", "line-tables-only".to_owned()),
+            ("CARGO_PROFILE_TEST_DEBUG", "line-tables-only".to_owned()),
+        ]
+    };
+    let variant = |name, dir, flags| Variant {
         name,
         dir,
-        target,
+        target: true,
         flags,
-        env: Vec::new(),
+        env: line_tables(),
     };
     vec![
-        variant("plain (`cargo test --no-run`)", "plain", false, Vec::new()),
-        variant("`--target`, line tables only", "lines", true, line_tables),
-        variant(
-            "+ the coverage pass, the shim linked",
-            "coverage",
-            true,
-            coverage,
-        ),
-        variant("+ `--emit-relocs`", "relocs", true, relocs),
+        Variant {
+            name: "plain (`cargo test --no-run`)",
+            dir: "plain",
+            target: false,
+            flags: Vec::new(),
+            env: Vec::new(),
+        },
+        variant("`--target`, line tables only", "lines", Vec::new()),
+        variant("+ the coverage pass, the shim linked", "coverage", coverage),
+        variant("+ `--emit-relocs`", "relocs", relocs),
         // The map's path is per executable, which only a wrapper can give:
         // the last step is cargo-ekstazi's own wrapper, set up as
         // `cargo-ekstazi/src/instrument.rs` (`build_env`) sets it up.
