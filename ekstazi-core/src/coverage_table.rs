@@ -23,13 +23,22 @@
 //! dynamic relocations of a linked executable in place, and a new file
 //! written whole would cost a copy of a 100 MB debug binary per link.
 
-/// The rustc flags behind these tables, which every instrumented target
-/// crate gets (cargo-ekstazi's rustc wrapper adds them; `cargo xtask
-/// bench-edit --parts` builds with them alone), and v0 symbol
-/// mangling: its names carry generic arguments and number closures, so a
-/// name without its crate hashes still tells one function from another
-/// (legacy mangling puts all of that in the hash, which changes with every
-/// version bump of a dependency).
+use object::Endianness;
+use object::elf::{Dyn64, FileHeader64, Rela64, SectionHeader64};
+use object::read::elf::{Dyn, FileHeader, Rela, SectionHeader};
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The rustc flags that make these tables (SanitizerCoverage at function
+/// entries, with inline bool flags and a PC table; stable rustc takes the
+/// pass and its LLVM options through `-C`), and v0 symbol mangling: its
+/// names carry generic arguments and number closures, so a name without
+/// its crate hashes still tells one function from another (legacy mangling
+/// puts all of that in the hash, which changes with every version bump of
+/// a dependency). cargo-ekstazi's rustc wrapper gives them to every target
+/// crate; `cargo xtask bench-edit --parts` builds with them alone.
 pub const RUSTC_FLAGS: [&str; 10] = [
     "-C",
     "symbol-mangling-version=v0",
@@ -42,14 +51,6 @@ pub const RUSTC_FLAGS: [&str; 10] = [
     "-C",
     "llvm-args=-sanitizer-coverage-pc-table",
 ];
-
-use object::Endianness;
-use object::elf::{Dyn64, FileHeader64, Rela64, SectionHeader64};
-use object::read::elf::{Dyn, FileHeader, Rela, SectionHeader};
-use std::fs::OpenOptions;
-use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
 
 /// The per-function coverage flags.
 pub const FLAGS_SECTION: &str = "__sancov_bools";

@@ -10,6 +10,9 @@
 //! build; which goes first alternates by round, so that a warm page cache
 //! favours neither. Exit codes are not judged (a flaky test must not stop
 //! a benchmark), but the edit must build: the setup checks it.
+//!
+//! With `--parts`, the same edits time only the rebuild, plain and with each
+//! part of the instrumented build added in turn (`crate::build_parts`).
 
 use crate::{ekstazi_command, in_project, median, plain_command, run};
 use anyhow::{Context, Result, bail};
