@@ -25,7 +25,8 @@
 //!   conflict (seed 003's MCon4J recipe) and on real merges that pass
 //!   (`merge_eval`).
 //! - `eval noise`: what reruns with nothing changed (`noise`).
-//! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`).
+//! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`),
+//!   and prints its summary and time tables again.
 
 mod bisect_eval;
 mod build_parts;
@@ -584,6 +585,12 @@ fn main() -> Result<()> {
                     series.push((granularity.to_owned(), replay::read_csv(&csv)?));
                 }
             }
+            // The replay's figures again, from its CSV files.
+            let granularities: Vec<String> = series.iter().map(|(g, _)| g.clone()).collect();
+            let rows = series.iter().cloned().collect();
+            print!("{}", replay::summary_table(&granularities, &rows));
+            println!();
+            print!("{}", replay::time_table(&granularities, &rows));
             plot::replay_svg(
                 &svg.unwrap_or_else(|| out.join("replay.svg")),
                 &name,

@@ -256,6 +256,8 @@ fn write_results(
     )?;
     summary.push_str(&summary_table(&args.granularities, rows));
     summary.push('\n');
+    summary.push_str(&time_table(&args.granularities, rows));
+    summary.push('\n');
     // Per commit, side by side.
     let first = args.granularities.first().and_then(|g| rows.get(g));
     if let Some(first) = first {
@@ -383,6 +385,58 @@ pub fn summary_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>)
     out
 }
 
+/// A commit "rebuilds" when its plain build took longer than this: below
+/// it, cargo only checked that nothing changed, and a ratio of two no-op
+/// builds says nothing about the instrumented build.
+const REBUILD_SECONDS: f64 = 3.0;
+
+/// Where the time went, one line per granularity: cargo-ekstazi's stages
+/// and `cargo test`'s own build as shares of `cargo test`'s build and test
+/// run (means over commits), and the instrumented build against the plain
+/// one at the commits that rebuild (issue 17's goal: at most 1.05×).
+pub fn time_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| granularity | `cargo test`'s build | instrumented build | selection | test run | the rest | end to end | commits that rebuild | instrumented rebuild vs plain: mean (median) |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for granularity in granularities {
+        let Some(rows) = rows.get(granularity).filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let share = |part: &dyn Fn(&Row) -> f64| {
+            let shares: Vec<f64> = rows.iter().map(|r| part(r) / r.retest_total()).collect();
+            100.0 * evidence::mean(&shares)
+        };
+        let rebuilds: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.retest_build > REBUILD_SECONDS)
+            .map(|r| r.ekstazi_build / r.retest_build)
+            .collect();
+        let rebuild = if rebuilds.is_empty() {
+            "—".to_owned()
+        } else {
+            format!(
+                "{:.2}× ({:.2}×)",
+                evidence::mean(&rebuilds),
+                evidence::median(&rebuilds)
+            )
+        };
+        let _ = writeln!(
+            out,
+            "| {granularity} | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.0}% | {} | {rebuild} |",
+            share(&|r| r.retest_build),
+            share(&|r| r.ekstazi_build),
+            share(&|r| r.ekstazi_selection),
+            share(&|r| r.ekstazi_run),
+            share(&|r| { r.ekstazi_total - r.ekstazi_build - r.ekstazi_selection - r.ekstazi_run }),
+            share(&|r| r.ekstazi_total),
+            rebuilds.len(),
+        );
+    }
+    out
+}
+
 fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     let mut csv = format!("{CSV_HEADER}\n");
     for r in rows {
@@ -502,6 +556,38 @@ mod tests {
         assert_eq!(back[0].reasons, row.reasons);
         assert_eq!(back[0].selected, 3);
         assert_eq!(back[0].ekstazi_selection, 0.25);
+    }
+
+    #[test]
+    fn the_time_table_takes_the_rebuild_ratio_at_commits_that_rebuild_only() {
+        let row = |retest_build: f64, ekstazi_build: f64| Row {
+            commit: "c".into(),
+            subject: String::new(),
+            tests: 4,
+            selected: 1,
+            retest_build,
+            retest_test: 10.0 - retest_build,
+            retest_doctests: 0.0,
+            ekstazi_total: ekstazi_build + 1.0,
+            ekstazi_build,
+            ekstazi_selection: 0.5,
+            ekstazi_run: 0.5,
+            changed_outcomes: 0,
+            misses: 0,
+            ekstazi_only_failures: 0,
+            reasons: String::new(),
+        };
+        // A no-op build (1 s against 2 s) is no rebuild; the three that
+        // rebuild give 1.10×, 1.30× and 1.10×.
+        let rows = HashMap::from([(
+            "function".to_owned(),
+            vec![row(1.0, 2.0), row(5.0, 5.5), row(4.0, 5.2), row(6.0, 6.6)],
+        )]);
+        let table = time_table(&["function".to_owned()], &rows);
+        let line = table.lines().nth(2).unwrap();
+        assert!(line.ends_with("| 3 | 1.17× (1.10×) |"), "{line}");
+        // End to end: (3 + 6.5 + 6.2 + 7.6) / 10 over four commits.
+        assert!(line.contains("| 58% |"), "{line}");
     }
 
     #[test]
