@@ -364,7 +364,8 @@ enum Eval {
         #[command(flatten)]
         project: EvalProject,
     },
-    /// Redraw a replay's figure from its CSV files
+    /// Redraw a replay's figure from its CSV files, and print its summary
+    /// and time tables again
     Plot {
         /// The replay's output directory
         #[arg(long)]
