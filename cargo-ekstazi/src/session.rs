@@ -519,13 +519,12 @@ impl Session {
                         } else {
                             select::reasons(&loaded, &present)
                         };
-                        let (last, last_known) = match (loaded, sealed) {
-                            (Loaded::Found(record), Some(digest)) => {
-                                (Some(record), Known::Current(digest))
-                            }
-                            (Loaded::Found(record), None) => (Some(record), Known::Nothing),
-                            _ => (None, Known::Nothing),
+                        let last = match loaded {
+                            Loaded::Found(record) => Some(record),
+                            _ => None,
                         };
+                        // The store gives a digest with a found record only.
+                        let last_known = sealed.map_or(Known::Nothing, Known::Current);
                         (reasons, last, last_known, None)
                     }
                 };

@@ -1352,17 +1352,22 @@ mod tests {
         );
     }
 
-    #[test]
-    fn pruning_rewrites_a_pack_mostly_dropped_and_removes_damaged_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let history = History::new(dir.path());
-        let records: Vec<Record> = (0..10)
+    /// `n` records of tests `t0`, `t1`, …
+    fn samples(n: usize) -> Vec<Record> {
+        (0..n)
             .map(|i| {
                 let mut r = sample();
                 r.test = format!("t{i}");
                 r
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn pruning_rewrites_a_pack_mostly_dropped_and_removes_damaged_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let records: Vec<Record> = samples(10);
         let all: Vec<(&Record, bool)> = records.iter().map(|r| (r, true)).collect();
         history.file(A, &all, 1).unwrap();
         history.file(B, &all[..1], 2).unwrap();
@@ -1435,13 +1440,7 @@ mod tests {
     fn runs_filed_again_under_one_commit_do_not_pile_up_packs() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::new(dir.path());
-        let tests: Vec<Record> = (0..4)
-            .map(|i| {
-                let mut r = sample();
-                r.test = format!("t{i}");
-                r
-            })
-            .collect();
+        let tests: Vec<Record> = samples(4);
         let mut most = 0;
         let mut last = Vec::new();
         for run in 0..100u64 {
