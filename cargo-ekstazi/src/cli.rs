@@ -31,7 +31,7 @@ fn version() -> &'static str {
         env!("CARGO_PKG_VERSION"),
         " (record format ",
         // Kept in step with ekstazi_core::record::FORMAT_VERSION by a test.
-        "10",
+        "11",
         ")"
     )
 }

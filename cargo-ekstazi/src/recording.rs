@@ -64,15 +64,23 @@ pub fn record_in(
         }
     };
     let trace = trace::parse(&bytes);
+    let lost = trace::lost_marker(&finished.trace);
     let collected = collect(
         &trace,
         &Context {
             anchors: session.checksums.anchors(),
             ignore: &session.ignore,
             env,
+            services: &session.services,
         },
     );
     record.always = collected.always;
+    if lost.exists() {
+        record.always.push(
+            "the shim could not write all of its trace (a full disk, a file size limit, or its descriptor taken)"
+                .to_owned(),
+        );
+    }
     record.network = collected.network;
     record.ignored = collected.ignored;
     let witnesses = collected.witnesses;
@@ -103,6 +111,7 @@ pub fn record_in(
         case,
         &trace.coverage,
         finished.started,
+        env,
         &mut record,
     );
     if whole_binary {
@@ -181,6 +190,7 @@ fn code_deps(
     case: &TestCase,
     events: &[CoverageEvent],
     since: SystemTime,
+    env: &Environment,
     record: &mut Record,
 ) -> bool {
     let Ok(test_build) = &session.code[case.binary] else {
@@ -189,10 +199,12 @@ fn code_deps(
     let test_binary = canonical(&session.built.binaries[case.binary].path);
     let coverage = code::coverage(events);
     let mut whole_binary = true;
+    let mut walks_environment = false;
     for (program, flags) in &coverage.complete {
         let stored = session.checksums.anchors().store(program);
         let target = Target::Program(stored.clone());
         if canonical(program) == test_binary {
+            walks_environment |= test_build.walks_environment(flags);
             if let Some(dep) = code_dep(session, CodeUnit::TestBinary, test_build, flags, record) {
                 // Run as a program too (by a runner of the user's that
                 // execs it, or by the test itself): its functions stand
@@ -209,10 +221,17 @@ fn code_deps(
         let Ok(build) = session.snapshots.of_binary(program, &id) else {
             continue;
         };
+        walks_environment |= build.walks_environment(flags);
         if let Some(dep) = code_dep(session, CodeUnit::Program(stored), &build, flags, record) {
             record.deps.retain(|dep| dep.target != target);
             record.code.push(dep);
         }
+    }
+    if walks_environment {
+        record.deps.push(Dep {
+            target: Target::Environment,
+            sum: env.sum_all(),
+        });
     }
     whole_binary
 }

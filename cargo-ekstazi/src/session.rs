@@ -19,7 +19,7 @@ use ekstazi_core::env::Environment;
 use ekstazi_core::filter::{Decision, Filter};
 use ekstazi_core::history::{Candidates, History, Known, Vouch};
 use ekstazi_core::ignore::Ignore;
-use ekstazi_core::network::NetworkPolicy;
+use ekstazi_core::network::{NetworkPolicy, Service};
 use ekstazi_core::path::Anchors;
 use ekstazi_core::record::{FORMAT_VERSION, Global, Outcome, Record};
 use ekstazi_core::select::{self, Present, Reason};
@@ -62,6 +62,8 @@ pub struct Session {
     /// The run's options, every source applied.
     pub settings: Settings,
     pub network_policy: NetworkPolicy,
+    /// The local services `.config/ekstazi.toml` declares.
+    pub services: Vec<Service>,
     /// Per binary, the environment its tests are given (what `getenv`
     /// dependencies are compared with), but for each test's own `TMPDIR`
     /// ([`Session::environment_of`]).
@@ -284,13 +286,18 @@ impl Session {
                     checksums.anchors(),
                     Some(&ws.sysroot),
                     shim.parent().unwrap_or(&ws.target_dir),
-                );
+                )
+                .ignoring(ignore.env_patterns().cloned());
                 match &scratch {
                     Some(scratch) => env.with_private_tmp(scratch.root()),
                     None => env,
                 }
             })
             .collect();
+        let services = config
+            .services(&ws.root)
+            .map_err(anyhow::Error::msg)
+            .context("in the declared services (.config/ekstazi.toml)")?;
         Ok(Session {
             ws,
             cargo: cargo.clone(),
@@ -308,6 +315,7 @@ impl Session {
             snapshots,
             code,
             network_policy: config.network_policy(),
+            services,
             settings,
             environments,
             scratch,

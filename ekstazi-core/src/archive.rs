@@ -12,11 +12,11 @@
 //! manifest before keeping it.
 //!
 //! ```text
-//! v10/<binary key>/<test>            current records
-//! v10/.functions/<digest>            the function table
-//! v10/.uninstrumented/<digest>       uninstrumented functions of builds
-//! v10/.history/commits/<commit id>   which record held per test, per commit
-//! v10/.history/packs/<digest>        the records the history names
+//! v11/<binary key>/<test>            current records
+//! v11/.functions/<digest>            the function table
+//! v11/.uninstrumented/<digest>       uninstrumented functions of builds
+//! v11/.history/commits/<commit id>   which record held per test, per commit
+//! v11/.history/packs/<digest>        the records the history names
 //! ```
 
 use crate::record::FORMAT_VERSION;

@@ -17,9 +17,32 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-/// The checksum of a file's bytes. Only regular files are read: a FIFO or a
-/// device would block or never end, so for those (and directories) the
-/// checksum is their kind.
+/// The permission bits that enter a file's checksum: the owner's read,
+/// write and execute bits. A script that loses its executable bit fails to
+/// run, and a file that loses its read bit fails to open, so they are part
+/// of what a test saw. The group's and others' bits are left out: they
+/// follow each machine's umask (git itself keeps only the executable bit),
+/// and a CI cache restored into a checkout made with another umask must not
+/// rerun every test.
+const MODE_BITS: u32 = 0o700;
+
+fn mode_of(meta: &fs::Metadata) -> u8 {
+    use std::os::unix::fs::PermissionsExt;
+    ((meta.permissions().mode() & MODE_BITS) >> 6) as u8
+}
+
+/// A checksum that covers the permission bits as well as `hash`.
+fn with_mode(hash: Hash, mode: u8) -> Hash {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&hash);
+    hasher.update(&[b'm', mode]);
+    *hasher.finalize().as_bytes()
+}
+
+/// The checksum of a file's bytes and of its owner's permission bits
+/// ([`MODE_BITS`]). Only regular files are read: a FIFO or a device would
+/// block or never end, so for those (and directories) the checksum is their
+/// kind.
 pub fn content(path: &Path) -> Sum {
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
@@ -30,6 +53,7 @@ pub fn content(path: &Path) -> Sum {
     }
     let hash = File::open(path).and_then(|file| {
         let mut hasher = blake3::Hasher::new();
+        hasher.update(&[b'm', mode_of(&meta)]);
         hasher.update_reader(file)?;
         Ok(*hasher.finalize().as_bytes())
     });
@@ -383,9 +407,13 @@ impl Checksums {
 
     fn executable(&self, path: &Path, smart: fn(&Path, &[&[u8]]) -> io::Result<Hash>) -> Sum {
         let erase: Vec<&[u8]> = self.erase.iter().map(Vec::as_slice).collect();
-        match smart(path, &erase) {
-            Ok(hash) => Sum::Hash(hash),
-            Err(_) => match content(path) {
+        // The mode is taken before the bytes: a program made runnable while
+        // it was read is then at worst checksummed as the older mode.
+        let mode = fs::metadata(path).map(|meta| mode_of(&meta));
+        match (smart(path, &erase), mode) {
+            (Ok(hash), Ok(mode)) => Sum::Hash(with_mode(hash, mode)),
+            (Ok(_), Err(e)) => absent_or_unknown(&e),
+            (Err(_), _) => match content(path) {
                 // Nothing can run a directory (`execve` and `dlopen` fail the
                 // same way whatever it holds), so its kind is all a test that
                 // tried saw; while it stays a directory the test is unaffected,
@@ -521,7 +549,7 @@ impl Checksums {
             Target::Link(_) => link(&path, &self.anchors),
             Target::Resolved(_) => resolved(&path, &self.anchors),
             // Not a path: the caller's (see `select::Present`).
-            Target::TestBinary | Target::Env(_) => Sum::Unknown,
+            Target::TestBinary | Target::Env(_) | Target::Environment => Sum::Unknown,
         }
     }
 }
@@ -581,6 +609,24 @@ mod tests {
         assert_eq!(content(&dir.path().join("nope")), Sum::Absent);
         assert_eq!(content(&file.join("below-a-file")), Sum::Absent);
         assert_eq!(content(Path::new("/dev/null")), Sum::Kind(FileKind::Other));
+    }
+
+    #[test]
+    fn the_owners_permission_bits_are_part_of_a_files_checksum() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("hi.sh");
+        fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+        let chmod = |mode| fs::set_permissions(&script, fs::Permissions::from_mode(mode)).unwrap();
+        chmod(0o755);
+        let checksums = Checksums::new(Anchors::new(dir.path(), &dir.path().join("target"), None));
+        let (runnable, program) = (content(&script), checksums.program(&script));
+        chmod(0o644);
+        assert_ne!(content(&script), runnable, "the executable bit went");
+        assert_ne!(checksums.program(&script), program);
+        chmod(0o775);
+        assert_eq!(content(&script), runnable, "another umask's group bits");
+        assert_eq!(checksums.program(&script), program);
     }
 
     #[test]

@@ -368,6 +368,19 @@ impl Build {
         })
     }
 
+    /// Whether any function of these coverage flags walks the whole
+    /// environment; true too when a flag is not of this build (safe).
+    pub fn walks_environment(&self, flags: &[u32]) -> bool {
+        let walkers = &self.snapshot.environment_walkers;
+        if walkers.is_empty() {
+            return false;
+        }
+        match self.indexes_of_flags(flags) {
+            Some(hits) => hits.iter().any(|i| walkers.binary_search(i).is_ok()),
+            None => true,
+        }
+    }
+
     pub fn uninstrumented(&self) -> &Uninstrumented {
         &self.uninstrumented_table().0
     }
@@ -681,6 +694,7 @@ pub(crate) mod tests_support {
             stable,
             other_names: vec!["memcpy".into(), format!("only_in_{uninstrumented}")],
             other_fps: vec![[uninstrumented; 16], [0; 16]],
+            environment_walkers: vec![],
             stats: Default::default(),
         }
     }

@@ -11,7 +11,7 @@ use crate::checksum::{self, ListingWitness};
 use crate::dep::{EnvName, FileKind, Sum, Target};
 use crate::env::Environment;
 use crate::ignore::Ignore;
-use crate::network::{NetworkPolicy, Peer, is_external, parse_sockaddr};
+use crate::network::{NetworkPolicy, Peer, Service, is_external, is_local_address, parse_sockaddr};
 use crate::path::{Anchor, Anchors, normalize};
 use crate::record::{Ignored, MAX_IGNORED};
 use crate::trace::{Access, Event, Trace};
@@ -52,6 +52,8 @@ pub struct Context<'a> {
     pub ignore: &'a Ignore,
     /// The environment the test was given.
     pub env: &'a Environment,
+    /// The local services the workspace declares.
+    pub services: &'a [Service],
 }
 
 /// The strictest policy: a peer that is not external even under it never is.
@@ -68,6 +70,7 @@ pub fn collect(trace: &Trace, cx: &Context<'_>) -> Collected {
         changed_dirs: HashSet::new(),
         seen: HashSet::new(),
         ignored_seen: HashSet::new(),
+        bound_ports: HashSet::new(),
     };
     if !trace.complete {
         state.always("its trace is incomplete".to_owned());
@@ -78,6 +81,7 @@ pub fn collect(trace: &Trace, cx: &Context<'_>) -> Collected {
     for event in &trace.events {
         state.event(event);
     }
+    state.settle_loopback_peers();
     let mut out = state.out;
     drop_implied_kinds(&mut out.observed);
     out
@@ -92,6 +96,9 @@ struct State<'a> {
     changed_dirs: HashSet<PathBuf>,
     seen: HashSet<(Target, Option<Sum>)>,
     ignored_seen: HashSet<String>,
+    /// Local ports a process of the test bound (any protocol: the trace
+    /// does not say which, and a port is rarely both).
+    bound_ports: HashSet<u16>,
 }
 
 impl State<'_> {
@@ -197,11 +204,18 @@ impl State<'_> {
             return;
         };
         if event.option() {
-            // Bound by the test: a Unix socket file it made is its own.
-            if let Peer::Unix(path) = &peer
-                && let Some(path) = anchors.resolve(path)
-            {
-                self.owned.insert(path);
+            // Bound by the test: a Unix socket file it made is its own, and
+            // so is a local port.
+            match &peer {
+                Peer::Unix(path) => {
+                    if let Some(path) = anchors.resolve(path) {
+                        self.owned.insert(path);
+                    }
+                }
+                Peer::Ip(addr) if addr.port() != 0 => {
+                    self.bound_ports.insert(addr.port());
+                }
+                _ => {}
             }
             return;
         }
@@ -211,6 +225,69 @@ impl State<'_> {
             return;
         }
         self.peer(peer);
+    }
+
+    /// Once every bind is known (a server may bind after its client first
+    /// tried to connect): a local peer whose port the test bound is its
+    /// own; one on a declared service's port is that service, whose inputs
+    /// become dependencies; any other stays an address, external.
+    fn settle_loopback_peers(&mut self) {
+        let peers = std::mem::take(&mut self.out.network);
+        for peer in peers {
+            let peer = match peer {
+                Peer::Ip(addr) if is_local_address(addr.ip()) => {
+                    let service = self
+                        .cx
+                        .services
+                        .iter()
+                        .find(|s| s.ports.contains(&addr.port()));
+                    if self.bound_ports.contains(&addr.port()) {
+                        Peer::Own(addr)
+                    } else if let Some(service) = service {
+                        self.service_inputs(service);
+                        Peer::Service {
+                            name: service.name.clone(),
+                            addr,
+                        }
+                    } else {
+                        Peer::Ip(addr)
+                    }
+                }
+                other => other,
+            };
+            if !self.out.network.contains(&peer) {
+                self.out.network.push(peer);
+            }
+        }
+    }
+
+    /// A declared service's inputs as dependencies: each file's content,
+    /// each directory's listing and every file below it; a missing input's
+    /// absence.
+    fn service_inputs(&mut self, service: &Service) {
+        let anchors = self.cx.anchors;
+        for input in &service.inputs {
+            let walk = ignore::WalkBuilder::new(input)
+                .standard_filters(false)
+                .sort_by_file_path(|a, b| a.cmp(b))
+                .build();
+            let mut found = false;
+            for entry in walk {
+                let Ok(entry) = entry else {
+                    continue;
+                };
+                found = true;
+                let stored = anchors.store(&normalize(entry.path()));
+                match entry.file_type() {
+                    Some(kind) if kind.is_dir() => self.observe(Target::Listing(stored), None),
+                    _ => self.observe(Target::Content(stored), None),
+                }
+            }
+            if !found {
+                let path = anchors.store(&normalize(input));
+                self.observe(Target::Kind { path, follow: true }, Some(Sum::Absent));
+            }
+        }
     }
 
     fn peer(&mut self, peer: Peer) {
@@ -272,7 +349,7 @@ impl State<'_> {
             }
             Access::Untraceable => {
                 let why = if event.option() {
-                    "a set-user-ID program the shim is not loaded into"
+                    "a set-user-ID program, or one with file capabilities, that the shim is not loaded into"
                 } else if event.flags & crate::trace::FLAG_FOREIGN != 0 {
                     "a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
                 } else {
@@ -364,6 +441,7 @@ mod tests {
                 anchors: &anchors,
                 ignore: &ignore,
                 env,
+                services: &[],
             },
         )
     }
@@ -617,7 +695,7 @@ mod tests {
             c.always,
             [
                 "it runs $CARGO_TARGET_DIR/debug/static-helper, a statically linked program the shim cannot see into",
-                "it runs /usr/bin/sudo, a set-user-ID program the shim is not loaded into",
+                "it runs /usr/bin/sudo, a set-user-ID program, or one with file capabilities, that the shim is not loaded into",
                 "it runs /opt/musl/tool, a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
             ]
         );
@@ -652,7 +730,22 @@ mod tests {
             (Access::Network, 0, unix("/run/daemon.sock")),
             (Access::HostLookup, 0, b"localhost".to_vec()),
         ];
-        let t = Trace {
+        let t = raw_trace(events);
+        let c = collect_with(&t, &environment(&[]));
+        let peers: Vec<String> = c.network.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            peers,
+            [
+                "127.0.0.1:8080",
+                "10.1.2.3:443",
+                "unix socket /run/daemon.sock",
+                "host name localhost"
+            ]
+        );
+    }
+
+    fn raw_trace(events: Vec<(Access, u8, Vec<u8>)>) -> Trace {
+        Trace {
             events: events
                 .into_iter()
                 .map(|(access, flags, bytes)| Event {
@@ -663,16 +756,74 @@ mod tests {
                 .collect(),
             coverage: vec![],
             complete: true,
-        };
-        let c = collect_with(&t, &environment(&[]));
+        }
+    }
+
+    #[test]
+    fn a_loopback_port_is_the_tests_own_a_declared_service_or_external() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("migrations")).unwrap();
+        std::fs::write(dir.path().join("migrations/1.sql"), "create table t;").unwrap();
+        let t = raw_trace(vec![
+            (Access::Start, 0, vec![]),
+            // The client's first try comes before its server's bind.
+            (Access::Network, 0, sockaddr_v4([127, 0, 0, 1], 5000)),
+            (
+                Access::Network,
+                FLAG_OPTION,
+                sockaddr_v4([0, 0, 0, 0], 5000),
+            ),
+            (Access::Network, 0, sockaddr_v4([127, 0, 0, 1], 5432)),
+            (Access::Network, 0, sockaddr_v4([127, 0, 0, 1], 6379)),
+        ]);
+        let services = [Service {
+            name: "db".to_owned(),
+            ports: vec![5432],
+            inputs: vec![dir.path().join("migrations"), dir.path().join("seed.sql")],
+        }];
+        let anchors = Anchors::new(dir.path(), &dir.path().join("target"), None);
+        let ignore = Ignore::defaults();
+        let env = environment(&[]);
+        let c = collect(
+            &t,
+            &Context {
+                anchors: &anchors,
+                ignore: &ignore,
+                env: &env,
+                services: &services,
+            },
+        );
         let peers: Vec<String> = c.network.iter().map(ToString::to_string).collect();
         assert_eq!(
             peers,
             [
-                "127.0.0.1:8080",
-                "10.1.2.3:443",
-                "unix socket /run/daemon.sock",
-                "host name localhost"
+                "127.0.0.1:5000 (bound by the test)",
+                "127.0.0.1:5432 (service db)",
+                "127.0.0.1:6379"
+            ]
+        );
+        let inputs: Vec<(String, Option<Sum>)> = c
+            .observed
+            .iter()
+            .map(|o| {
+                let kind = match &o.target {
+                    Target::Listing(_) => "listing",
+                    Target::Content(_) => "content",
+                    Target::Kind { .. } => "kind",
+                    _ => "other",
+                };
+                (
+                    format!("{kind} {}", o.target.path().unwrap()),
+                    o.known.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            inputs,
+            [
+                ("listing migrations".to_owned(), None),
+                ("content migrations/1.sql".to_owned(), None),
+                ("kind seed.sql".to_owned(), Some(Sum::Absent)),
             ]
         );
     }

@@ -18,6 +18,16 @@
 //! # External tests always run; `false` selects them like any other.
 //! always-run-external = true
 //!
+//! # A service on this machine that tests reach on a loopback port (one
+//! # that no process of the test bound: CI started it). A test that reaches
+//! # it depends on the service's inputs instead of always running.
+//! [[network.service]]
+//! name = "postgres"
+//! ports = [5432]
+//! # Files or directories, relative to the workspace root, that stand for
+//! # the service's state: migrations, a compose file, a seed script.
+//! inputs = ["migrations/", "docker-compose.yml"]
+//!
 //! [libraries]
 //! # System shared libraries (outside the workspace, target directory and
 //! # cargo's home) are dependencies too.
@@ -56,7 +66,7 @@
 //! dependency. The network policy is applied when selecting, to the peers a
 //! record keeps, so changing it takes effect without rerunning anything.
 
-use crate::network::NetworkPolicy;
+use crate::network::{NetworkPolicy, Service};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -158,6 +168,18 @@ pub struct NetworkConfig {
     /// Unset: external tests always run (unless the command line or the
     /// environment says otherwise).
     pub always_run_external: Option<bool>,
+    /// Declared local services (`[[network.service]]`).
+    pub service: Vec<ServiceConfig>,
+}
+
+/// `[[network.service]]`: see [`crate::network::Service`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServiceConfig {
+    pub name: String,
+    pub ports: Vec<u16>,
+    /// Relative to the workspace root.
+    pub inputs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +217,12 @@ impl Config {
         // the file's name, before anything runs.
         crate::ignore::Ignore::defaults()
             .with_config(&config, workspace)
+            .map_err(|message| ConfigError::Invalid {
+                path: path.clone(),
+                message,
+            })?;
+        config
+            .services(workspace)
             .map_err(|message| ConfigError::Invalid { path, message })?;
         Ok(config)
     }
@@ -208,15 +236,68 @@ impl Config {
     /// tests are built (debug information shows in nothing a test observes
     /// but a backtrace's detail; still, records made with other binaries
     /// are not trusted).
+    ///
+    /// Declared services decide what is recorded too: a test that reaches
+    /// one records its inputs, and one that reaches an undeclared port
+    /// records an external peer.
     pub fn recording_digest(&self) -> String {
         if self.ignore == IgnoreConfig::default()
             && self.libraries == LibrariesConfig::default()
             && self.build == BuildConfig::default()
+            && self.network.service.is_empty()
         {
             return String::new();
         }
-        let text = format!("{:?} {:?} {:?}", self.ignore, self.libraries, self.build);
+        let text = if self.network.service.is_empty() {
+            format!("{:?} {:?} {:?}", self.ignore, self.libraries, self.build)
+        } else {
+            format!(
+                "{:?} {:?} {:?} {:?}",
+                self.ignore, self.libraries, self.build, self.network.service
+            )
+        };
         blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
+    }
+
+    /// The declared services, their inputs made absolute. An input may not
+    /// leave the workspace: the file is shared by everyone who checks the
+    /// workspace out.
+    pub fn services(&self, workspace: &Path) -> Result<Vec<Service>, String> {
+        self.network
+            .service
+            .iter()
+            .map(|s| {
+                if s.ports.is_empty() {
+                    return Err(format!("service {:?} names no port", s.name));
+                }
+                let inputs = s
+                    .inputs
+                    .iter()
+                    .map(|input| {
+                        let path = Path::new(input);
+                        let inside = path.components().all(|c| {
+                            matches!(
+                                c,
+                                std::path::Component::Normal(_) | std::path::Component::CurDir
+                            )
+                        });
+                        if inside {
+                            Ok(workspace.join(path))
+                        } else {
+                            Err(format!(
+                                "service {:?}: input {input:?} is not a path inside the workspace",
+                                s.name
+                            ))
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Service {
+                    name: s.name.clone(),
+                    ports: s.ports.clone(),
+                    inputs,
+                })
+            })
+            .collect()
     }
 
     pub fn network_policy(&self) -> NetworkPolicy {
@@ -290,6 +371,28 @@ mod tests {
         assert_eq!(config.select.never_record, ["b*"]);
         assert_eq!(config.build.debuginfo, DebugInfo::Profile);
         assert_ne!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn a_declared_service_is_recorded_and_stays_inside_the_workspace() {
+        let text =
+            "[[network.service]]\nname = \"db\"\nports = [5432]\ninputs = [\"migrations/\"]\n";
+        let config = Config::parse(text).unwrap();
+        assert_ne!(config.recording_digest(), "", "it decides what is recorded");
+        let services = config.services(Path::new("/ws")).unwrap();
+        assert_eq!(services[0].ports, [5432]);
+        assert_eq!(services[0].inputs, [Path::new("/ws/migrations/")]);
+        for bad in ["../db", "/etc/passwd"] {
+            let text =
+                format!("[[network.service]]\nname = \"db\"\nports = [1]\ninputs = [{bad:?}]\n");
+            let err = Config::parse(&text)
+                .unwrap()
+                .services(Path::new("/ws"))
+                .unwrap_err();
+            assert!(err.contains("inside the workspace"), "{err}");
+        }
+        let no_port = Config::parse("[[network.service]]\nname = \"db\"\n").unwrap();
+        assert!(no_port.services(Path::new("/ws")).is_err());
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub enum Target {
     /// name sources by absolute paths, which a moved checkout changes
     /// without changing what they say.
     BuildFile(StoredPath),
+    /// Every environment variable the test was given, less cargo-ekstazi's
+    /// own and the ignored ones ([`crate::env::Environment::sum_all`]): a
+    /// test that walks the environment (`std::env::vars`, `environ`) saw
+    /// them all.
+    Environment,
 }
 
 /// The name of an environment variable (bytes: need not be UTF-8).
@@ -64,7 +69,7 @@ impl Target {
             | Target::Resolved(path)
             | Target::Library(path)
             | Target::BuildFile(path) => Some(path),
-            Target::TestBinary | Target::Env(_) => None,
+            Target::TestBinary | Target::Env(_) | Target::Environment => None,
         }
     }
 }
@@ -74,6 +79,7 @@ impl fmt::Display for Target {
         match self {
             Target::TestBinary => f.write_str("test binary"),
             Target::Env(name) => write!(f, "${name}"),
+            Target::Environment => f.write_str("the whole environment"),
             other => other.path().expect("every other target has a path").fmt(f),
         }
     }
@@ -141,6 +147,9 @@ pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
         (Target::Env(name), Sum::Absent, _) => format!("environment variable set: {name}"),
         (Target::Env(name), _, Sum::Absent) => format!("environment variable unset: {name}"),
         (Target::Env(name), _, _) => format!("environment variable changed: {name}"),
+        (Target::Environment, _, _) => {
+            "environment changed (the test walks every variable)".to_owned()
+        }
         (Target::Listing(_), Sum::Unknown, _) => {
             format!("directory changed while the test ran: {target}")
         }

@@ -14,10 +14,12 @@
 //!   `OUT_DIR`, `CARGO_BIN_EXE_*`, `LD_LIBRARY_PATH`, `CARGO`, ...).
 //!
 //! Walking the whole environment (`std::env::vars`, which reads `environ`
-//! directly) cannot be seen by an `LD_PRELOAD` shim. It is not recorded:
-//! what a test passes on to a child process is seen when the child reads
-//! it, and the README names the remaining blind spot (a test that inspects
-//! the set of all variables itself).
+//! directly) cannot be seen by an `LD_PRELOAD` shim. The function
+//! fingerprints see it instead: a test that executed a function whose code
+//! calls one of std's walkers, or reads `environ` itself, depends on every
+//! variable it was given ([`Environment::sum_all`]) but the tool's own and
+//! the ignored ones. What a test passes on to a child process through
+//! `Command` is seen when the child reads it.
 
 use crate::dep::{EnvName, Sum};
 use crate::path::{Anchors, Placeholders, normalize};
@@ -43,6 +45,8 @@ pub struct Environment {
     placeholders: Placeholders,
     /// The directory the shim is written to: its `LD_PRELOAD` entry is ours.
     shim_dir: Vec<u8>,
+    /// Names left out of [`Environment::sum_all`] (`[ignore] env`).
+    ignored: Option<globset::GlobSet>,
 }
 
 impl Environment {
@@ -63,7 +67,37 @@ impl Environment {
             vars,
             placeholders: Placeholders::new(anchors, sysroot),
             shim_dir: normalize(shim_dir).as_os_str().as_bytes().to_vec(),
+            ignored: None,
         }
+    }
+
+    /// Leaves the variables these patterns match out of
+    /// [`Environment::sum_all`].
+    pub fn ignoring(mut self, names: Option<globset::GlobSet>) -> Environment {
+        self.ignored = names;
+        self
+    }
+
+    /// The checksum of the whole environment a walk sees: every variable's
+    /// name and normalised value, in name order, but cargo-ekstazi's own
+    /// and the ignored ones.
+    pub fn sum_all(&self) -> Sum {
+        let mut hasher = blake3::Hasher::new();
+        for (name, value) in &self.vars {
+            let ignored = is_own(name)
+                || self.ignored.as_ref().is_some_and(|set| {
+                    std::str::from_utf8(name).is_ok_and(|name| set.is_match(name))
+                });
+            if ignored {
+                continue;
+            }
+            let value = self.normalize(name, value);
+            hasher.update(&(name.len() as u64).to_le_bytes());
+            hasher.update(name);
+            hasher.update(&(value.len() as u64).to_le_bytes());
+            hasher.update(&value);
+        }
+        Sum::Hash(*hasher.finalize().as_bytes())
     }
 
     /// `root` holds the tests' private temporary directories: a test's is

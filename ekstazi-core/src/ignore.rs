@@ -97,6 +97,11 @@ impl Ignore {
         None
     }
 
+    /// The `[ignore] env` patterns.
+    pub fn env_patterns(&self) -> Option<&globset::GlobSet> {
+        self.env.as_ref()
+    }
+
     /// Why reading the environment variable `name` is not a dependency.
     pub fn check_env(&self, name: &[u8]) -> Option<&str> {
         if crate::env::is_own(name) {

@@ -7,6 +7,14 @@
 //! [`is_external`] decides, under the [`NetworkPolicy`] of the workspace's
 //! configuration. Peers are kept in the record and judged at selection time,
 //! so a change of policy applies to existing records at once.
+//!
+//! A loopback address is no proof of a local, deterministic peer: CI starts
+//! databases and caches on `127.0.0.1`, and their state is no file the test
+//! read. So a loopback port is the test's own ([`Peer::Own`]) only when a
+//! process of the test's tree bound it during the test; any other loopback
+//! peer is external, unless the workspace declares the service behind the
+//! port ([`Service`]): then the peer is [`Peer::Service`], and the test
+//! depends on the files the user named as that service's state instead.
 
 use crate::path::{Anchor, StoredPath};
 use serde::{Deserialize, Serialize};
@@ -29,35 +37,57 @@ pub enum Peer {
     Host(String),
     /// A socket of another family (`AF_*` number).
     Other(u16),
+    /// A loopback (or unspecified) address whose port a process of the
+    /// test's own tree bound during the test: a server the test started.
+    Own(SocketAddr),
+    /// A loopback (or unspecified) address whose port belongs to a service
+    /// the workspace declared (`[[network.service]]`): not external; the
+    /// test depends on the service's declared inputs instead.
+    Service { name: String, addr: SocketAddr },
+}
+
+/// A local service the workspace declares (`[[network.service]]` in
+/// `.config/ekstazi.toml`): a test that reaches one of its ports on a
+/// loopback address depends on its inputs (the files that stand for its
+/// state: migrations, a compose file, a seed script) rather than always
+/// running.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Service {
+    pub name: String,
+    pub ports: Vec<u16>,
+    /// Absolute paths of files or directories (a directory: every file
+    /// below it, and its listings).
+    pub inputs: Vec<std::path::PathBuf>,
+}
+
+/// Whether an address reaches this machine: loopback, or the unspecified
+/// address (which Linux connects to the local host).
+pub fn is_local_address(ip: IpAddr) -> bool {
+    let ip = canonical_ip(ip);
+    ip.is_loopback() || ip.is_unspecified()
 }
 
 /// What counts as external.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NetworkPolicy {
-    /// Loopback addresses (127.0.0.0/8, ::1, `localhost`) count as external.
+    /// Every loopback peer counts as external: the test's own servers and
+    /// declared services too, and `localhost` lookups.
     pub loopback_is_external: bool,
 }
 
 /// Whether reaching `peer` makes a test external.
 ///
-/// Local: loopback addresses (unless the policy says otherwise), the
-/// unspecified address (which Linux connects to the local host), and Unix
-/// sockets inside the workspace or target directory. Everything else —
-/// another address, a Unix socket elsewhere (a system daemon), an abstract
-/// socket, a host name that is not `localhost`, another family — is
-/// external. Netlink talks to the kernel and is local.
+/// Local: a loopback port the test's own tree bound, a declared service's
+/// port (both unless the policy says otherwise), a `localhost` lookup (a
+/// lookup alone reaches nothing), and Unix sockets inside the workspace or
+/// target directory. Everything else — another address, a loopback port
+/// nothing of the test bound, a Unix socket elsewhere (a system daemon), an
+/// abstract socket, a host name that is not `localhost`, another family —
+/// is external. Netlink talks to the kernel and is local.
 pub fn is_external(peer: &Peer, policy: &NetworkPolicy) -> bool {
     match peer {
-        Peer::Ip(addr) => {
-            let ip = canonical_ip(addr.ip());
-            if ip.is_unspecified() {
-                false
-            } else if ip.is_loopback() {
-                policy.loopback_is_external
-            } else {
-                true
-            }
-        }
+        Peer::Ip(_) => true,
+        Peer::Own(_) | Peer::Service { .. } => policy.loopback_is_external,
         Peer::Unix(path) => !matches!(path.anchor(), Anchor::Workspace | Anchor::Target),
         Peer::Abstract(_) => true,
         Peer::Host(name) => {
@@ -138,6 +168,8 @@ impl fmt::Display for Peer {
             Peer::Abstract(name) => write!(f, "abstract socket @{}", String::from_utf8_lossy(name)),
             Peer::Host(name) => write!(f, "host name {name}"),
             Peer::Other(family) => write!(f, "socket family {family}"),
+            Peer::Own(addr) => write!(f, "{addr} (bound by the test)"),
+            Peer::Service { name, addr } => write!(f, "{addr} (service {name})"),
         }
     }
 }
@@ -163,36 +195,42 @@ mod tests {
     }
 
     #[test]
-    fn ipv4() {
-        assert!(!is_external(&ip("127.0.0.1:80"), &DEFAULT));
-        assert!(!is_external(&ip("127.8.9.10:80"), &DEFAULT), "all of 127/8");
-        assert!(is_external(&ip("127.0.0.1:80"), &STRICT));
-        assert!(!is_external(&ip("0.0.0.0:80"), &STRICT), "the local host");
-        for remote in [
-            "10.0.0.1:80",
-            "192.168.1.1:53",
-            "93.184.216.34:443",
-            "128.0.0.1:1",
-        ] {
-            assert!(is_external(&ip(remote), &DEFAULT), "{remote}");
+    fn an_address_is_external_unless_the_test_bound_it_or_it_is_declared() {
+        for any in ["127.0.0.1:5432", "[::1]:6379", "0.0.0.0:80", "10.0.0.1:80"] {
+            assert!(is_external(&ip(any), &DEFAULT), "{any}");
+        }
+        let own = Peer::Own("127.0.0.1:5000".parse().unwrap());
+        let service = Peer::Service {
+            name: "db".to_owned(),
+            addr: "127.0.0.1:5432".parse().unwrap(),
+        };
+        for local in [&own, &service] {
+            assert!(!is_external(local, &DEFAULT), "{local}");
+            assert!(is_external(local, &STRICT), "{local}");
         }
     }
 
     #[test]
-    fn ipv6() {
-        assert!(!is_external(&ip("[::1]:80"), &DEFAULT));
-        assert!(is_external(&ip("[::1]:80"), &STRICT));
-        assert!(
-            !is_external(&ip("[::ffff:127.0.0.1]:80"), &DEFAULT),
-            "mapped IPv4"
-        );
-        assert!(is_external(&ip("[::ffff:8.8.8.8]:53"), &DEFAULT));
-        assert!(!is_external(&ip("[::]:80"), &DEFAULT));
-        assert!(is_external(&ip("[2001:db8::1]:443"), &DEFAULT));
-        assert!(
-            is_external(&ip("[fe80::1]:443"), &DEFAULT),
-            "link-local is another machine"
-        );
+    fn local_addresses() {
+        for local in [
+            "127.0.0.1",
+            "127.8.9.10",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_local_address(local.parse().unwrap()), "{local}");
+        }
+        for remote in [
+            "10.0.0.1",
+            "128.0.0.1",
+            "::ffff:8.8.8.8",
+            "fe80::1",
+            "2001:db8::1",
+        ] {
+            assert!(!is_local_address(remote.parse().unwrap()), "{remote}");
+        }
     }
 
     #[test]

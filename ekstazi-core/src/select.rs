@@ -220,6 +220,7 @@ pub fn current(target: &Target, present: &Present<'_>) -> Sum {
     match target {
         Target::TestBinary => present.binary.clone(),
         Target::Env(name) => present.env.sum(name),
+        Target::Environment => present.env.sum_all(),
         target => present.checksums.get(target),
     }
 }
@@ -500,7 +501,7 @@ mod tests {
     fn external_tests_run_under_the_policy() {
         let w = World::new();
         let mut r = record(vec![]);
-        r.network = vec![Peer::Ip("127.0.0.1:5000".parse().unwrap())];
+        r.network = vec![Peer::Own("127.0.0.1:5000".parse().unwrap())];
         let default = NetworkPolicy::default();
         let strict = NetworkPolicy {
             loopback_is_external: true,
@@ -508,7 +509,7 @@ mod tests {
         assert!(w.reasons_with(r.clone(), &[], &default).is_empty());
         assert_eq!(
             w.reasons_with(r.clone(), &[], &strict),
-            ["external: 127.0.0.1:5000"]
+            ["external: 127.0.0.1:5000 (bound by the test)"]
         );
         r.network.push(Peer::Host("example.com".into()));
         assert_eq!(
@@ -516,8 +517,15 @@ mod tests {
             ["external: host name example.com"]
         );
         assert_eq!(
-            w.reasons_with(r, &[], &strict),
-            ["external: 127.0.0.1:5000 and 1 more"]
+            w.reasons_with(r.clone(), &[], &strict),
+            ["external: 127.0.0.1:5000 (bound by the test) and 1 more"]
+        );
+        let service = Peer::Ip("127.0.0.1:5432".parse().unwrap());
+        r.network = vec![service];
+        assert_eq!(
+            w.reasons_with(r, &[], &default),
+            ["external: 127.0.0.1:5432"],
+            "a loopback port nothing of the test bound"
         );
     }
 }

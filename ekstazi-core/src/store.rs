@@ -3,7 +3,7 @@
 //! ```text
 //! .ekstazi/
 //!   lock                      held by a run (exclusive) or an analysis (shared)
-//!   v10/                      one directory per record format version
+//!   v11/                      one directory per record format version
 //!     <binary key>/<test>     escaped names, one record each
 //!     .code/<id>              function fingerprints of one build of a
 //!                             program (a cache: the present builds')

@@ -11,6 +11,15 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// The file the shim makes beside a trace when it could not write one of
+/// its events (a full disk, a file size limit, a descriptor it could not
+/// open again): the trace is then missing something, and cannot vouch.
+pub fn lost_marker(trace: &Path) -> PathBuf {
+    let mut name = trace.as_os_str().to_owned();
+    name.push(".lost");
+    PathBuf::from(name)
+}
+
 /// What a process did with a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {

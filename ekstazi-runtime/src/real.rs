@@ -131,4 +131,9 @@ real! {
     truncate: fn(*const c_char, libc::off_t) -> c_int;
     truncate64: fn(*const c_char, libc::off64_t) -> c_int;
     chdir: fn(*const c_char) -> c_int;
+    glob: fn(*const c_char, c_int, *mut c_void, *mut c_void) -> c_int;
+    glob64: fn(*const c_char, c_int, *mut c_void, *mut c_void) -> c_int;
+    nftw: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int, *mut c_void) -> c_int, c_int, c_int) -> c_int;
+    nftw64: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int, *mut c_void) -> c_int, c_int, c_int) -> c_int;
+    __libc_start_main: fn(unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
 }

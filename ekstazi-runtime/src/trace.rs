@@ -9,7 +9,7 @@
 //! folds duplicates, which keeps the trace small for tests that poll a file.
 
 use crate::path::EventBuf;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 /// Opened for reading (or for reading and writing) a file that existed.
 pub const READ: u8 = b'R';
@@ -79,8 +79,153 @@ static FD: AtomicI32 = AtomicI32::new(-1);
 /// the harness.
 static HARNESS_PID: AtomicI32 = AtomicI32::new(0);
 
+/// Whether the program's `main` has started: before it, the main thread
+/// runs the program's constructors, which every test process runs.
+static IN_MAIN: AtomicBool = AtomicBool::new(false);
+
+/// Called as the program's `main` starts (see `hooks::start`).
+pub fn main_started() {
+    IN_MAIN.store(true, Ordering::Relaxed);
+}
+
 /// Moved out of the way of the descriptors a program expects to manage.
 const HIGH_FD: libc::c_int = 900;
+
+/// The trace file's path, kept from the constructor on: a process that
+/// closed the trace's descriptor (code that closes every descriptor before
+/// an `exec`) gets it opened again, and one that cannot write names the
+/// loss beside the trace ([`LOST_SUFFIX`]).
+struct TracePath {
+    bytes: std::cell::UnsafeCell<[u8; TRACE_PATH_MAX]>,
+    len: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: written once, in the constructor, before `FD` is published (and
+// so before any event is written); read only after that.
+unsafe impl Sync for TracePath {}
+
+const TRACE_PATH_MAX: usize = 4096;
+/// Appended to the trace's path for the file that says events were lost.
+pub const LOST_SUFFIX: &[u8] = b".lost";
+
+static TRACE_PATH: TracePath = TracePath {
+    bytes: std::cell::UnsafeCell::new([0; TRACE_PATH_MAX]),
+    len: std::sync::atomic::AtomicUsize::new(0),
+};
+
+impl TracePath {
+    /// # Safety
+    /// Called once, single-threaded, before any event is written.
+    unsafe fn set(&self, path: &[u8]) {
+        if path.len() + LOST_SUFFIX.len() < TRACE_PATH_MAX {
+            // SAFETY: no reader yet (see the `Sync` impl).
+            unsafe { (&mut *self.bytes.get())[..path.len()].copy_from_slice(path) };
+            self.len.store(path.len(), Ordering::Release);
+        }
+    }
+
+    /// The path followed by `suffix` and a NUL, in `buf`; `None` when no
+    /// path was kept.
+    fn with_suffix<'b>(
+        &self,
+        suffix: &[u8],
+        buf: &'b mut [u8; TRACE_PATH_MAX],
+    ) -> Option<&'b [u8]> {
+        let len = self.len.load(Ordering::Acquire);
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: written before `len` was published, never again.
+        let path = unsafe { &(&*self.bytes.get())[..len] };
+        buf[..len].copy_from_slice(path);
+        buf[len..len + suffix.len()].copy_from_slice(suffix);
+        buf[len + suffix.len()] = 0;
+        Some(&buf[..=len + suffix.len()])
+    }
+}
+
+/// Opens the trace again after its descriptor was found closed, at the
+/// same high number; -1 if it cannot be.
+fn reopen(old: libc::c_int) -> libc::c_int {
+    let mut buf = [0u8; TRACE_PATH_MAX];
+    let Some(path) = TRACE_PATH.with_suffix(b"", &mut buf) else {
+        return -1;
+    };
+    let Some(open) = crate::real::open64() else {
+        return -1;
+    };
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC;
+    // SAFETY: `path` is NUL-terminated.
+    let fd = unsafe { open(path.as_ptr().cast(), flags) };
+    if fd < 0 {
+        return -1;
+    }
+    // SAFETY: plain descriptor operations on our own descriptor.
+    let fd = unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
+        if high >= 0 {
+            libc::close(fd);
+            high
+        } else {
+            fd
+        }
+    };
+    match FD.compare_exchange(old, fd, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => fd,
+        // Another thread opened it again first: use theirs.
+        Err(theirs) => {
+            // SAFETY: closing the descriptor this call opened.
+            unsafe { libc::close(fd) };
+            theirs
+        }
+    }
+}
+
+/// Says, beside the trace, that an event of this process could not be
+/// written: the runner then does not trust the trace. An empty file is
+/// made, which needs no room for data (a full disk, a file size limit).
+fn mark_lost() {
+    let mut buf = [0u8; TRACE_PATH_MAX];
+    let Some(path) = TRACE_PATH.with_suffix(LOST_SUFFIX, &mut buf) else {
+        return;
+    };
+    let Some(open) = crate::real::open64() else {
+        return;
+    };
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
+    // SAFETY: `path` is NUL-terminated.
+    let fd = unsafe { open(path.as_ptr().cast(), flags, 0o600 as libc::c_uint) };
+    if fd >= 0 {
+        // SAFETY: closing the descriptor just opened.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Writes one whole event with `write_once` (given the descriptor),
+/// opening the trace again once if its descriptor was closed; anything
+/// short of the whole event is a loss, said beside the trace.
+fn write_event(len: usize, mut write_once: impl FnMut(libc::c_int) -> isize) {
+    let mut fd = FD.load(Ordering::Relaxed);
+    let mut reopened = false;
+    loop {
+        let n = write_once(fd);
+        if n >= 0 && n as usize == len {
+            return;
+        }
+        let err = crate::hooks::errno();
+        if n < 0 && err == libc::EINTR {
+            continue;
+        }
+        if n < 0 && err == libc::EBADF && !reopened {
+            reopened = true;
+            fd = reopen(fd);
+            if fd >= 0 {
+                continue;
+            }
+        }
+        return mark_lost();
+    }
+}
 
 /// Opens the trace file named in the environment.
 ///
@@ -102,6 +247,8 @@ pub unsafe fn init() {
     if fd < 0 {
         return;
     }
+    // SAFETY: from the constructor, before any event; `path` is a C string.
+    unsafe { TRACE_PATH.set(std::ffi::CStr::from_ptr(path).to_bytes()) };
     // SAFETY: plain descriptor operations.
     let fd = unsafe {
         let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
@@ -170,10 +317,12 @@ extern "C" fn forked_child() {
     HARNESS_PID.store(0, Ordering::Relaxed);
 }
 
-/// Flags every event of the calling thread carries.
+/// Flags every event of the calling thread carries: the harness flag on
+/// the test binary's main thread once `main` has started (before it, the
+/// constructors ran, in every test's process alike).
 pub fn thread_flags() -> u8 {
     let harness = HARNESS_PID.load(Ordering::Relaxed);
-    if harness == 0 {
+    if harness == 0 || !IN_MAIN.load(Ordering::Relaxed) {
         return 0;
     }
     let tid = TID
@@ -205,18 +354,13 @@ pub fn record_as(tag: u8, flags: u8, buf: &mut EventBuf) {
     if !seen::insert(seen::hash(tag, flags, buf.path())) {
         return;
     }
-    let mut event = buf.event(tag, flags);
-    while !event.is_empty() {
+    let event = buf.event(tag, flags);
+    // One `write`: with `O_APPEND` the event lands whole, or (a full disk)
+    // not whole, which is a loss like any failed write.
+    write_event(event.len(), |fd| {
         // SAFETY: writing an initialised buffer to our descriptor.
-        let n = unsafe { libc::write(fd, event.as_ptr().cast(), event.len()) };
-        if n < 0 {
-            if crate::hooks::errno() == libc::EINTR {
-                continue;
-            }
-            return;
-        }
-        event = &event[n as usize..];
-    }
+        unsafe { libc::write(fd, event.as_ptr().cast(), event.len()) }
+    });
 }
 
 /// Appends an event whose payload is `parts` one after another, without
@@ -251,9 +395,11 @@ pub fn record_raw<const N: usize>(tag: u8, parts: [&[u8]; N]) {
     }
     // One `writev`: with `O_APPEND` the event lands whole (short writes to
     // regular files do not happen short of a full disk, which loses the
-    // trace's tail and makes it incomplete, hence untrusted).
-    // SAFETY: every buffer is initialised and outlives the call.
-    unsafe { libc::writev(fd, iov.as_ptr(), 1 + N as libc::c_int) };
+    // trace's tail: a loss, said beside the trace).
+    write_event(4 + usize::from(u16::from_le_bytes(len)), |fd| {
+        // SAFETY: every buffer is initialised and outlives the call.
+        unsafe { libc::writev(fd, iov.as_ptr(), 1 + N as libc::c_int) }
+    });
 }
 
 /// Records that an access happened whose path could not be named.

@@ -8,6 +8,7 @@ mod capture;
 mod doctests;
 mod doors;
 mod faults;
+mod field;
 mod fork_server;
 mod functions;
 mod history;

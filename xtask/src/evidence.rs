@@ -391,6 +391,7 @@ fn kind_of(target: &ekstazi_core::dep::Target) -> &'static str {
         Target::Resolved(_) => "resolved",
         Target::Library(_) => "library",
         Target::BuildFile(_) => "build file",
+        Target::Environment => "environment",
     }
 }
 

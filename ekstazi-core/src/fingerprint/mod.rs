@@ -82,6 +82,10 @@ pub struct Snapshot {
     /// binary depends on all of them.
     pub other_names: Vec<String>,
     pub other_fps: Vec<Fp>,
+    /// Instrumented functions (indexes into `names`, ascending) whose code
+    /// walks the whole environment (`std::env::vars`, `vars_os`, libc's
+    /// `environ`): a test that executes one depends on every variable.
+    pub environment_walkers: Vec<u32>,
     pub stats: Stats,
 }
 
@@ -190,18 +194,23 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
         .map(|(_, entry)| *entry)
         .collect();
     let normaliser = normalise::Normaliser::new(&image);
-    let shallow: Vec<(u64, &str, Fp, Vec<u64>)> = by_addr
+    let shallow: Vec<(u64, &str, Fp, Vec<u64>, bool)> = by_addr
         .par_iter()
         .map_init(normalise::Memo::default, |memo, (addr, f)| {
-            let (fp, ambiguous) = normaliser.function(f, memo);
-            (*addr, f.name.as_str(), fp, ambiguous)
+            let (fp, ambiguous, walks) = normaliser.function(f, memo);
+            (*addr, f.name.as_str(), fp, ambiguous, walks)
         })
+        .collect();
+    let walkers: FastSet<&str> = shallow
+        .iter()
+        .filter(|s| s.4 && instrumented.contains(&s.0))
+        .map(|s| s.1)
         .collect();
     // A reference to a function whose name other functions share (a generic
     // instance each crate keeps a copy of) says which one by its content —
     // when the copies differ: identical copies are interchangeable, and a
     // new identical copy elsewhere must not change the referring function.
-    let shallow_of: FastMap<u64, Fp> = shallow.iter().map(|(a, _, fp, _)| (*a, *fp)).collect();
+    let shallow_of: FastMap<u64, Fp> = shallow.iter().map(|(a, _, fp, _, _)| (*a, *fp)).collect();
     let mut contents: FastMap<&str, FastSet<Fp>> = FastMap::default();
     for (addr, f) in &by_addr {
         if f.ambiguous {
@@ -241,7 +250,7 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
     };
     let computed: Vec<(u64, &str, Fp, bool)> = shallow
         .par_iter()
-        .map(|(addr, name, fp, ambiguous)| {
+        .map(|(addr, name, fp, ambiguous, _)| {
             let mut told: Vec<&u64> = ambiguous.iter().filter(|t| tells_apart(*addr, t)).collect();
             told.dedup();
             let fp = if told.is_empty() {
@@ -259,6 +268,12 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
         .collect();
 
     let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
+    let environment_walkers: Vec<u32> = names
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| walkers.contains(name.as_str()))
+        .map(|(i, _)| i as u32)
+        .collect();
     // A flag whose entry is not a function's start names none: a test that
     // sets it depends on its whole program.
     let flags: Vec<(u64, u32)> = image
@@ -305,6 +320,7 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
         stable,
         other_names,
         other_fps,
+        environment_walkers,
         stats,
     })
 }

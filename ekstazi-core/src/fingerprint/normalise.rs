@@ -1,7 +1,7 @@
 //! Hashing code and data with addresses replaced by what they refer to.
 
 use super::FastMap;
-use super::image::{CodeReloc, DynReloc, Image, StaticReloc, Symbol};
+use super::image::{CodeReloc, DynReloc, Image, Section, StaticReloc, Symbol};
 use super::map::Merge;
 use super::source_path::stable_source_path;
 use super::{Fp, truncate};
@@ -21,8 +21,12 @@ enum Referent<'a> {
     /// A sanitizer-coverage flag: which one depends on the layout, not on
     /// what the function does.
     CoverageFlag,
-    /// The end of a section (`__stop_<name>`).
-    SectionEnd(&'a str),
+    /// The end of a section (`__stop_<name>`); for a section that code can
+    /// walk ([`Normaliser::walkable`]), the digest of its whole content.
+    SectionEnd(&'a str, [u8; 32]),
+    /// The start of a section code can walk (`__start_<name>`), and the
+    /// digest of its whole content.
+    SectionStart(&'a str, [u8; 32]),
     /// Nothing better known: a section and offset (layout-dependent).
     Unresolved(&'a str, u64),
 }
@@ -46,9 +50,17 @@ impl Referent<'_> {
                 out.extend_from_slice(&off.to_le_bytes());
             }
             Referent::CoverageFlag => out.push(4),
-            Referent::SectionEnd(section) => {
+            Referent::SectionStart(section, content) => {
+                out.push(8);
+                out.extend_from_slice(section.as_bytes());
+                out.push(0);
+                out.extend_from_slice(content);
+            }
+            Referent::SectionEnd(section, content) => {
                 out.push(6);
                 out.extend_from_slice(section.as_bytes());
+                out.push(0);
+                out.extend_from_slice(content);
             }
             Referent::Unresolved(section, off) => {
                 out.push(5);
@@ -77,6 +89,19 @@ pub(crate) struct Memo {
     /// it would make fingerprints depend on the order functions were hashed
     /// in.
     cycles: usize,
+    /// Whether the function being hashed refers, in its own code, to one of
+    /// the ways to walk the whole environment ([`is_environment_walk`]).
+    walks_environment: bool,
+}
+
+/// Whether a referent's name is a way to walk the whole environment: std's
+/// walkers (which read `environ` themselves, calling no libc function the
+/// shim could see), or libc's `environ` itself, read by code that links it
+/// (`libc::environ`, C code compiled into the test).
+pub(crate) fn is_environment_walk(name: &str) -> bool {
+    matches!(name, "environ" | "__environ" | "_environ")
+        || name.starts_with("std::env::vars")
+        || name.starts_with("<std::env::Vars")
 }
 
 pub(crate) struct Normaliser<'i, 'a> {
@@ -85,6 +110,13 @@ pub(crate) struct Normaliser<'i, 'a> {
     /// The values of the types' `TypeId`s, found where the type-id
     /// functions load them (see [`type_id_values`]), and the type of each.
     type_ids: FastMap<[u8; 16], Option<&'i str>>,
+    /// The sections code can walk from `__start_<name>` to `__stop_<name>`
+    /// (a `linkme` distributed slice): the linker defines those symbols
+    /// only for sections named like a C identifier. Such code sees every
+    /// element, so an element added, removed or changed anywhere in the
+    /// section changes what it does: a reference to either bound stands
+    /// for the whole section's content.
+    walkable: Vec<&'i Section>,
 }
 
 /// A masked copy of some bytes, and the referents of the masked fields in
@@ -145,6 +177,11 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             image,
             unresolved: AtomicU64::new(0),
             type_ids: type_id_values(image),
+            walkable: image
+                .sections
+                .iter()
+                .filter(|s| is_c_identifier(&s.name) && !s.name.starts_with("__sancov"))
+                .collect(),
         }
     }
 
@@ -153,9 +190,9 @@ impl<'i, 'a> Normaliser<'i, 'a> {
     }
 
     /// The fingerprint of one function, before the content of the ambiguous
-    /// functions it refers to is mixed in (see `fingerprint`), and those
-    /// functions' addresses.
-    pub fn function(&self, f: &'i Symbol, memo: &mut Memo) -> (Fp, Vec<u64>) {
+    /// functions it refers to is mixed in (see `fingerprint`), those
+    /// functions' addresses, and whether its code walks the environment.
+    pub fn function(&self, f: &'i Symbol, memo: &mut Memo) -> (Fp, Vec<u64>, bool) {
         if is_type_id(&f.token) {
             // What it does is named in full by its name: return the `TypeId`
             // of the type in it. The value is a hash of the crate's build
@@ -164,11 +201,16 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             let mut h = blake3::Hasher::new();
             h.update(b"type id of ");
             h.update(f.token.as_bytes());
-            return (truncate(h.finalize()), Vec::new());
+            return (truncate(h.finalize()), Vec::new(), false);
         }
         memo.ambiguous.clear();
+        memo.walks_environment = false;
         let fp = self.shallow(f, memo);
-        (fp, std::mem::take(&mut memo.ambiguous))
+        (
+            fp,
+            std::mem::take(&mut memo.ambiguous),
+            memo.walks_environment,
+        )
     }
 
     fn shallow(&self, f: &'i Symbol, memo: &mut Memo) -> Fp {
@@ -249,6 +291,10 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 masked.mask(place - f.addr, u64::from(size), referent);
             }
         }
+        memo.walks_environment = masked
+            .referents
+            .iter()
+            .any(|(_, r)| matches!(r, Referent::Function(name, _) if is_environment_walk(name)));
         truncate_digest(masked.digest(b"fn"))
     }
 
@@ -261,11 +307,23 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             return Referent::Local(addr - f.addr);
         }
         let image = self.image;
+        if let Some(s) = self
+            .walkable
+            .iter()
+            .find(|s| addr == s.addr || addr == s.addr + s.size)
+        {
+            let content = self.extent(s.addr, s.addr + s.size, s.addr, None, memo);
+            return if addr == s.addr + s.size && s.size > 0 {
+                Referent::SectionEnd(&s.name, content)
+            } else {
+                Referent::SectionStart(&s.name, content)
+            };
+        }
         let Some(section) = image.section_at(addr) else {
             // `__stop_<section>` and the like: the end of a section.
             return match image.sections.iter().find(|s| s.addr + s.size == addr) {
                 Some(s) if s.name.starts_with("__sancov") => Referent::CoverageFlag,
-                Some(s) => Referent::SectionEnd(&s.name),
+                Some(s) => Referent::SectionEnd(&s.name, [0; 32]),
                 None => self.unresolved_at("(none)", addr),
             };
         };
@@ -761,6 +819,12 @@ fn type_of_type_id(token: &str) -> Option<&str> {
 
 /// `TypeId::of::<T>` and the `type_id` methods of `Any` and `Error`
 /// (a blanket and a sealed default: no user code can differ from them).
+fn is_c_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 fn is_type_id(token: &str) -> bool {
     token.starts_with("<core::any::TypeId>::of::<")
         || token.ends_with(" as core::any::Any>::type_id")

@@ -248,9 +248,13 @@ unsafe fn untraceable(fd: c_int, depth: u32) -> Option<u8> {
             return None;
         }
         let st = st.assume_init();
-        // The loader ignores LD_PRELOAD in a process that gained privileges.
+        // The loader ignores LD_PRELOAD in a process that gained privileges:
+        // through a set-user-ID or set-group-ID bit, or through file
+        // capabilities (whether those raise this caller's privileges
+        // depends on its own; any is taken to, which is only cautious).
         if (st.st_mode & libc::S_ISUID != 0 && st.st_uid != libc::getuid())
             || (st.st_mode & libc::S_ISGID != 0 && st.st_gid != libc::getgid())
+            || libc::fgetxattr(fd, c"security.capability".as_ptr(), std::ptr::null_mut(), 0) > 0
         {
             return Some(trace::FLAG_OPTION);
         }

@@ -1,6 +1,7 @@
 //! Shared libraries: the loader maps them without going through `open`, so
 //! the shim lists them from the loader itself (`dl_iterate_phdr`) when the
-//! process starts and after every `dlopen`.
+//! process starts and after every `dlopen`, and names the places a failed
+//! `dlopen` searched.
 
 use super::{observe, unavailable};
 use crate::path::{EventBuf, Unresolved};
@@ -70,6 +71,87 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void
                 }
             }
         });
+    } else if !file.is_null() {
+        // SAFETY: `file` is a C string (the caller's contract).
+        observe(|_| unsafe { failed(file) });
     }
     handle
+}
+
+/// The directories the loader searches for a bare library name, after
+/// `LD_LIBRARY_PATH`: the system's defaults (Debian's multiarch ones
+/// first). A program's own `RUNPATH` and further `ld.so.conf` entries are
+/// not followed.
+const DEFAULT_DIRS: &[&[u8]] = &[
+    #[cfg(target_arch = "x86_64")]
+    b"/lib/x86_64-linux-gnu",
+    #[cfg(target_arch = "x86_64")]
+    b"/usr/lib/x86_64-linux-gnu",
+    #[cfg(target_arch = "aarch64")]
+    b"/lib/aarch64-linux-gnu",
+    #[cfg(target_arch = "aarch64")]
+    b"/usr/lib/aarch64-linux-gnu",
+    b"/usr/local/lib",
+    b"/lib64",
+    b"/usr/lib64",
+    b"/lib",
+    b"/usr/lib",
+];
+
+/// Records what a failed `dlopen` searched: the path it was given, or, for
+/// a bare name, that name in every directory the loader looks in. The
+/// loader opens them itself (not through an interposable `open`), so a
+/// library that appears later where the search failed is seen only this
+/// way. A candidate that is there (and failed to load) is read: its
+/// content is what failed.
+///
+/// # Safety
+/// `file` is a C string.
+unsafe fn failed(file: *const c_char) {
+    // SAFETY: forwarded from the caller.
+    let name = unsafe { std::ffi::CStr::from_ptr(file) }.to_bytes();
+    if name.contains(&b'/') {
+        // SAFETY: as above.
+        return unsafe { candidate(file) };
+    }
+    // SAFETY: reading the environment without recording it (the loader's
+    // search is the dependency, not the variable).
+    let paths = unsafe { super::lookup_env(b"LD_LIBRARY_PATH") };
+    let paths: &[u8] = if paths.is_null() {
+        b""
+    } else {
+        // SAFETY: a value from `environ` is a C string.
+        unsafe { std::ffi::CStr::from_ptr(paths) }.to_bytes()
+    };
+    let dirs = paths
+        .split(|b| *b == b':' || *b == b';')
+        .filter(|dir| !dir.is_empty())
+        .chain(DEFAULT_DIRS.iter().copied());
+    for dir in dirs {
+        let mut joined = [0u8; 4096];
+        let len = dir.len() + 1 + name.len();
+        if len >= joined.len() {
+            trace::record_lost();
+            continue;
+        }
+        joined[..dir.len()].copy_from_slice(dir);
+        joined[dir.len()] = b'/';
+        joined[dir.len() + 1..len].copy_from_slice(name);
+        // SAFETY: `joined` is NUL-terminated.
+        unsafe { candidate(joined.as_ptr().cast()) };
+    }
+}
+
+/// One place a failed `dlopen` looked: its absence, or its content.
+///
+/// # Safety
+/// `path` is a C string.
+unsafe fn candidate(path: *const c_char) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match super::probe_kind(libc::AT_FDCWD, path, false) {
+            0 => super::event(libc::AT_FDCWD, path, trace::MISSING, 0),
+            _ => super::event(libc::AT_FDCWD, path, trace::READ, 0),
+        }
+    }
 }

@@ -14,7 +14,9 @@ mod libs;
 mod links;
 mod namespace;
 mod net;
+mod start;
 mod stat;
+mod walks;
 
 pub use env::{entry as env_entry, lookup as lookup_env};
 pub use exec::prepare_children;

@@ -75,10 +75,46 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     unsafe {
         let result = real(fd, addr, len);
         if result == 0 {
-            address(addr, len, trace::FLAG_OPTION);
+            bound(fd, addr, len);
         }
         result
     }
+}
+
+/// Records what a successful `bind` bound. An IP socket is recorded as the
+/// kernel answers for it: a server that asked for port 0 got a port of the
+/// kernel's choosing, and only that port tells its clients' connections
+/// apart from a service the test did not start.
+///
+/// # Safety
+/// `addr` is null or points to `len` readable bytes.
+unsafe fn bound(fd: c_int, addr: *const sockaddr, len: socklen_t) {
+    // SAFETY: the caller passes `len` readable bytes.
+    let family = if addr.is_null() || (len as usize) < 2 {
+        0
+    } else {
+        c_int::from(unsafe { (*addr).sa_family })
+    };
+    if family == libc::AF_INET || family == libc::AF_INET6 {
+        // SAFETY: a zeroed `sockaddr_storage` is valid, and large enough
+        // for any address `getsockname` returns.
+        let mut actual: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut actual_len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+        // SAFETY: the buffer and its length are ours.
+        let named = unsafe { libc::getsockname(fd, (&raw mut actual).cast(), &mut actual_len) };
+        if named == 0 {
+            // SAFETY: the kernel wrote `actual_len` bytes of it.
+            return unsafe {
+                address(
+                    (&raw const actual).cast(),
+                    actual_len.min(std::mem::size_of::<libc::sockaddr_storage>() as socklen_t),
+                    trace::FLAG_OPTION,
+                )
+            };
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { address(addr, len, trace::FLAG_OPTION) }
 }
 
 /// # Safety

@@ -1,0 +1,185 @@
+//! C's directory walkers: `glob` and `nftw`.
+//!
+//! glibc's implementations read directories through its own internal
+//! `opendir` and `readdir`, which the shim's hooks do not stand in front
+//! of, so a test that globs `data/*.json` through libc (or C code that
+//! walks a tree) would depend on nothing it listed. `glob` is described
+//! from its pattern, `nftw` from the entries it hands the caller.
+
+use super::{event, observe, probe_kind, unavailable};
+use crate::{real, trace};
+use libc::{c_char, c_int, c_void};
+use std::cell::Cell;
+
+/// Whether a pattern byte makes `glob` list a directory (`{` only counts
+/// with `GLOB_BRACE`, but treating it so is merely cautious).
+fn is_meta(b: u8) -> bool {
+    matches!(b, b'*' | b'?' | b'[' | b'{')
+}
+
+/// Records what matching `pattern` read: the listing of the directory its
+/// last component is matched in; the existence of a pattern without
+/// wildcards. A wildcard before the last component (`*/x.txt`) lists
+/// directories that depend on what matched, and `~` the home directory:
+/// neither can be named here, so the test cannot be trusted.
+///
+/// # Safety
+/// `pattern` is null or a C string.
+unsafe fn describe(pattern: *const c_char) {
+    if pattern.is_null() {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(pattern) }.to_bytes();
+    let split = bytes.iter().rposition(|b| *b == b'/');
+    let (dir, last) = match split {
+        Some(0) => (&b"/"[..], &bytes[1..]),
+        Some(at) => (&bytes[..at], &bytes[at + 1..]),
+        None => (&b"."[..], bytes),
+    };
+    if bytes.first() == Some(&b'~') || dir.iter().any(|b| is_meta(*b)) {
+        return trace::record_lost();
+    }
+    if !last.iter().any(|b| is_meta(*b)) {
+        // A plain path: `glob` only looks it up.
+        // SAFETY: `pattern` is a C string.
+        unsafe {
+            match probe_kind(libc::AT_FDCWD, pattern, false) {
+                0 => event(libc::AT_FDCWD, pattern, trace::MISSING, 0),
+                kind => event(libc::AT_FDCWD, pattern, trace::EXISTS, kind),
+            }
+        }
+        return;
+    }
+    let mut path = [0u8; 4096];
+    if dir.len() >= path.len() {
+        return trace::record_lost();
+    }
+    path[..dir.len()].copy_from_slice(dir);
+    // SAFETY: `path` is NUL-terminated.
+    unsafe { event(libc::AT_FDCWD, path.as_ptr().cast(), trace::LISTED, 0) };
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn glob(
+    pattern: *const c_char,
+    flags: c_int,
+    errfunc: *mut c_void,
+    pglob: *mut c_void,
+) -> c_int {
+    let Some(real) = real::glob() else {
+        return unavailable(libc::GLOB_ABORTED);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(pattern, flags, errfunc, pglob);
+        observe(|_| describe(pattern));
+        result
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn glob64(
+    pattern: *const c_char,
+    flags: c_int,
+    errfunc: *mut c_void,
+    pglob: *mut c_void,
+) -> c_int {
+    let Some(real) = real::glob64() else {
+        return unavailable(libc::GLOB_ABORTED);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe {
+        let result = real(pattern, flags, errfunc, pglob);
+        observe(|_| describe(pattern));
+        result
+    }
+}
+
+/// `<ftw.h>`'s type flags for a directory: entered (`FTW_D`), and left
+/// after its entries with `FTW_DEPTH` (`FTW_DP`). Not in the `libc` crate.
+const FTW_D: c_int = 1;
+const FTW_DP: c_int = 5;
+
+type NftwFn = unsafe extern "C" fn(*const c_char, *const c_void, c_int, *mut c_void) -> c_int;
+
+thread_local! {
+    // The caller's callback of the `nftw` this thread is in: `nftw` passes
+    // its callback no data of the caller's, so the shim's own callback
+    // finds it here. Restored after the call, for a walk inside a walk.
+    static CALLER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Records each directory the walk enters (its listing), then hands the
+/// entry to the caller's callback.
+unsafe extern "C" fn each(
+    path: *const c_char,
+    stat: *const c_void,
+    typeflag: c_int,
+    ftw: *mut c_void,
+) -> c_int {
+    if matches!(typeflag, FTW_D | FTW_DP) {
+        // SAFETY: `nftw` passes the entry's path as a C string.
+        observe(|_| unsafe { event(libc::AT_FDCWD, path, trace::LISTED, 0) });
+    }
+    let caller = CALLER.with(Cell::get);
+    // SAFETY: set by `walk` from the caller's callback before this runs.
+    let caller = unsafe { std::mem::transmute::<usize, NftwFn>(caller) };
+    // SAFETY: the arguments `nftw` gave, passed on.
+    unsafe { caller(path, stat, typeflag, ftw) }
+}
+
+/// Runs `real` with the shim's callback in front of the caller's.
+unsafe fn walk(
+    real: unsafe extern "C" fn(*const c_char, NftwFn, c_int, c_int) -> c_int,
+    dir: *const c_char,
+    callback: NftwFn,
+    fds: c_int,
+    flags: c_int,
+) -> c_int {
+    if !trace::enabled() {
+        // SAFETY: the caller's contract is libc's.
+        return unsafe { real(dir, callback, fds, flags) };
+    }
+    let before = CALLER.with(|c| c.replace(callback as usize));
+    // SAFETY: as above, with a callback of the same signature.
+    let result = unsafe { real(dir, each, fds, flags) };
+    CALLER.with(|c| c.set(before));
+    result
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nftw(
+    dir: *const c_char,
+    callback: NftwFn,
+    fds: c_int,
+    flags: c_int,
+) -> c_int {
+    let Some(real) = real::nftw() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe { walk(real, dir, callback, fds, flags) }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nftw64(
+    dir: *const c_char,
+    callback: NftwFn,
+    fds: c_int,
+    flags: c_int,
+) -> c_int {
+    let Some(real) = real::nftw64() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe { walk(real, dir, callback, fds, flags) }
+}

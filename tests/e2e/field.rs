@@ -1,0 +1,292 @@
+//! The setups a new user meets that the shim cannot see through a libc
+//! call of the test's own (issue 40), on the `field` fixture: a service on
+//! loopback that the test did not start, a script's executable bit, a
+//! constructor that reads a file before `main`, a walk of the whole
+//! environment, a `linkme`-style slice that gains an element, and a trace
+//! that could not be written. For each, the change that breaks the test
+//! under `cargo test` selects it, and the neighbour that none of it
+//! touches stays skipped. One recorded fixture serves every door: each
+//! change is undone before the next.
+
+use crate::support::Fixture;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
+
+type Selection = Vec<(String, Vec<String>)>;
+
+/// The tests that run every time whatever changed: left out of the door
+/// checks with libtest's `--skip`, and checked on their own.
+const SKIP_ALWAYS: &[&str] = &["--", "--skip", "external_", "--skip", "writes_past"];
+
+const LOST: &str = "always runs: the shim could not write all of its trace (a full disk, a file size limit, or its descriptor taken)";
+
+fn label(name: &str) -> String {
+    format!("field::field {name}")
+}
+
+fn only(name: &str, reasons: &[&str]) -> Selection {
+    vec![(
+        label(name),
+        reasons.iter().map(|r| (*r).to_owned()).collect(),
+    )]
+}
+
+/// A service on loopback, as CI starts a database: it answers every
+/// connection with what `answer` holds. It lives as long as the test.
+fn service(answer: Arc<Mutex<String>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let text = answer.lock().unwrap().clone();
+            let _ = conn.write_all(text.as_bytes());
+        }
+    });
+    port
+}
+
+#[track_caller]
+fn door(f: &Fixture, what: &str, change: impl FnOnce(), expected: Selection, undo: impl FnOnce()) {
+    change();
+    assert_eq!(f.selected(SKIP_ALWAYS), expected, "{what}");
+    undo();
+    assert_eq!(f.selected(SKIP_ALWAYS), vec![], "{what}, undone");
+}
+
+fn chmod(f: &Fixture, rel: &str, mode: u32) {
+    std::fs::set_permissions(f.file(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn each_setup_of_the_field_selects_its_test_alone() {
+    let answer = Arc::new(Mutex::new("v1".to_owned()));
+    let port = service(answer.clone());
+    let f = Fixture::new("field")
+        .with_env("FIELD_SERVICE_PORT", &port.to_string())
+        .with_env("FIELD_LEVEL", "3");
+    let libs = f.file("libs").display().to_string();
+    let f = f.with_env("LD_LIBRARY_PATH", &libs);
+    // A fixture is copied file by file, and its checkout may have lost the
+    // bit: the script starts runnable, as a user's repository has it.
+    chmod(&f, "scripts/hi.sh", 0o755);
+    let first = f.test_ok(&[]);
+    assert_eq!(first.ran().len(), 11, "{first:?}");
+
+    // The service's test and the one whose trace was lost run every time;
+    // a test that talks to a server it started itself does not.
+    let service_peer = format!("external: 127.0.0.1:{port}");
+    assert_eq!(
+        f.selected(&[]),
+        vec![
+            (label("external_asks_a_service"), vec![service_peer.clone()]),
+            (
+                label("writes_past_its_file_size_limit"),
+                vec![LOST.to_owned()]
+            ),
+        ]
+    );
+    // What `cargo test` would now fail on: the service changed its answer.
+    *answer.lock().unwrap() = "v2".to_owned();
+    let run = f.run(&["test"]);
+    assert_eq!(
+        run.failed(),
+        [label("external_asks_a_service")].into(),
+        "{run:?}"
+    );
+    *answer.lock().unwrap() = "v1".to_owned();
+
+    // Every process of the binary runs its constructors: what they read
+    // is a dependency of each of its tests, and of no other binary's.
+    let every_test_of_the_binary = [
+        "counts_the_plugins",
+        "globs_the_reports",
+        "looks_for_a_plugin_library",
+        "reads_what_a_constructor_loaded",
+        "runs_a_script",
+        "talks_to_its_own_server",
+        "walks_a_tree_with_nftw",
+        "walks_the_environment",
+    ]
+    .iter()
+    .map(|name| (label(name), vec!["file changed: data/mode.txt".to_owned()]))
+    .collect();
+    door(
+        &f,
+        "a file a constructor read before main",
+        || f.write("data/mode.txt", "slow\n"),
+        every_test_of_the_binary,
+        || f.write("data/mode.txt", "fast\n"),
+    );
+    door(
+        &f,
+        "a script's executable bit",
+        || chmod(&f, "scripts/hi.sh", 0o644),
+        only(
+            "runs_a_script",
+            // Run as a program, and read by the shell that runs it.
+            &[
+                "program changed: scripts/hi.sh",
+                "file changed: scripts/hi.sh",
+            ],
+        ),
+        || chmod(&f, "scripts/hi.sh", 0o755),
+    );
+    door(
+        &f,
+        "another umask's group bits",
+        || chmod(&f, "scripts/hi.sh", 0o775),
+        vec![],
+        || chmod(&f, "scripts/hi.sh", 0o755),
+    );
+    let walked = "environment changed (the test walks every variable)";
+    assert_eq!(
+        f.selected_with(SKIP_ALWAYS, &[("FIELD_LEVEL", "4")]),
+        only("walks_the_environment", &[walked]),
+        "a variable the walk filters for"
+    );
+    assert_eq!(
+        f.selected_with(SKIP_ALWAYS, &[("FIELD_OTHER", "1")]),
+        only("walks_the_environment", &[walked]),
+        "a new variable: the walk saw every one"
+    );
+    door(
+        &f,
+        "a slice that gains an element",
+        || {
+            f.edit(
+                "src/more_plugins.rs",
+                "static PLUGIN_B: &str = \"b\";",
+                "static PLUGIN_B: &str = \"b\";\n\n#[used]\n#[unsafe(link_section = \"linkme_PLUGINS\")]\nstatic PLUGIN_C: &str = \"c\";",
+            )
+        },
+        only("counts_the_plugins", &["function changed: field::plugins"]),
+        || {
+            f.edit(
+                "src/more_plugins.rs",
+                "\n\n#[used]\n#[unsafe(link_section = \"linkme_PLUGINS\")]\nstatic PLUGIN_C: &str = \"c\";",
+                "",
+            )
+        },
+    );
+    door(
+        &f,
+        "a library where a failed dlopen looked",
+        || f.write("libs/libfieldplug.so", "not yet a library"),
+        only(
+            "looks_for_a_plugin_library",
+            &["file created: libs/libfieldplug.so"],
+        ),
+        || std::fs::remove_file(f.file("libs/libfieldplug.so")).unwrap(),
+    );
+    door(
+        &f,
+        "a file in the directory libc's glob matched in",
+        || f.write("reports/b.txt", "b\n"),
+        only("globs_the_reports", &["directory listing changed: reports"]),
+        || std::fs::remove_file(f.file("reports/b.txt")).unwrap(),
+    );
+    door(
+        &f,
+        "a file in a directory nftw walked",
+        || f.write("tree/sub/three.txt", "3\n"),
+        only(
+            "walks_a_tree_with_nftw",
+            &["directory listing changed: tree/sub"],
+        ),
+        || std::fs::remove_file(f.file("tree/sub/three.txt")).unwrap(),
+    );
+    // The neighbour (`field::neighbour`) stayed skipped through all of it,
+    // and so did the test with a server of its own.
+}
+
+#[test]
+fn a_declared_service_makes_its_inputs_dependencies() {
+    let answer = Arc::new(Mutex::new("v1".to_owned()));
+    let port = service(answer);
+    let f = Fixture::new("field").with_env("FIELD_SERVICE_PORT", &port.to_string());
+    chmod(&f, "scripts/hi.sh", 0o755);
+    f.write(
+        ".config/ekstazi.toml",
+        &format!("[[network.service]]\nname = \"db\"\nports = [{port}]\ninputs = [\"db/\"]\n"),
+    );
+    let skip = &[
+        "--",
+        "--skip",
+        "writes_past",
+        "--skip",
+        "walks_the",
+        "--skip",
+        "looks_for",
+    ];
+    f.test_ok(skip);
+    assert_eq!(
+        f.selected(skip),
+        vec![],
+        "the service's inputs did not change"
+    );
+    f.write("db/schema.sql", "create table t (id int, name text);\n");
+    assert_eq!(
+        f.selected(skip),
+        only("external_asks_a_service", &["file changed: db/schema.sql"])
+    );
+    f.write("db/seed.sql", "insert into t values (1);\n");
+    let selected = f.selected(skip);
+    assert_eq!(selected.len(), 1, "{selected:?}");
+    assert!(
+        selected[0]
+            .1
+            .contains(&"directory listing changed: db".to_owned()),
+        "{selected:?}"
+    );
+}
+
+/// A program with file capabilities starts with `AT_SECURE`, so the loader
+/// ignores `LD_PRELOAD` and the shim cannot see into it, as with a
+/// set-user-ID program: its test always runs.
+#[test]
+fn a_program_with_file_capabilities_always_runs() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        // Setting `security.capability` takes CAP_SETFCAP; CI runs as root.
+        eprintln!("skipped: setting file capabilities needs root");
+        return;
+    }
+    let f = Fixture::new("field");
+    chmod(&f, "scripts/hi.sh", 0o755);
+    // `cap_net_bind_service=ep`, as `setcap` writes it (revision 2).
+    let mut cap = Vec::new();
+    for word in [0x0200_0001u32, 1 << 10, 0, 0, 0] {
+        cap.extend_from_slice(&word.to_le_bytes());
+    }
+    let path = std::ffi::CString::new(
+        f.file("scripts/hi.sh")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    // SAFETY: C strings and a buffer of the given length.
+    let set = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"security.capability".as_ptr(),
+            cap.as_ptr().cast(),
+            cap.len(),
+            0,
+        )
+    };
+    assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    let skip = &["--", "runs_a_script"];
+    f.test_ok(skip);
+    assert_eq!(
+        f.selected(skip),
+        only(
+            "runs_a_script",
+            &[
+                "always runs: it runs scripts/hi.sh, a set-user-ID program, or one with file capabilities, that the shim is not loaded into"
+            ]
+        )
+    );
+}
