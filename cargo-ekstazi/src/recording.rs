@@ -48,9 +48,10 @@ pub fn record_in(
         network: Vec::new(),
         ignored: Vec::new(),
     };
+    // A doctest unit's build files, and then what rustdoc and the
+    // doctests were seen to read (see `crate::rustdoc`).
     if let Some(doctests) = &binary.doctests {
         doctest_deps(session, case, doctests, finished.started, &mut record);
-        return record;
     }
     let bytes = match std::fs::read(&finished.trace) {
         Ok(bytes) => bytes,
@@ -64,21 +65,28 @@ pub fn record_in(
         }
     };
     let trace = trace::parse(&bytes);
+    let doctest_ignore = binary
+        .doctests
+        .is_some()
+        .then(|| ignore_built_crates(session));
     let collected = collect(
         &trace,
         &Context {
             anchors: session.checksums.anchors(),
-            ignore: &session.ignore,
+            ignore: doctest_ignore.as_ref().unwrap_or(&session.ignore),
             env,
         },
     );
-    record.always = collected.always;
+    record.always.extend(collected.always);
     record.network = collected.network;
     record.ignored = collected.ignored;
     let witnesses = collected.witnesses;
-    record.deps = collected
+    let known: std::collections::HashSet<Target> =
+        record.deps.iter().map(|d| d.target.clone()).collect();
+    let observed = collected
         .observed
         .into_iter()
+        .filter(|observed| !known.contains(&observed.target))
         .map(|observed| {
             let sum = observed.known.unwrap_or_else(|| {
                 let checksums = &session.checksums;
@@ -96,8 +104,12 @@ pub fn record_in(
                 target: observed.target,
                 sum,
             }
-        })
-        .collect();
+        });
+    record.deps.extend(observed);
+    if binary.doctests.is_some() {
+        // Rustdoc's own executables: no code dependencies, no test binary.
+        return record;
+    }
     let whole_binary = code_deps(
         session,
         case,
@@ -170,6 +182,40 @@ fn doctest_deps(
         target: Target::Env(name),
         sum,
     });
+}
+
+/// What a doctest unit's trace leaves out besides what every test's does:
+/// the target directory's `deps/` directories (`<target>/<profile>/deps`,
+/// `<target>/<triple>/<profile>/deps`), where cargo keeps the crates it
+/// compiled. Rustdoc lists them, and reads the library's and its
+/// dependencies' `.rlib`s there; but those are compiled from what the
+/// unit's build files already name (the dep-info's sources, the lockfile's
+/// versions, the toolchain in the global fingerprint), and they are not
+/// the same from one checkout to another, nor is the listing from one
+/// build of another package to the next: as dependencies they would only
+/// rerun doctests for nothing.
+fn ignore_built_crates(session: &Session) -> ekstazi_core::ignore::Ignore {
+    let mut ignore = session.ignore.clone();
+    let subdirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    let target = ekstazi_core::path::normalize(&session.ws.target_dir);
+    for dir in subdirs(&target) {
+        let nested = subdirs(&dir);
+        for candidate in std::iter::once(dir).chain(nested) {
+            let deps = candidate.join("deps");
+            if deps.is_dir() {
+                ignore.add(deps, "compiled by cargo from the doctests' build files");
+            }
+        }
+    }
+    ignore
 }
 
 /// With function granularity, the functions the test executed, per
