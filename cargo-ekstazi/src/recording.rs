@@ -130,8 +130,8 @@ pub fn record_in(
 /// files name (its own and its path dependencies'), the dep-info files
 /// themselves (they hold the values of the environment variables read at
 /// compile time, and the module list), the build scripts' outputs (cfgs,
-/// environment, link instructions), the manifests, the lockfile and
-/// `RUSTDOCFLAGS`. Registry and git dependencies are pinned by the
+/// environment, link instructions), the manifests, the lockfile,
+/// `RUSTDOCFLAGS` and `RUSTDOC`. Registry and git dependencies are pinned by the
 /// lockfile; the toolchain, profile and features are in the global
 /// fingerprint.
 fn doctest_deps(
@@ -176,12 +176,16 @@ fn doctest_deps(
         let sum = session.checksums.as_seen_since(&target, since);
         record.deps.push(Dep { target, sum });
     }
-    let name = ekstazi_core::dep::EnvName(b"RUSTDOCFLAGS".to_vec());
-    let sum = session.environments[case.binary].sum(&name);
-    record.deps.push(Dep {
-        target: Target::Env(name),
-        sum,
-    });
+    // `RUSTDOC` is read by cargo alone (rustdoc's children never see ours,
+    // see `crate::rustdoc`).
+    for name in [&b"RUSTDOCFLAGS"[..], b"RUSTDOC"] {
+        let name = ekstazi_core::dep::EnvName(name.to_vec());
+        let sum = session.environments[case.binary].sum(&name);
+        record.deps.push(Dep {
+            target: Target::Env(name),
+            sum,
+        });
+    }
 }
 
 /// What a doctest unit's trace leaves out besides what every test's does:

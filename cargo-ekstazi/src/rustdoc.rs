@@ -23,6 +23,10 @@ pub const WRAPPER_ENV: &str = "EKSTAZI_RUSTDOC";
 const PRELOAD_ENV: &str = "EKSTAZI_RUSTDOC_PRELOAD";
 /// The unit's trace file.
 const TRACE_ENV: &str = "EKSTAZI_RUSTDOC_TRACE";
+/// Set when the user's environment had `RUSTDOC` (the real rustdoc then):
+/// rustdoc's children see it as they would under plain cargo, and without
+/// it when it was not set.
+const USER_ENV: &str = "EKSTAZI_RUSTDOC_USER";
 
 /// Makes `command` (a `cargo test --doc`) run rustdoc through this wrapper,
 /// under the shim given by `preload`, tracing into `trace`. The rustdoc run
@@ -34,16 +38,18 @@ pub fn wrap_doctests(
     preload: OsString,
     trace: &Path,
 ) -> std::io::Result<()> {
-    let real = std::env::var_os("RUSTDOC")
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            let own = sysroot.join("bin").join("rustdoc");
-            if own.is_file() {
-                own.into_os_string()
-            } else {
-                "rustdoc".into()
-            }
-        });
+    let user = std::env::var_os("RUSTDOC").filter(|v| !v.is_empty());
+    if user.is_some() {
+        command.env(USER_ENV, "1");
+    }
+    let real = user.unwrap_or_else(|| {
+        let own = sysroot.join("bin").join("rustdoc");
+        if own.is_file() {
+            own.into_os_string()
+        } else {
+            "rustdoc".into()
+        }
+    });
     command
         .env("RUSTDOC", std::env::current_exe()?)
         .env(WRAPPER_ENV, real)
@@ -62,7 +68,13 @@ pub fn exec() -> ! {
         .args(std::env::args_os().skip(1))
         .env_remove(WRAPPER_ENV)
         .env_remove(PRELOAD_ENV)
-        .env_remove(TRACE_ENV);
+        .env_remove(TRACE_ENV)
+        .env_remove(USER_ENV);
+    if std::env::var_os(USER_ENV).is_some() {
+        command.env("RUSTDOC", &real);
+    } else {
+        command.env_remove("RUSTDOC");
+    }
     if let (Some(preload), Some(trace)) =
         (std::env::var_os(PRELOAD_ENV), std::env::var_os(TRACE_ENV))
     {

@@ -276,3 +276,32 @@ fn traced_doctests_select_nothing_in_another_or_a_moved_checkout() {
     let run = moved.test_ok(&[]);
     assert!(run.ran().is_empty(), "{run:?}");
 }
+
+#[test]
+fn the_users_rustdoc_is_run_and_is_a_dependency() {
+    let f = Fixture::new("doctest_inputs");
+    f.test_ok(&[]);
+    // A rustdoc of the user's that leaves a line for each run.
+    f.write(
+        "tools/rustdoc.sh",
+        "#!/bin/sh\necho ran >> \"$(dirname \"$0\")/ran\"\nexec rustdoc \"$@\"\n",
+    );
+    let script = f.file("tools/rustdoc.sh");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.display().to_string();
+    let env = [("RUSTDOC", script.as_str())];
+    let docs = ["neighbour::doc/neighbour (doctests)", README];
+    assert_eq!(
+        f.selected_with(&[], &env),
+        docs.map(|d| (
+            d.to_owned(),
+            vec!["environment variable set: RUSTDOC".to_owned()]
+        ))
+    );
+    let run = f.test_ok_with(&[], &env);
+    assert_eq!(run.ran(), labels(&docs), "{run:?}");
+    assert_eq!(f.read("tools/ran"), "ran\nran\n");
+    let selected = f.selected_with(&[], &env);
+    assert!(selected.is_empty(), "{selected:?}");
+}
