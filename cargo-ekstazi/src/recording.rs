@@ -68,7 +68,7 @@ pub fn record_in(
     let doctest_ignore = binary
         .doctests
         .is_some()
-        .then(|| ignore_built_crates(session));
+        .then(|| ignore_built_crates(&session.ignore, &session.ws.target_dir));
     let collected = collect(
         &trace,
         &Context {
@@ -198,8 +198,11 @@ fn doctest_deps(
 /// the same from one checkout to another, nor is the listing from one
 /// build of another package to the next: as dependencies they would only
 /// rerun doctests for nothing.
-fn ignore_built_crates(session: &Session) -> ekstazi_core::ignore::Ignore {
-    let mut ignore = session.ignore.clone();
+fn ignore_built_crates(
+    ignore: &ekstazi_core::ignore::Ignore,
+    target_dir: &Path,
+) -> ekstazi_core::ignore::Ignore {
+    let mut ignore = ignore.clone();
     let subdirs = |dir: &Path| -> Vec<PathBuf> {
         std::fs::read_dir(dir)
             .into_iter()
@@ -209,7 +212,7 @@ fn ignore_built_crates(session: &Session) -> ekstazi_core::ignore::Ignore {
             .map(|e| e.path())
             .collect()
     };
-    let target = ekstazi_core::path::normalize(&session.ws.target_dir);
+    let target = ekstazi_core::path::normalize(target_dir);
     for dir in subdirs(&target) {
         let nested = subdirs(&dir);
         for candidate in std::iter::once(dir).chain(nested) {
@@ -296,4 +299,42 @@ fn code_dep(
 
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ekstazi_core::ignore::Ignore;
+
+    #[test]
+    fn doctests_leave_out_the_crates_cargo_compiled_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path();
+        for sub in [
+            "debug/deps",
+            "debug/build/x-1/out",
+            "release/deps",
+            "x86_64-unknown-linux-gnu/debug/deps",
+            "ekstazi/build/x86_64-unknown-linux-gnu/debug/deps",
+        ] {
+            std::fs::create_dir_all(target.join(sub)).unwrap();
+        }
+        std::fs::write(target.join("debug/deps/libx-1.rlib"), b"").unwrap();
+        let ignore = ignore_built_crates(&Ignore::defaults(), target);
+        let ignored = |rel: &str| ignore.check(&target.join(rel)).is_some();
+        assert!(ignored("debug/deps/libx-1.rlib"));
+        assert!(ignored("debug/deps"), "its listing");
+        assert!(ignored("release/deps/liby-2.rmeta"));
+        assert!(ignored("x86_64-unknown-linux-gnu/debug/deps/libx-1.rlib"));
+        assert!(
+            !ignored("debug/build/x-1/out/generated.rs"),
+            "a build script's"
+        );
+        assert!(!ignored("debug/depsx"));
+        assert!(!ignored("debug/x"));
+        assert!(
+            !ignored("ekstazi/build/x86_64-unknown-linux-gnu/debug/deps/libx-1.rlib"),
+            "not what `cargo test --doc` builds"
+        );
+    }
 }
