@@ -23,6 +23,7 @@ mod progress;
 mod recording;
 mod report;
 mod run;
+mod rustdoc;
 mod scratch;
 mod session;
 mod shim;
@@ -49,6 +50,10 @@ fn main() -> ExitCode {
             commands::nextest::runner::exec(raw.collect())
         }
         _ => {}
+    }
+    // `cargo test --doc`'s rustdoc, for a doctest unit (see `rustdoc`).
+    if std::env::var_os(rustdoc::WRAPPER_ENV).is_some() {
+        rustdoc::exec();
     }
     if std::env::var_os(instrument::WRAPPER_ENV).is_some() {
         instrument::wrap_rustc();

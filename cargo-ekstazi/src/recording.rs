@@ -48,9 +48,10 @@ pub fn record_in(
         network: Vec::new(),
         ignored: Vec::new(),
     };
+    // A doctest unit's build files, and then what rustdoc and the
+    // doctests were seen to read (see `crate::rustdoc`).
     if let Some(doctests) = &binary.doctests {
         doctest_deps(session, case, doctests, finished.started, &mut record);
-        return record;
     }
     let bytes = match std::fs::read(&finished.trace) {
         Ok(bytes) => bytes,
@@ -65,16 +66,20 @@ pub fn record_in(
     };
     let trace = trace::parse(&bytes);
     let lost = trace::lost_marker(&finished.trace);
+    let doctest_ignore = binary
+        .doctests
+        .is_some()
+        .then(|| ignore_built_crates(&session.ignore, &session.ws.target_dir));
     let collected = collect(
         &trace,
         &Context {
             anchors: session.checksums.anchors(),
-            ignore: &session.ignore,
+            ignore: doctest_ignore.as_ref().unwrap_or(&session.ignore),
             env,
             services: &session.services,
         },
     );
-    record.always = collected.always;
+    record.always.extend(collected.always);
     if lost.exists() {
         record.always.push(
             "the shim could not write all of its trace (a full disk, a file size limit, or its descriptor taken)"
@@ -84,9 +89,12 @@ pub fn record_in(
     record.network = collected.network;
     record.ignored = collected.ignored;
     let witnesses = collected.witnesses;
-    record.deps = collected
+    let known: std::collections::HashSet<Target> =
+        record.deps.iter().map(|d| d.target.clone()).collect();
+    let observed = collected
         .observed
         .into_iter()
+        .filter(|observed| !known.contains(&observed.target))
         .map(|observed| {
             let sum = observed.known.unwrap_or_else(|| {
                 let checksums = &session.checksums;
@@ -104,8 +112,12 @@ pub fn record_in(
                 target: observed.target,
                 sum,
             }
-        })
-        .collect();
+        });
+    record.deps.extend(observed);
+    if binary.doctests.is_some() {
+        // Rustdoc's own executables: no code dependencies, no test binary.
+        return record;
+    }
     let whole_binary = code_deps(
         session,
         case,
@@ -127,8 +139,8 @@ pub fn record_in(
 /// files name (its own and its path dependencies'), the dep-info files
 /// themselves (they hold the values of the environment variables read at
 /// compile time, and the module list), the build scripts' outputs (cfgs,
-/// environment, link instructions), the manifests, the lockfile and
-/// `RUSTDOCFLAGS`. Registry and git dependencies are pinned by the
+/// environment, link instructions), the manifests, the lockfile,
+/// `RUSTDOCFLAGS` and `RUSTDOC`. Registry and git dependencies are pinned by the
 /// lockfile; the toolchain, profile and features are in the global
 /// fingerprint.
 fn doctest_deps(
@@ -173,12 +185,53 @@ fn doctest_deps(
         let sum = session.checksums.as_seen_since(&target, since);
         record.deps.push(Dep { target, sum });
     }
-    let name = ekstazi_core::dep::EnvName(b"RUSTDOCFLAGS".to_vec());
-    let sum = session.environments[case.binary].sum(&name);
-    record.deps.push(Dep {
-        target: Target::Env(name),
-        sum,
-    });
+    // `RUSTDOC` is read by cargo alone (rustdoc's children never see ours,
+    // see `crate::rustdoc`).
+    for name in [&b"RUSTDOCFLAGS"[..], b"RUSTDOC"] {
+        let name = ekstazi_core::dep::EnvName(name.to_vec());
+        let sum = session.environments[case.binary].sum(&name);
+        record.deps.push(Dep {
+            target: Target::Env(name),
+            sum,
+        });
+    }
+}
+
+/// What a doctest unit's trace leaves out besides what every test's does:
+/// the target directory's `deps/` directories (`<target>/<profile>/deps`,
+/// `<target>/<triple>/<profile>/deps`), where cargo keeps the crates it
+/// compiled. Rustdoc lists them, and reads the library's and its
+/// dependencies' `.rlib`s there; but those are compiled from what the
+/// unit's build files already name (the dep-info's sources, the lockfile's
+/// versions, the toolchain in the global fingerprint), and they are not
+/// the same from one checkout to another, nor is the listing from one
+/// build of another package to the next: as dependencies they would only
+/// rerun doctests for nothing.
+fn ignore_built_crates(
+    ignore: &ekstazi_core::ignore::Ignore,
+    target_dir: &Path,
+) -> ekstazi_core::ignore::Ignore {
+    let mut ignore = ignore.clone();
+    let subdirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    let target = ekstazi_core::path::normalize(target_dir);
+    for dir in subdirs(&target) {
+        let nested = subdirs(&dir);
+        for candidate in std::iter::once(dir).chain(nested) {
+            let deps = candidate.join("deps");
+            if deps.is_dir() {
+                ignore.add(deps, "compiled by cargo from the doctests' build files");
+            }
+        }
+    }
+    ignore
 }
 
 /// With function granularity, the functions the test executed, per
@@ -265,4 +318,42 @@ fn code_dep(
 
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ekstazi_core::ignore::Ignore;
+
+    #[test]
+    fn doctests_leave_out_the_crates_cargo_compiled_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path();
+        for sub in [
+            "debug/deps",
+            "debug/build/x-1/out",
+            "release/deps",
+            "x86_64-unknown-linux-gnu/debug/deps",
+            "ekstazi/build/x86_64-unknown-linux-gnu/debug/deps",
+        ] {
+            std::fs::create_dir_all(target.join(sub)).unwrap();
+        }
+        std::fs::write(target.join("debug/deps/libx-1.rlib"), b"").unwrap();
+        let ignore = ignore_built_crates(&Ignore::defaults(), target);
+        let ignored = |rel: &str| ignore.check(&target.join(rel)).is_some();
+        assert!(ignored("debug/deps/libx-1.rlib"));
+        assert!(ignored("debug/deps"), "its listing");
+        assert!(ignored("release/deps/liby-2.rmeta"));
+        assert!(ignored("x86_64-unknown-linux-gnu/debug/deps/libx-1.rlib"));
+        assert!(
+            !ignored("debug/build/x-1/out/generated.rs"),
+            "a build script's"
+        );
+        assert!(!ignored("debug/depsx"));
+        assert!(!ignored("debug/x"));
+        assert!(
+            !ignored("ekstazi/build/x86_64-unknown-linux-gnu/debug/deps/libx-1.rlib"),
+            "not what `cargo test --doc` builds"
+        );
+    }
 }

@@ -252,6 +252,10 @@ fn run_one(
         if let Some(dir) = &tmpdir {
             command.env("TMPDIR", dir);
         }
+        if let Some(shim) = &config.shim {
+            crate::rustdoc::wrap_doctests(&mut command, &session.ws.sysroot, preload(shim), &trace)
+                .context("cannot find cargo-ekstazi's own executable")?;
+        }
         let ran = supervise(running, job, |output| {
             spawn(command, output, Path::new("cargo"))
         })?;
@@ -403,8 +407,8 @@ impl Drop for RemoveOnDrop {
 }
 
 /// A library's doctests, run as `cargo test --doc` runs them (in the
-/// user's target directory, not under the shim: what they depend on is
-/// read from rustc's dep-info instead). With a filter, the run is partial.
+/// user's target directory; rustdoc and the doctests under the shim, cargo
+/// not: see `rustdoc`). With a filter, the run is partial.
 fn doctests_command(
     session: &Session,
     config: &RunConfig,

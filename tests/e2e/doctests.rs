@@ -1,5 +1,8 @@
 //! Doctests run as `cargo test` runs them, one unit per library, selected
-//! on what the library is compiled from.
+//! on what the library is compiled from, what rustdoc read to collect them
+//! (a README a `cfg(doctest)` item includes) and what they read when they
+//! ran (a data file, a variable): rustdoc and the doctests run under the
+//! shim.
 
 use crate::support::{Fixture, labels};
 
@@ -192,4 +195,113 @@ fn build_output(f: &Fixture, package: &str) -> String {
         .collect();
     assert_eq!(found.len(), 1, "{found:?}");
     format!("$CARGO_TARGET_DIR/{}", found[0])
+}
+
+/// The doctests of `doctest_inputs`'s `readme`: its README's code block
+/// (included by a `cfg(doctest)` item only), one that reads
+/// `data/value.txt` and one that reads `$DOCTEST_MODE`.
+const README: &str = "readme::doc/readme (doctests)";
+const NEIGHBOURS: &[&str] = &[
+    "neighbour tests::two",
+    "neighbour::doc/neighbour (doctests)",
+];
+
+fn only_readme(reason: &str) -> Vec<(String, Vec<String>)> {
+    vec![(README.to_owned(), vec![reason.to_owned()])]
+}
+
+#[test]
+fn a_readme_included_for_doctests_and_what_doctests_read_select_them() {
+    let f = Fixture::new("doctest_inputs");
+    let first = f.test_ok(&[]);
+    let mut all = labels(NEIGHBOURS);
+    all.insert(README.to_owned());
+    assert_eq!(first.ran(), all, "{first:?}");
+    let selected = f.selected(&[]);
+    assert!(selected.is_empty(), "{selected:?}");
+
+    // The README's code block, which no dep-info names: the doctest now
+    // fails, and only it runs.
+    f.edit("readme/README.md", "answer(), 42", "answer(), 43");
+    assert_eq!(
+        f.selected(&[]),
+        only_readme("file changed: readme/README.md")
+    );
+    let failed = f.run(&["test"]);
+    assert_eq!(failed.code(), Some(101), "{failed:?}");
+    assert_eq!(failed.failed(), labels(&[README]), "{failed:?}");
+    f.edit("readme/README.md", "answer(), 43", "answer(), 42");
+    assert_eq!(f.test_ok(&[]).ran(), labels(&[README]));
+
+    // The data file a doctest reads when it runs.
+    f.write("readme/data/value.txt", "8\n");
+    assert_eq!(
+        f.selected(&[]),
+        only_readme("file changed: readme/data/value.txt")
+    );
+    let failed = f.run(&["test"]);
+    assert_eq!(failed.failed(), labels(&[README]), "{failed:?}");
+    f.write("readme/data/value.txt", "7\n");
+    assert_eq!(f.test_ok(&[]).ran(), labels(&[README]));
+
+    // The variable a doctest reads when it runs.
+    let strict = [("DOCTEST_MODE", "strict")];
+    assert_eq!(
+        f.selected_with(&[], &strict),
+        only_readme("environment variable set: DOCTEST_MODE")
+    );
+    let failed = f.run_with(&["test"], &strict);
+    assert_eq!(failed.failed(), labels(&[README]), "{failed:?}");
+
+    // Back as it was: it runs once more (it failed last), then nothing
+    // does, the neighbours never having run since the first.
+    assert_eq!(f.test_ok(&[]).ran(), labels(&[README]));
+    let again = f.test_ok(&[]);
+    assert!(again.ran().is_empty(), "{again:?}");
+    let selected = f.selected(&[]);
+    assert!(selected.is_empty(), "{selected:?}");
+}
+
+#[test]
+fn traced_doctests_select_nothing_in_another_or_a_moved_checkout() {
+    let f = Fixture::new("doctest_inputs");
+    f.test_ok(&[]);
+    // Without build output: `cargo test --doc` builds the library afresh.
+    let elsewhere = f.checkout_elsewhere();
+    let selected = elsewhere.selected(&[]);
+    assert!(selected.is_empty(), "{selected:?}");
+    let moved = f.moved_to("a-much-longer-directory-name");
+    let selected = moved.selected(&[]);
+    assert!(selected.is_empty(), "{selected:?}");
+    let run = moved.test_ok(&[]);
+    assert!(run.ran().is_empty(), "{run:?}");
+}
+
+#[test]
+fn the_users_rustdoc_is_run_and_is_a_dependency() {
+    let f = Fixture::new("doctest_inputs");
+    f.test_ok(&[]);
+    // A rustdoc of the user's that leaves a line for each run.
+    f.write(
+        "tools/rustdoc.sh",
+        "#!/bin/sh\necho ran >> \"$(dirname \"$0\")/ran\"\nexec rustdoc \"$@\"\n",
+    );
+    let script = f.file("tools/rustdoc.sh");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = script.display().to_string();
+    let env = [("RUSTDOC", script.as_str())];
+    let docs = ["neighbour::doc/neighbour (doctests)", README];
+    assert_eq!(
+        f.selected_with(&[], &env),
+        docs.map(|d| (
+            d.to_owned(),
+            vec!["environment variable set: RUSTDOC".to_owned()]
+        ))
+    );
+    let run = f.test_ok_with(&[], &env);
+    assert_eq!(run.ran(), labels(&docs), "{run:?}");
+    assert_eq!(f.read("tools/ran"), "ran\nran\n");
+    let selected = f.selected_with(&[], &env);
+    assert!(selected.is_empty(), "{selected:?}");
 }
