@@ -131,6 +131,14 @@ real! {
     truncate: fn(*const c_char, libc::off_t) -> c_int;
     truncate64: fn(*const c_char, libc::off64_t) -> c_int;
     chdir: fn(*const c_char) -> c_int;
+    mkstemp: fn(*mut c_char) -> c_int;
+    mkstemp64: fn(*mut c_char) -> c_int;
+    mkostemp: fn(*mut c_char, c_int) -> c_int;
+    mkostemp64: fn(*mut c_char, c_int) -> c_int;
+    mkstemps: fn(*mut c_char, c_int) -> c_int;
+    mkstemps64: fn(*mut c_char, c_int) -> c_int;
+    mkostemps: fn(*mut c_char, c_int, c_int) -> c_int;
+    mkostemps64: fn(*mut c_char, c_int, c_int) -> c_int;
     glob: fn(*const c_char, c_int, *mut c_void, *mut c_void) -> c_int;
     glob64: fn(*const c_char, c_int, *mut c_void, *mut c_void) -> c_int;
     nftw: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int, *mut c_void) -> c_int, c_int, c_int) -> c_int;

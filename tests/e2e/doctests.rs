@@ -277,6 +277,18 @@ fn traced_doctests_select_nothing_in_another_or_a_moved_checkout() {
     assert!(run.ran().is_empty(), "{run:?}");
 }
 
+/// Without a private `TMPDIR` the linker rustdoc runs makes its temporary
+/// files with `mkstemp` in the shared one: they are the unit's own, and a
+/// rerun with nothing changed selects nothing.
+#[test]
+fn without_a_private_tmpdir_doctests_rerun_only_for_a_change() {
+    let f = Fixture::new("doctest_inputs");
+    let shared = &["--no-private-tmpdir"];
+    f.test_ok(shared);
+    let selected = f.selected(shared);
+    assert!(selected.is_empty(), "{selected:?}");
+}
+
 #[test]
 fn the_users_rustdoc_is_run_and_is_a_dependency() {
     let f = Fixture::new("doctest_inputs");

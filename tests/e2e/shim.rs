@@ -184,6 +184,12 @@ fn child() {
                         .is_null()
                 );
             }
+            "mkstemp" => {
+                let mut template = *b"made-XXXXXX\0";
+                let fd = libc::mkstemp(template.as_mut_ptr().cast());
+                assert!(fd >= 0);
+                libc::close(fd);
+            }
             "glob" => {
                 let mut found: libc::glob_t = std::mem::zeroed();
                 assert_eq!(libc::glob(c"dir/*".as_ptr(), 0, None, &mut found), 0);
@@ -370,10 +376,11 @@ fn the_blind_spots_are_as_the_readme_says() {
     );
 }
 
-/// Once blind spots, now seen: the places a failed `dlopen` searched, and
-/// the directory C's `glob` listed.
+/// Once blind spots, now seen: the places a failed `dlopen` searched, the
+/// directory C's `glob` listed, and the file `mkstemp` made (the test's
+/// own, not a file it read).
 #[test]
-fn a_failed_dlopen_and_a_glob_are_recorded() {
+fn a_failed_dlopen_a_glob_and_mkstemp_are_recorded() {
     let tmp = scratch();
     let dir = std::fs::canonicalize(tmp.path()).unwrap();
     let events = traced("failed-dlopen", &dir);
@@ -387,6 +394,13 @@ fn a_failed_dlopen_and_a_glob_are_recorded() {
     let events = traced("glob", &dir);
     assert!(
         !about(&events, Access::List, &dir.join("dir")).is_empty(),
+        "{events:#?}"
+    );
+    let events = traced("mkstemp", &dir);
+    assert!(
+        events.iter().any(|e| e.access == Access::Created
+            && e.path.starts_with(&dir)
+            && e.path.to_string_lossy().contains("made-")),
         "{events:#?}"
     );
 }

@@ -1,4 +1,5 @@
-//! Opening files: the `open` family, `creat`, and stdio's `fopen` family.
+//! Opening files: the `open` family, `creat`, stdio's `fopen` family, and
+//! the temporary files of the `mkstemp` family.
 
 use super::{event, fd_kind, is_absence, observe, parent_missing, probe_kind, unavailable};
 use crate::{real, trace};
@@ -257,3 +258,48 @@ macro_rules! freopen {
     )*};
 }
 freopen!(freopen, freopen64);
+
+/// A file `mkstemp` and its kin made: glibc opens it inside libc, past the
+/// `open` hook, and a test (or the linker rustdoc runs) that later reads,
+/// writes or removes it must find it its own, not a dependency.
+///
+/// # Safety
+/// `template` is the caller's template, filled in by a successful call.
+unsafe fn made_temporary(template: *const c_char, fd: c_int) {
+    if fd >= 0 {
+        // SAFETY: forwarded from the caller.
+        observe(|_| unsafe { event(libc::AT_FDCWD, template, trace::CREATED, 0) });
+    }
+}
+
+macro_rules! mkstemp_hook {
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ); )*) => {
+        $(
+            /// # Safety
+            /// As the libc function.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name(template: *mut c_char $(, $arg: $ty)*) -> c_int {
+                let Some(real) = real::$name() else {
+                    return unavailable(-1);
+                };
+                // SAFETY: the caller's contract is libc's.
+                unsafe {
+                    let fd = real(template $(, $arg)*);
+                    made_temporary(template, fd);
+                    fd
+                }
+            }
+        )*
+    };
+}
+
+mkstemp_hook! {
+    mkstemp();
+    mkstemp64();
+    mkostemp(flags: c_int);
+    mkostemp64(flags: c_int);
+    mkstemps(suffix: c_int);
+    mkstemps64(suffix: c_int);
+    mkostemps(suffix: c_int, flags: c_int);
+    mkostemps64(suffix: c_int, flags: c_int);
+}
