@@ -143,5 +143,9 @@ real! {
     glob64: fn(*const c_char, c_int, *mut c_void, *mut c_void) -> c_int;
     nftw: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int, *mut c_void) -> c_int, c_int, c_int) -> c_int;
     nftw64: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int, *mut c_void) -> c_int, c_int, c_int) -> c_int;
+    ftw: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int) -> c_int, c_int) -> c_int;
+    ftw64: fn(*const c_char, unsafe extern "C" fn(*const c_char, *const c_void, c_int) -> c_int, c_int) -> c_int;
+    fts_read: fn(*mut c_void) -> *mut c_void;
+    fts64_read: fn(*mut c_void) -> *mut c_void;
     __libc_start_main: fn(unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
 }

@@ -184,6 +184,44 @@ fn child() {
                         .is_null()
                 );
             }
+            "fts" => {
+                unsafe extern "C" {
+                    fn fts_open(
+                        paths: *const *const libc::c_char,
+                        options: libc::c_int,
+                        compare: *const libc::c_void,
+                    ) -> *mut libc::c_void;
+                    fn fts_read(fts: *mut libc::c_void) -> *mut libc::c_void;
+                    fn fts_close(fts: *mut libc::c_void) -> libc::c_int;
+                }
+                let paths = [c"dir".as_ptr(), std::ptr::null()];
+                // FTS_PHYSICAL: the walk does not follow links.
+                let fts = fts_open(paths.as_ptr(), 0x10, std::ptr::null());
+                assert!(!fts.is_null());
+                while !fts_read(fts).is_null() {}
+                fts_close(fts);
+            }
+            "ftw" => {
+                extern "C" fn each(
+                    _: *const libc::c_char,
+                    _: *const libc::c_void,
+                    _: libc::c_int,
+                ) -> libc::c_int {
+                    0
+                }
+                unsafe extern "C" {
+                    fn ftw(
+                        dir: *const libc::c_char,
+                        each: extern "C" fn(
+                            *const libc::c_char,
+                            *const libc::c_void,
+                            libc::c_int,
+                        ) -> libc::c_int,
+                        fds: libc::c_int,
+                    ) -> libc::c_int;
+                }
+                assert_eq!(ftw(c"dir".as_ptr(), each, 4), 0);
+            }
             "mkstemp" => {
                 let mut template = *b"made-XXXXXX\0";
                 let fd = libc::mkstemp(template.as_mut_ptr().cast());
@@ -377,10 +415,10 @@ fn the_blind_spots_are_as_the_readme_says() {
 }
 
 /// Once blind spots, now seen: the places a failed `dlopen` searched, the
-/// directory C's `glob` listed, and the file `mkstemp` made (the test's
-/// own, not a file it read).
+/// directories C's `glob`, `fts` and `ftw` listed, and the file `mkstemp`
+/// made (the test's own, not a file it read).
 #[test]
-fn a_failed_dlopen_a_glob_and_mkstemp_are_recorded() {
+fn a_failed_dlopen_cs_walkers_and_mkstemp_are_recorded() {
     let tmp = scratch();
     let dir = std::fs::canonicalize(tmp.path()).unwrap();
     let events = traced("failed-dlopen", &dir);
@@ -396,6 +434,13 @@ fn a_failed_dlopen_a_glob_and_mkstemp_are_recorded() {
         !about(&events, Access::List, &dir.join("dir")).is_empty(),
         "{events:#?}"
     );
+    for walker in ["fts", "ftw"] {
+        let events = traced(walker, &dir);
+        assert!(
+            !about(&events, Access::List, &dir.join("dir")).is_empty(),
+            "{walker}: {events:#?}"
+        );
+    }
     let events = traced("mkstemp", &dir);
     assert!(
         events.iter().any(|e| e.access == Access::Created

@@ -1,10 +1,11 @@
-//! C's directory walkers: `glob` and `nftw`.
+//! C's directory walkers: `glob`, `nftw`, `ftw` and `fts`.
 //!
 //! glibc's implementations read directories through its own internal
 //! `opendir` and `readdir`, which the shim's hooks do not stand in front
 //! of, so a test that globs `data/*.json` through libc (or C code that
 //! walks a tree) would depend on nothing it listed. `glob` is described
-//! from its pattern, `nftw` from the entries it hands the caller.
+//! from its pattern, `nftw`, `ftw` and `fts_read` from the entries they
+//! hand the caller.
 
 use super::{event, observe, probe_kind, unavailable};
 use crate::{real, trace};
@@ -182,4 +183,131 @@ pub unsafe extern "C" fn nftw64(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe { walk(real, dir, callback, fds, flags) }
+}
+
+type FtwFn = unsafe extern "C" fn(*const c_char, *const c_void, c_int) -> c_int;
+
+thread_local! {
+    // As `CALLER`, for `ftw`'s callback.
+    static FTW_CALLER: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe extern "C" fn each_ftw(path: *const c_char, stat: *const c_void, typeflag: c_int) -> c_int {
+    if typeflag == FTW_D {
+        // SAFETY: `ftw` passes the entry's path as a C string.
+        observe(|_| unsafe { event(libc::AT_FDCWD, path, trace::LISTED, 0) });
+    }
+    // SAFETY: set by `ftw_walk` from the caller's callback before this runs.
+    let caller = unsafe { std::mem::transmute::<usize, FtwFn>(FTW_CALLER.with(Cell::get)) };
+    // SAFETY: the arguments `ftw` gave, passed on.
+    unsafe { caller(path, stat, typeflag) }
+}
+
+unsafe fn ftw_walk(
+    real: unsafe extern "C" fn(*const c_char, FtwFn, c_int) -> c_int,
+    dir: *const c_char,
+    callback: FtwFn,
+    fds: c_int,
+) -> c_int {
+    if !trace::enabled() {
+        // SAFETY: the caller's contract is libc's.
+        return unsafe { real(dir, callback, fds) };
+    }
+    let before = FTW_CALLER.with(|c| c.replace(callback as usize));
+    // SAFETY: as above, with a callback of the same signature.
+    let result = unsafe { real(dir, each_ftw, fds) };
+    FTW_CALLER.with(|c| c.set(before));
+    result
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftw(dir: *const c_char, callback: FtwFn, fds: c_int) -> c_int {
+    let Some(real) = real::ftw() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe { ftw_walk(real, dir, callback, fds) }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ftw64(dir: *const c_char, callback: FtwFn, fds: c_int) -> c_int {
+    let Some(real) = real::ftw64() else {
+        return unavailable(-1);
+    };
+    // SAFETY: the caller's contract is libc's.
+    unsafe { ftw_walk(real, dir, callback, fds) }
+}
+
+/// Where glibc's `FTSENT` (and `FTSENT64`, the same on 64-bit targets)
+/// keeps the path to reach the entry from the current directory, and what
+/// the entry is (`<fts.h>`; the `libc` crate has no `FTSENT`).
+#[cfg(target_pointer_width = "64")]
+const FTS_ACCPATH_AT: usize = 40;
+#[cfg(target_pointer_width = "64")]
+const FTS_INFO_AT: usize = 98;
+/// `fts_info` of a directory on the way in (`FTS_D`).
+const FTS_D: u16 = 1;
+
+/// Records the listing of a directory `fts_read` returned on the way in:
+/// it is about to read its entries.
+///
+/// # Safety
+/// `entry` is null or an `FTSENT` that `fts_read` returned.
+#[cfg(target_pointer_width = "64")]
+unsafe fn fts_entry(entry: *const c_void) {
+    if entry.is_null() {
+        return;
+    }
+    let entry = entry.cast::<u8>();
+    // SAFETY: the fields at glibc's offsets of a live `FTSENT`.
+    let (info, accpath) = unsafe {
+        (
+            entry.add(FTS_INFO_AT).cast::<u16>().read_unaligned(),
+            entry
+                .add(FTS_ACCPATH_AT)
+                .cast::<*const c_char>()
+                .read_unaligned(),
+        )
+    };
+    if info == FTS_D {
+        // SAFETY: `fts_accpath` is a C string, relative to the current
+        // directory as `fts_read` returns.
+        observe(|_| unsafe { event(libc::AT_FDCWD, accpath, trace::LISTED, 0) });
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[cfg(target_pointer_width = "64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fts_read(fts: *mut c_void) -> *mut c_void {
+    let Some(real) = real::fts_read() else {
+        return unavailable(std::ptr::null_mut());
+    };
+    // SAFETY: the caller's contract is libc's; the entry is fresh from it.
+    unsafe {
+        let entry = real(fts);
+        fts_entry(entry);
+        entry
+    }
+}
+
+/// # Safety
+/// As the libc function.
+#[cfg(target_pointer_width = "64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fts64_read(fts: *mut c_void) -> *mut c_void {
+    let Some(real) = real::fts64_read() else {
+        return unavailable(std::ptr::null_mut());
+    };
+    // SAFETY: as above.
+    unsafe {
+        let entry = real(fts);
+        fts_entry(entry);
+        entry
+    }
 }
