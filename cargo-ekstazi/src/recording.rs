@@ -281,9 +281,21 @@ fn code_deps(
         }
     }
     if walks_environment {
+        // Each variable's value, so that a change names the variable (and
+        // the user can tell whether to ignore it), and which there are.
+        for name in env.walked() {
+            let target = Target::Env(name);
+            if !record.deps.iter().any(|dep| dep.target == target) {
+                let Target::Env(name) = &target else {
+                    unreachable!()
+                };
+                let sum = env.sum(name);
+                record.deps.push(Dep { target, sum });
+            }
+        }
         record.deps.push(Dep {
             target: Target::Environment,
-            sum: env.sum_all(),
+            sum: env.walked_names(),
         });
     }
     whole_binary

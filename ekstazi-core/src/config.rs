@@ -13,7 +13,9 @@
 //! env = ["CI_JOB_*"]
 //!
 //! [network]
-//! # Connections to loopback addresses count as external.
+//! # Every loopback peer counts as external, the test's own servers and
+//! # declared services too (by default only a loopback port nothing of the
+//! # test bound is).
 //! loopback-is-external = false
 //! # External tests always run; `false` selects them like any other.
 //! always-run-external = true

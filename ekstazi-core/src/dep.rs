@@ -40,10 +40,11 @@ pub enum Target {
     /// name sources by absolute paths, which a moved checkout changes
     /// without changing what they say.
     BuildFile(StoredPath),
-    /// Every environment variable the test was given, less cargo-ekstazi's
-    /// own and the ignored ones ([`crate::env::Environment::sum_all`]): a
-    /// test that walks the environment (`std::env::vars`, `environ`) saw
-    /// them all.
+    /// Which environment variables the test was given, less
+    /// cargo-ekstazi's own and the ignored ones
+    /// ([`crate::env::Environment::walked_names`]): a test that walks the
+    /// environment (`std::env::vars`, `environ`) saw them all, and depends
+    /// on each one's value as well ([`Target::Env`]).
     Environment,
 }
 
@@ -79,7 +80,7 @@ impl fmt::Display for Target {
         match self {
             Target::TestBinary => f.write_str("test binary"),
             Target::Env(name) => write!(f, "${name}"),
-            Target::Environment => f.write_str("the whole environment"),
+            Target::Environment => f.write_str("the environment's variables"),
             other => other.path().expect("every other target has a path").fmt(f),
         }
     }
@@ -148,7 +149,7 @@ pub fn describe_change(target: &Target, was: &Sum, now: &Sum) -> String {
         (Target::Env(name), _, Sum::Absent) => format!("environment variable unset: {name}"),
         (Target::Env(name), _, _) => format!("environment variable changed: {name}"),
         (Target::Environment, _, _) => {
-            "environment changed (the test walks every variable)".to_owned()
+            "environment variables added or removed (the test walks every variable)".to_owned()
         }
         (Target::Listing(_), Sum::Unknown, _) => {
             format!("directory changed while the test ran: {target}")

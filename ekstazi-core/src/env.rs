@@ -17,8 +17,8 @@
 //! directly) cannot be seen by an `LD_PRELOAD` shim. The function
 //! fingerprints see it instead: a test that executed a function whose code
 //! calls one of std's walkers, or reads `environ` itself, depends on every
-//! variable it was given ([`Environment::sum_all`]) but the tool's own and
-//! the ignored ones. What a test passes on to a child process through
+//! variable it was given ([`Environment::walked`]) but the tool's own and
+//! the ignored ones: on each one's value, and on which there are. What a test passes on to a child process through
 //! `Command` is seen when the child reads it.
 
 use crate::dep::{EnvName, Sum};
@@ -78,24 +78,28 @@ impl Environment {
         self
     }
 
-    /// The checksum of the whole environment a walk sees: every variable's
-    /// name and normalised value, in name order, but cargo-ekstazi's own
-    /// and the ignored ones.
-    pub fn sum_all(&self) -> Sum {
+    /// The variables a walk of the environment sees, in name order: every
+    /// one given, but cargo-ekstazi's own and the ignored ones.
+    pub fn walked(&self) -> impl Iterator<Item = EnvName> + '_ {
+        self.vars
+            .keys()
+            .filter(|name| {
+                !is_own(name)
+                    && !self.ignored.as_ref().is_some_and(|set| {
+                        std::str::from_utf8(name).is_ok_and(|name| set.is_match(name))
+                    })
+            })
+            .map(|name| EnvName(name.clone()))
+    }
+
+    /// The checksum of which variables a walk sees ([`Environment::walked`]):
+    /// their names, not their values (each value is a dependency of its
+    /// own, so that a change names its variable).
+    pub fn walked_names(&self) -> Sum {
         let mut hasher = blake3::Hasher::new();
-        for (name, value) in &self.vars {
-            let ignored = is_own(name)
-                || self.ignored.as_ref().is_some_and(|set| {
-                    std::str::from_utf8(name).is_ok_and(|name| set.is_match(name))
-                });
-            if ignored {
-                continue;
-            }
-            let value = self.normalize(name, value);
-            hasher.update(&(name.len() as u64).to_le_bytes());
-            hasher.update(name);
-            hasher.update(&(value.len() as u64).to_le_bytes());
-            hasher.update(&value);
+        for name in self.walked() {
+            hasher.update(&(name.0.len() as u64).to_le_bytes());
+            hasher.update(&name.0);
         }
         Sum::Hash(*hasher.finalize().as_bytes())
     }

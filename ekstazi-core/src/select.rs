@@ -220,7 +220,7 @@ pub fn current(target: &Target, present: &Present<'_>) -> Sum {
     match target {
         Target::TestBinary => present.binary.clone(),
         Target::Env(name) => present.env.sum(name),
-        Target::Environment => present.env.sum_all(),
+        Target::Environment => present.env.walked_names(),
         target => present.checksums.get(target),
     }
 }

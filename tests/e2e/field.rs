@@ -141,15 +141,20 @@ fn each_setup_of_the_field_selects_its_test_alone() {
         vec![],
         || chmod(&f, "scripts/hi.sh", 0o755),
     );
-    let walked = "environment changed (the test walks every variable)";
     assert_eq!(
         f.selected_with(SKIP_ALWAYS, &[("FIELD_LEVEL", "4")]),
-        only("walks_the_environment", &[walked]),
+        only(
+            "walks_the_environment",
+            &["environment variable changed: FIELD_LEVEL"]
+        ),
         "a variable the walk filters for"
     );
     assert_eq!(
         f.selected_with(SKIP_ALWAYS, &[("FIELD_OTHER", "1")]),
-        only("walks_the_environment", &[walked]),
+        only(
+            "walks_the_environment",
+            &["environment variables added or removed (the test walks every variable)"]
+        ),
         "a new variable: the walk saw every one"
     );
     door(

@@ -163,7 +163,11 @@ fn kind(target: &Target) -> (&'static str, &'static str, &'static str) {
         Target::Resolved(_) => ("realpath", "resolved path", "resolved paths"),
         Target::Library(_) => ("library", "shared library", "shared libraries"),
         Target::BuildFile(_) => ("build", "build file", "build files"),
-        Target::Environment => ("environ", "whole environment", "whole environments"),
+        Target::Environment => (
+            "environ",
+            "walk of the environment",
+            "walks of the environment",
+        ),
     }
 }
 
