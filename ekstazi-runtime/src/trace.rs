@@ -144,6 +144,21 @@ impl TracePath {
     }
 }
 
+/// Our descriptor `fd` moved to [`HIGH_FD`] or above (where it stays if it
+/// cannot be moved).
+fn moved_high(fd: libc::c_int) -> libc::c_int {
+    // SAFETY: plain descriptor operations on our own descriptor.
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
+        if high >= 0 {
+            libc::close(fd);
+            high
+        } else {
+            fd
+        }
+    }
+}
+
 /// Opens the trace again after its descriptor was found closed, at the
 /// same high number; -1 if it cannot be.
 fn reopen(old: libc::c_int) -> libc::c_int {
@@ -160,16 +175,7 @@ fn reopen(old: libc::c_int) -> libc::c_int {
     if fd < 0 {
         return -1;
     }
-    // SAFETY: plain descriptor operations on our own descriptor.
-    let fd = unsafe {
-        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
-        if high >= 0 {
-            libc::close(fd);
-            high
-        } else {
-            fd
-        }
-    };
+    let fd = moved_high(fd);
     match FD.compare_exchange(old, fd, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => fd,
         // Another thread opened it again first: use theirs.
@@ -249,16 +255,7 @@ pub unsafe fn init() {
     }
     // SAFETY: from the constructor, before any event; `path` is a C string.
     unsafe { TRACE_PATH.set(std::ffi::CStr::from_ptr(path).to_bytes()) };
-    // SAFETY: plain descriptor operations.
-    let fd = unsafe {
-        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD);
-        if high >= 0 {
-            libc::close(fd);
-            high
-        } else {
-            fd
-        }
-    };
+    let fd = moved_high(fd);
     // Every real function is looked up now, single-threaded: `dlsym` takes
     // the loader's lock and may allocate, which must not happen in a child
     // forked while another thread held either.

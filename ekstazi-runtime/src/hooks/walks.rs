@@ -61,16 +61,20 @@ unsafe fn describe(pattern: *const c_char) {
     unsafe { event(libc::AT_FDCWD, path.as_ptr().cast(), trace::LISTED, 0) };
 }
 
+type GlobFn = unsafe extern "C" fn(*const c_char, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// Runs glibc's `glob` (or `glob64`), then describes what it listed.
+///
 /// # Safety
 /// As the libc function.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn glob(
+unsafe fn globbed(
+    real: Option<GlobFn>,
     pattern: *const c_char,
     flags: c_int,
     errfunc: *mut c_void,
     pglob: *mut c_void,
 ) -> c_int {
-    let Some(real) = real::glob() else {
+    let Some(real) = real else {
         return unavailable(libc::GLOB_ABORTED);
     };
     // SAFETY: the caller's contract is libc's.
@@ -84,21 +88,27 @@ pub unsafe extern "C" fn glob(
 /// # Safety
 /// As the libc function.
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn glob(
+    pattern: *const c_char,
+    flags: c_int,
+    errfunc: *mut c_void,
+    pglob: *mut c_void,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { globbed(real::glob(), pattern, flags, errfunc, pglob) }
+}
+
+/// # Safety
+/// As the libc function.
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn glob64(
     pattern: *const c_char,
     flags: c_int,
     errfunc: *mut c_void,
     pglob: *mut c_void,
 ) -> c_int {
-    let Some(real) = real::glob64() else {
-        return unavailable(libc::GLOB_ABORTED);
-    };
-    // SAFETY: the caller's contract is libc's.
-    unsafe {
-        let result = real(pattern, flags, errfunc, pglob);
-        observe(|_| describe(pattern));
-        result
-    }
+    // SAFETY: forwarded.
+    unsafe { globbed(real::glob64(), pattern, flags, errfunc, pglob) }
 }
 
 /// `<ftw.h>`'s type flags for a directory: entered (`FTW_D`), and left
@@ -280,12 +290,16 @@ unsafe fn fts_entry(entry: *const c_void) {
     }
 }
 
+/// Runs glibc's `fts_read` (or `fts64_read`), then describes its entry.
+///
 /// # Safety
 /// As the libc function.
 #[cfg(target_pointer_width = "64")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn fts_read(fts: *mut c_void) -> *mut c_void {
-    let Some(real) = real::fts_read() else {
+unsafe fn fts_read_with(
+    real: Option<unsafe extern "C" fn(*mut c_void) -> *mut c_void>,
+    fts: *mut c_void,
+) -> *mut c_void {
+    let Some(real) = real else {
         return unavailable(std::ptr::null_mut());
     };
     // SAFETY: the caller's contract is libc's; the entry is fresh from it.
@@ -300,14 +314,16 @@ pub unsafe extern "C" fn fts_read(fts: *mut c_void) -> *mut c_void {
 /// As the libc function.
 #[cfg(target_pointer_width = "64")]
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn fts_read(fts: *mut c_void) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { fts_read_with(real::fts_read(), fts) }
+}
+
+/// # Safety
+/// As the libc function.
+#[cfg(target_pointer_width = "64")]
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn fts64_read(fts: *mut c_void) -> *mut c_void {
-    let Some(real) = real::fts64_read() else {
-        return unavailable(std::ptr::null_mut());
-    };
-    // SAFETY: as above.
-    unsafe {
-        let entry = real(fts);
-        fts_entry(entry);
-        entry
-    }
+    // SAFETY: forwarded.
+    unsafe { fts_read_with(real::fts64_read(), fts) }
 }
