@@ -131,4 +131,7 @@ real! {
     truncate: fn(*const c_char, libc::off_t) -> c_int;
     truncate64: fn(*const c_char, libc::off64_t) -> c_int;
     chdir: fn(*const c_char) -> c_int;
+    syscall: fn(libc::c_long, ...) -> libc::c_long;
+    sigaction: fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+    signal: fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
 }
