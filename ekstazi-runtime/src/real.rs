@@ -134,4 +134,6 @@ real! {
     syscall: fn(libc::c_long, ...) -> libc::c_long;
     sigaction: fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     signal: fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    sigprocmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+    pthread_sigmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
 }

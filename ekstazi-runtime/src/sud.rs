@@ -103,6 +103,10 @@ mod imp {
     /// # Safety
     /// Called once, from the shim's constructor, after `trace::init`.
     pub unsafe fn init() {
+        // Looked up now in every process, traced or not: libc's
+        // `syscall()` is interposed, and std makes its futex calls through
+        // it; a lookup on first use would take the loader's lock then.
+        let _ = real::syscall();
         if !trace::enabled() {
             return;
         }
@@ -188,11 +192,20 @@ mod imp {
         }
     }
 
-    /// Turns dispatch on for the calling thread.
+    /// Turns dispatch on for the calling thread. A thread that blocks
+    /// SIGSYS (inherited from its creator or its parent) would die at its
+    /// first trapped call: SIGSYS is unblocked first.
     fn arm() -> bool {
-        // SAFETY: the region and the selector stay valid for the process's
-        // life (libc is never unloaded; the selector is a static).
+        // SAFETY: plain signal-set operations on our own set; the region
+        // and the selector stay valid for the process's life (libc is
+        // never unloaded; the selector is a static).
         unsafe {
+            let mut sys: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut sys);
+            libc::sigaddset(&mut sys, libc::SIGSYS);
+            if let Some(mask) = real::pthread_sigmask() {
+                mask(libc::SIG_UNBLOCK, &sys, std::ptr::null_mut());
+            }
             libc::prctl(
                 PR_SET_SYSCALL_USER_DISPATCH,
                 PR_SYS_DISPATCH_ON,
@@ -239,9 +252,50 @@ mod imp {
         let Some(real) = real::sigaction() else {
             return -1;
         };
-        // SAFETY: the caller's contract is libc's.
-        unsafe { real(sig, act, old) }
+        if act.is_null() || !ACTIVE.load(Ordering::Relaxed) {
+            // SAFETY: the caller's contract is libc's.
+            return unsafe { real(sig, act, old) };
+        }
+        // A handler that blocks every signal while it runs (a full
+        // `sa_mask` is common) must still let a trapped call through.
+        // SAFETY: `act` points to a `sigaction` (the caller's contract).
+        let mut copy = unsafe { *act };
+        // SAFETY: a valid signal set and signal number.
+        unsafe { libc::sigdelset(&mut copy.sa_mask, libc::SIGSYS) };
+        // SAFETY: the caller's contract is libc's, with our copy.
+        unsafe { real(sig, &copy, old) }
     }
+
+    macro_rules! mask_hook {
+        ($($name:ident),*) => {$(
+            /// # Safety
+            /// As the libc function of the same name.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn $name(
+                how: c_int,
+                set: *const libc::sigset_t,
+                old: *mut libc::sigset_t,
+            ) -> c_int {
+                let Some(real) = real::$name() else {
+                    return libc::ENOSYS;
+                };
+                if set.is_null() || how == libc::SIG_UNBLOCK || !ACTIVE.load(Ordering::Relaxed) {
+                    // SAFETY: the caller's contract is libc's.
+                    return unsafe { real(how, set, old) };
+                }
+                // A blocked SIGSYS would turn the next trapped call into
+                // the process's death: SIGSYS stays unblocked.
+                // SAFETY: `set` points to a signal set (the caller's
+                // contract); the copy is ours.
+                unsafe {
+                    let mut copy = *set;
+                    libc::sigdelset(&mut copy, libc::SIGSYS);
+                    real(how, &copy, old)
+                }
+            }
+        )*};
+    }
+    mask_hook!(sigprocmask, pthread_sigmask);
 
     /// # Safety
     /// As the libc function.
@@ -386,15 +440,13 @@ mod imp {
             return None; // `rax` still holds the call's number
         }
         let result = match nr {
-            libc::SYS_rt_sigaction => {
-                if a[0] as c_int == libc::SIGSYS && a[1] != 0 {
-                    give_up();
-                }
+            libc::SYS_rt_sigaction if a[0] as c_int == libc::SIGSYS && a[1] != 0 => {
+                give_up();
                 // SAFETY: the caller's call, made for it.
                 unsafe { raw::forward(nr, a) }
             }
             // SAFETY: the context is the trapped one.
-            libc::SYS_rt_sigprocmask => unsafe { sigprocmask(uc, a) },
+            libc::SYS_rt_sigprocmask => unsafe { emulate_sigprocmask(uc, a) },
             libc::SYS_sigaltstack => {
                 // SAFETY: the caller's call, made for it.
                 let result = unsafe { raw::forward(nr, a) };
@@ -416,6 +468,27 @@ mod imp {
                 }
                 result
             }
+            libc::SYS_execve | libc::SYS_execveat => {
+                // The program would start with this handler's mask (SIGSYS
+                // blocked): it gets the one the caller had.
+                if let Some(mask) = real::pthread_sigmask() {
+                    // SAFETY: the context's mask is a valid signal set.
+                    unsafe { mask(libc::SIG_SETMASK, &uc.uc_sigmask, std::ptr::null_mut()) };
+                }
+                // SAFETY: the caller's call, recorded and made for it.
+                unsafe { raw::dispatch(nr, a) }
+            }
+            libc::SYS_rt_sigaction if a[1] != 0 && ACTIVE.load(Ordering::Relaxed) => {
+                // As `sigaction`: the handler's mask leaves SIGSYS out. The
+                // kernel's `struct sigaction`: handler, flags, restorer, mask.
+                // SAFETY: the caller passed one there.
+                let mut copy = unsafe { *(a[1] as *const [u64; 4]) };
+                copy[3] &= !sigsys_bit();
+                let mut a = a;
+                a[1] = (&raw const copy) as c_long;
+                // SAFETY: the caller's call, made for it with our copy.
+                unsafe { raw::forward(nr, a) }
+            }
             // SAFETY: the caller's call, recorded and made for it.
             _ => unsafe { raw::dispatch(nr, a) },
         };
@@ -431,12 +504,22 @@ mod imp {
         }
     }
 
+    /// SIGSYS in the kernel's signal mask: never blocked while dispatch
+    /// is on (see `arm`).
+    fn sigsys_bit() -> u64 {
+        if ACTIVE.load(Ordering::Relaxed) {
+            1 << (libc::SIGSYS - 1)
+        } else {
+            0
+        }
+    }
+
     /// `rt_sigprocmask` on the mask the trapped code will return to (the
     /// mask the handler runs with is dropped when it returns).
     ///
     /// # Safety
     /// `a` are the call's arguments, its pointers the caller's.
-    unsafe fn sigprocmask(uc: &mut libc::ucontext_t, a: raw::Args) -> c_long {
+    unsafe fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: raw::Args) -> c_long {
         if a[3] as usize != std::mem::size_of::<u64>() {
             crate::hooks::set_errno(libc::EINVAL);
             return -1;
@@ -460,7 +543,8 @@ mod imp {
                 }
             }
         };
-        let unblockable = (1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1));
+        let unblockable =
+            (1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1)) | sigsys_bit();
         let oldset = a[2] as *mut u64;
         // SAFETY: the caller's buffer for the old mask, and the context's.
         unsafe {
