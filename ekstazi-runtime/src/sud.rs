@@ -429,7 +429,9 @@ mod imp {
         }
         let shares_stack = match nr {
             libc::SYS_rt_sigreturn | libc::SYS_clone3 | libc::SYS_vfork => true,
-            libc::SYS_clone => a[0] as c_int & libc::CLONE_VM != 0,
+            // A child on a stack of its own would return from libc's
+            // `syscall()` on that stack, not to the caller's code.
+            libc::SYS_clone => a[0] as c_int & libc::CLONE_VM != 0 || a[1] != 0,
             _ => false,
         };
         if shares_stack {

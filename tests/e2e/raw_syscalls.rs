@@ -23,6 +23,15 @@ fn a_file_read_with_raw_system_calls_selects_its_reader_alone() {
     // Nothing changed: only the test the shim cannot follow runs.
     let io_uring_only = vec![(IO_URING.to_owned(), vec![UNSEEN.to_owned()])];
     assert_eq!(f.selected(&[]), io_uring_only);
+    // `why` names the channel, and the raw reader's file.
+    let why = f.run(&["why", "sets_up_io_uring"]);
+    assert!(
+        why.stdout
+            .contains("it uses a channel the shim cannot see: io_uring"),
+        "{why:?}"
+    );
+    let why = f.run(&["why", "--all", "reads_through_raw_system_calls"]);
+    assert!(why.stdout.contains("data/raw.txt"), "{why:?}");
 
     f.write("data/raw.txt", "other bytes\n");
     assert_eq!(
