@@ -126,7 +126,10 @@ mod imp {
         LIBC_LEN.store(end - start, Ordering::Relaxed);
         // SAFETY: getauxval has no preconditions.
         let loader = unsafe { libc::getauxval(libc::AT_BASE) } as usize;
-        if let Some((start, end)) = text_of(|base, _, _| base == loader) {
+        // 0 when the loader was run as a program (`ld.so ./test`): then
+        // it is not told apart, and its rare calls are recorded.
+        let found = (loader != 0).then(|| text_of(|base, _, _| base == loader));
+        if let Some((start, end)) = found.flatten() {
             LOADER_START.store(start, Ordering::Relaxed);
             LOADER_END.store(end, Ordering::Relaxed);
         }
