@@ -73,9 +73,6 @@ pub unsafe fn dispatch(nr: c_long, a: Args) -> c_long {
         libc::SYS_unlinkat => {
             hook!(namespace::unlinkat(a[0] => c_int, p(1) => *const c_char, a[2] => c_int))
         }
-        libc::SYS_renameat => {
-            hook!(namespace::renameat(a[0] => c_int, p(1) => *const c_char, a[2] => c_int, p(3) => *const c_char))
-        }
         libc::SYS_renameat2 => {
             hook!(namespace::renameat2(a[0] => c_int, p(1) => *const c_char, a[2] => c_int, p(3) => *const c_char, a[4] => c_uint))
         }
@@ -118,7 +115,8 @@ pub unsafe fn dispatch(nr: c_long, a: Args) -> c_long {
     }
 }
 
-/// The calls x86-64 keeps from before the `*at` family.
+/// The calls x86-64 keeps from before the `*at` family (and `renameat`,
+/// which the libc crate names on x86-64 only).
 ///
 /// # Safety
 /// As [`dispatch`].
@@ -137,6 +135,9 @@ unsafe fn legacy(nr: c_long, a: Args) -> c_long {
         libc::SYS_mkdir => hook!(namespace::mkdir(p(0) => *const c_char, a[1] => mode_t)),
         libc::SYS_unlink => hook!(namespace::unlink(p(0) => *const c_char)),
         libc::SYS_rmdir => hook!(namespace::rmdir(p(0) => *const c_char)),
+        libc::SYS_renameat => {
+            hook!(namespace::renameat(a[0] => c_int, p(1) => *const c_char, a[2] => c_int, p(3) => *const c_char))
+        }
         libc::SYS_rename => hook!(namespace::rename(p(0) => *const c_char, p(1) => *const c_char)),
         libc::SYS_link => hook!(namespace::link(p(0) => *const c_char, p(1) => *const c_char)),
         libc::SYS_symlink => {
