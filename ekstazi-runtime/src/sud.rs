@@ -28,8 +28,9 @@
 //! stack they were made on — it lets through instead: dispatch goes off
 //! for that thread, the instruction runs again, and a `G` event says the
 //! test always runs. A process that takes SIGSYS for itself (a handler of
-//! its own) turns dispatch off for all its threads (one shared selector
-//! byte) and records `G` likewise; SIGSYS from elsewhere (a seccomp filter's
+//! its own; not the default action, which the shim's handler gives every
+//! SIGSYS that is not its own) turns dispatch off for all its threads (one
+//! shared selector byte) and records `G` likewise; SIGSYS from elsewhere (a seccomp filter's
 //! trap) gets the default action, as it would without the shim. Where the
 //! kernel refuses dispatch, the process records `G`: its raw calls are
 //! unseen. The loader's (`ld.so`) own calls — opening the libraries
@@ -231,6 +232,15 @@ mod imp {
         }
     }
 
+    /// Whether installing `handler` for SIGSYS takes it from the shim. The
+    /// default action is what the shim's handler gives every SIGSYS that
+    /// is not its own (programs reset every signal to it for hygiene), and
+    /// the shim's own handler is what a program restores when it puts back
+    /// the action it found: neither takes anything.
+    fn takes_sigsys(handler: usize) -> bool {
+        handler != libc::SIG_DFL && handler != on_sigsys as *const () as usize
+    }
+
     /// The process takes SIGSYS for itself: dispatch would deliver our
     /// traps to its handler, so it goes off everywhere, and what follows
     /// is unseen.
@@ -249,12 +259,18 @@ mod imp {
         act: *const libc::sigaction,
         old: *mut libc::sigaction,
     ) -> c_int {
-        if sig == libc::SIGSYS && !act.is_null() {
-            give_up();
-        }
         let Some(real) = real::sigaction() else {
             return -1;
         };
+        if sig == libc::SIGSYS && !act.is_null() && ACTIVE.load(Ordering::Relaxed) {
+            // SAFETY: `act` points to a `sigaction` (the caller's contract).
+            if !takes_sigsys(unsafe { (*act).sa_sigaction }) {
+                // Kept: the old action is the shim's, as it is.
+                // SAFETY: only reading the current action into `old`.
+                return unsafe { real(sig, std::ptr::null(), old) };
+            }
+            give_up();
+        }
         if act.is_null() || !ACTIVE.load(Ordering::Relaxed) {
             // SAFETY: the caller's contract is libc's.
             return unsafe { real(sig, act, old) };
@@ -304,7 +320,11 @@ mod imp {
     /// As the libc function.
     #[unsafe(no_mangle)]
     pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-        if sig == libc::SIGSYS {
+        if sig == libc::SIGSYS && ACTIVE.load(Ordering::Relaxed) {
+            if !takes_sigsys(handler) {
+                // Kept, as in `sigaction`.
+                return on_sigsys as *const () as libc::sighandler_t;
+            }
             give_up();
         }
         let Some(real) = real::signal() else {
@@ -446,7 +466,17 @@ mod imp {
         }
         let result = match nr {
             libc::SYS_rt_sigaction if a[0] as c_int == libc::SIGSYS && a[1] != 0 => {
-                give_up();
+                // SAFETY: the kernel's `struct sigaction` starts with the
+                // handler; the caller passed one there.
+                if takes_sigsys(unsafe { *(a[1] as *const usize) }) {
+                    give_up();
+                } else {
+                    // Kept, as in `sigaction`: only the old action is read.
+                    let mut a = a;
+                    a[1] = 0;
+                    // SAFETY: the caller's call without the new action.
+                    return Some(kernel_result(unsafe { raw::forward(nr, a) }));
+                }
                 // SAFETY: the caller's call, made for it.
                 unsafe { raw::forward(nr, a) }
             }
