@@ -2,7 +2,8 @@
 //! test that reads a file through rustix's `linux_raw` backend depends on
 //! it as one that reads through libc does (syscall user dispatch shows the
 //! shim the call), and a test that sets io_uring up, whose file accesses
-//! the shim cannot see, runs every time and says why.
+//! the shim cannot see, runs every time and says why. The `dispatch`
+//! module checks, on the shim alone, the cases dispatch must survive.
 
 use crate::support::{Fixture, labels};
 
@@ -49,4 +50,140 @@ fn a_file_read_with_raw_system_calls_selects_its_reader_alone() {
     f.write("data/raw.txt", "raw bytes\n");
     assert_eq!(f.selected(&[]), io_uring_only);
     assert!(!f.selected(&[]).iter().any(|(label, _)| label == NEIGHBOUR));
+}
+
+/// The shim on its own (as in the `shim` module): this binary runs itself
+/// again with the shim preloaded, one probe per case that syscall user
+/// dispatch must survive, each making its system calls with a `syscall`
+/// instruction of its own.
+#[cfg(target_arch = "x86_64")]
+mod dispatch {
+    use ekstazi_core::trace::{Access, Event, parse};
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    const PROBE: &str = "RAW_SYSCALLS_PROBE";
+
+    fn traced(probe: &str, dir: &Path) -> Vec<Event> {
+        let trace = dir.join("trace");
+        let _ = std::fs::remove_file(&trace);
+        let shim = PathBuf::from(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "raw_syscalls::dispatch::child", "--nocapture"])
+            .env("LD_PRELOAD", shim)
+            .env("EKSTAZI_TRACE_FILE", &trace)
+            .env(PROBE, probe)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{probe}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let trace = parse(&std::fs::read(&trace).unwrap());
+        assert!(trace.complete, "{probe}: an incomplete trace");
+        trace.events
+    }
+
+    /// `openat(AT_FDCWD, path, O_RDONLY)` with this code's own `syscall`.
+    fn raw_open(path: &std::ffi::CStr) -> i64 {
+        let fd: i64;
+        // SAFETY: openat reads the C string; the clobbers are the ones the
+        // `syscall` instruction makes.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_openat => fd,
+                in("rdi") libc::AT_FDCWD as i64,
+                in("rsi") path.as_ptr(),
+                in("rdx") libc::O_RDONLY as i64,
+                in("r10") 0i64,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        fd
+    }
+
+    /// The child: the probe's calls, in the scratch directory.
+    #[test]
+    fn child() {
+        let Ok(probe) = std::env::var(PROBE) else {
+            return;
+        };
+        extern "C" fn on_sigsys(_: libc::c_int) {}
+        // SAFETY: plain calls with valid arguments; the forked child only
+        // makes a system call and exits.
+        unsafe {
+            match probe.as_str() {
+                "main" => assert!(raw_open(c"main.txt") >= 0),
+                "missing" => assert!(raw_open(c"absent.txt") < 0),
+                "thread" => {
+                    std::thread::spawn(|| assert!(raw_open(c"thread.txt") >= 0))
+                        .join()
+                        .unwrap();
+                }
+                "fork" => {
+                    let pid = libc::fork();
+                    if pid == 0 {
+                        raw_open(c"forked.txt");
+                        libc::_exit(0);
+                    }
+                    let mut status = 0;
+                    libc::waitpid(pid, &mut status, 0);
+                    assert_eq!(status, 0);
+                }
+                "all-signals-blocked" => {
+                    let mut all = std::mem::zeroed();
+                    libc::sigfillset(&mut all);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+                    assert!(raw_open(c"main.txt") >= 0);
+                }
+                "sigsys-handler" => {
+                    libc::signal(libc::SIGSYS, on_sigsys as *const () as libc::sighandler_t);
+                    assert!(raw_open(c"main.txt") >= 0);
+                }
+                other => panic!("no probe {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn raw_calls_are_seen_in_threads_children_and_with_signals_blocked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(tmp.path()).unwrap();
+        for name in ["main.txt", "thread.txt", "forked.txt"] {
+            std::fs::write(dir.join(name), "content").unwrap();
+        }
+        let seen = |events: &[Event], access: Access, name: &str| {
+            events
+                .iter()
+                .any(|e| e.access == access && e.path == dir.join(name))
+        };
+        for (probe, access, name) in [
+            ("main", Access::Read, "main.txt"),
+            ("missing", Access::Missing, "absent.txt"),
+            ("thread", Access::Read, "thread.txt"),
+            ("fork", Access::Read, "forked.txt"),
+            ("all-signals-blocked", Access::Read, "main.txt"),
+        ] {
+            let events = traced(probe, &dir);
+            assert!(seen(&events, access, name), "{probe}: {events:#?}");
+            assert!(
+                !events.iter().any(|e| e.access == Access::Unseen),
+                "{probe}: {events:#?}"
+            );
+        }
+        // A SIGSYS handler of the test's own: the shim lets go, and says so.
+        let events = traced("sigsys-handler", &dir);
+        assert!(
+            events.iter().any(
+                |e| e.access == Access::Unseen && e.payload() == b"a SIGSYS handler of its own"
+            ),
+            "{events:#?}"
+        );
+    }
 }
