@@ -108,6 +108,30 @@ mod dispatch {
         fd
     }
 
+    /// `execve(path, argv, environ)` with this code's own `syscall`;
+    /// returns only on failure.
+    ///
+    /// # Safety
+    /// `argv` is a NULL-terminated array of C strings.
+    unsafe fn raw_exec(path: &std::ffi::CStr, argv: *const *const libc::c_char) {
+        unsafe extern "C" {
+            static environ: *const *const libc::c_char;
+        }
+        // SAFETY: the caller's arguments, and the process's environment.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") libc::SYS_execve => _,
+                in("rdi") path.as_ptr(),
+                in("rsi") argv,
+                in("rdx") environ,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+    }
+
     /// The child: the probe's calls, in the scratch directory.
     #[test]
     fn child() {
@@ -146,6 +170,28 @@ mod dispatch {
                     libc::signal(libc::SIGSYS, on_sigsys as *const () as libc::sighandler_t);
                     assert!(raw_open(c"main.txt") >= 0);
                 }
+                "exec" => {
+                    // This binary again, running the `main` probe: the
+                    // program started from the SIGSYS handler carries the
+                    // shim, and SIGSYS is not left blocked in it.
+                    std::env::set_var(PROBE, "main");
+                    let exe = std::ffi::CString::new(
+                        std::env::current_exe()
+                            .unwrap()
+                            .into_os_string()
+                            .into_encoded_bytes(),
+                    )
+                    .unwrap();
+                    let argv = [
+                        exe.as_ptr(),
+                        c"--exact".as_ptr(),
+                        c"raw_syscalls::dispatch::child".as_ptr(),
+                        c"--nocapture".as_ptr(),
+                        std::ptr::null(),
+                    ];
+                    raw_exec(&exe, argv.as_ptr());
+                    panic!("execve failed");
+                }
                 other => panic!("no probe {other}"),
             }
         }
@@ -169,6 +215,7 @@ mod dispatch {
             ("thread", Access::Read, "thread.txt"),
             ("fork", Access::Read, "forked.txt"),
             ("all-signals-blocked", Access::Read, "main.txt"),
+            ("exec", Access::Read, "main.txt"),
         ] {
             let events = traced(probe, &dir);
             assert!(seen(&events, access, name), "{probe}: {events:#?}");
