@@ -190,7 +190,11 @@ mod imp {
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_sigsys as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO;
+            // Not deferred: a call the handler makes for the caller can
+            // block (a raw `read` of a pipe), and a signal handler that runs
+            // meanwhile and traps in turn would find SIGSYS blocked, which
+            // the kernel answers by killing the process.
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
             libc::sigemptyset(&mut action.sa_mask);
             sigaction(libc::SIGSYS, &action, std::ptr::null_mut()) == 0
         }

@@ -170,6 +170,46 @@ mod dispatch {
                     libc::signal(libc::SIGSYS, on_sigsys as *const () as libc::sighandler_t);
                     assert!(raw_open(c"main.txt") >= 0);
                 }
+                "nested" => {
+                    // A raw `read` that blocks inside the SIGSYS handler,
+                    // and a signal to this thread whose handler traps in
+                    // turn (sent until the read has returned: one that
+                    // comes before the read only runs the handler).
+                    extern "C" fn on_usr1(_: libc::c_int) {
+                        raw_open(c"main.txt");
+                    }
+                    let mut action: libc::sigaction = std::mem::zeroed();
+                    action.sa_sigaction = on_usr1 as *const () as usize;
+                    libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+                    let mut fds = [0; 2];
+                    assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+                    let reader = libc::pthread_self() as usize;
+                    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                    let sender = {
+                        let done = done.clone();
+                        std::thread::spawn(move || {
+                            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                                libc::pthread_kill(reader as libc::pthread_t, libc::SIGUSR1);
+                            }
+                        })
+                    };
+                    let mut byte = 0u8;
+                    let n: i64;
+                    std::arch::asm!(
+                        "syscall",
+                        inlateout("rax") libc::SYS_read => n,
+                        in("rdi") i64::from(fds[0]),
+                        in("rsi") &raw mut byte,
+                        in("rdx") 1i64,
+                        lateout("rcx") _,
+                        lateout("r11") _,
+                        options(nostack),
+                    );
+                    done.store(true, std::sync::atomic::Ordering::Relaxed);
+                    sender.join().unwrap();
+                    assert_eq!(n, -i64::from(libc::EINTR));
+                }
                 "exec" => {
                     // This binary again, running the `main` probe: the
                     // program started from the SIGSYS handler carries the
@@ -216,6 +256,7 @@ mod dispatch {
             ("fork", Access::Read, "forked.txt"),
             ("all-signals-blocked", Access::Read, "main.txt"),
             ("exec", Access::Read, "main.txt"),
+            ("nested", Access::Read, "main.txt"),
         ] {
             let events = traced(probe, &dir);
             assert!(seen(&events, access, name), "{probe}: {events:#?}");
