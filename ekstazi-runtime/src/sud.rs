@@ -23,18 +23,22 @@
 //! program the test runs arms itself in its own constructor.
 //!
 //! What the handler cannot make on the caller's behalf — a raw `clone` that
-//! shares memory (a thread or `vfork` made without libc), `clone3`, and
-//! `rt_sigreturn` from a restorer outside libc, all of which depend on the
-//! stack they were made on — it lets through instead: dispatch goes off
-//! for that thread, the instruction runs again, and a `G` event says the
-//! test always runs. A process that takes SIGSYS for itself (a handler of
-//! its own; not the default action, which the shim's handler gives every
-//! SIGSYS that is not its own) turns dispatch off for all its threads (one
-//! shared selector byte) and records `G` likewise; SIGSYS from elsewhere (a seccomp filter's
-//! trap) gets the default action, as it would without the shim. Where the
-//! kernel refuses dispatch, the process records `G`: its raw calls are
-//! unseen. The loader's (`ld.so`) own calls — opening the libraries
-//! `dlopen` loads, which the `libs` hook records — are made unrecorded.
+//! shares memory or gives the child a stack of its own (a thread or `vfork`
+//! made without libc), `clone3`, and `rt_sigreturn` from a restorer outside
+//! libc, all of which depend on the stack they were made on — it lets
+//! through instead: dispatch goes off for that thread, the instruction runs
+//! again, and a `G` event says the test always runs. A process that takes
+//! SIGSYS for itself (a handler of its own; not the default action, which
+//! the shim's handler gives every SIGSYS that is not its own) turns
+//! dispatch off for all its threads (one shared selector byte) and records
+//! `G` likewise; SIGSYS from elsewhere (a seccomp filter's trap) gets the
+//! default action, as it would without the shim. SIGSYS blocked when a call
+//! traps would be the process's death: the shim keeps it out of every
+//! signal mask while dispatch is on, and its handler does not defer it.
+//! Where the kernel refuses dispatch, the process records `G`: its raw
+//! calls are unseen. The loader's (`ld.so`) own calls — opening the
+//! libraries `dlopen` loads, which the `libs` hook records — are made
+//! unrecorded.
 //!
 //! `EKSTAZI_NO_SUD=1` leaves dispatch off (and records `G`), to measure
 //! what it costs.
@@ -422,8 +426,8 @@ mod imp {
     /// A SIGSYS that dispatch did not raise (a seccomp filter's trap): what
     /// would have happened without the shim's handler.
     fn default_action() {
-        // SAFETY: resetting SIGSYS and raising it; delivered, with the
-        // default action, once this handler returns and unblocks it.
+        // SAFETY: resetting SIGSYS and raising it; delivered at once, with
+        // the default action (this handler does not defer SIGSYS).
         unsafe {
             if let Some(signal) = real::signal() {
                 signal(libc::SIGSYS, libc::SIG_DFL);
@@ -454,14 +458,14 @@ mod imp {
             // SAFETY: the loader's own call, made for it.
             return Some(kernel_result(unsafe { raw::forward(nr, a) }));
         }
-        let shares_stack = match nr {
+        let on_callers_stack = match nr {
             libc::SYS_rt_sigreturn | libc::SYS_clone3 | libc::SYS_vfork => true,
             // A child on a stack of its own would return from libc's
             // `syscall()` on that stack, not to the caller's code.
             libc::SYS_clone => a[0] as c_int & libc::CLONE_VM != 0 || a[1] != 0,
             _ => false,
         };
-        if shares_stack {
+        if on_callers_stack {
             raw::unseen_call(nr);
             disarm();
             let g = &mut uc.uc_mcontext.gregs;
@@ -508,8 +512,8 @@ mod imp {
                 result
             }
             libc::SYS_execve | libc::SYS_execveat => {
-                // The program would start with this handler's mask (SIGSYS
-                // blocked): it gets the one the caller had.
+                // The program starts with the mask the caller had, not with
+                // whatever this handler runs with.
                 if let Some(mask) = real::pthread_sigmask() {
                     // SAFETY: the context's mask is a valid signal set.
                     unsafe { mask(libc::SIG_SETMASK, &uc.uc_sigmask, std::ptr::null_mut()) };
