@@ -144,6 +144,12 @@ impl State<'_> {
         match event.access {
             Access::Start => {}
             Access::Lost => self.always("it touched a path the shim could not name".to_owned()),
+            // Whoever used it, harness or test: what comes through such a
+            // channel is unknown, so no absence of events can be trusted.
+            Access::Unseen => self.always(format!(
+                "it uses a channel the shim cannot see: {}",
+                String::from_utf8_lossy(event.payload())
+            )),
             Access::Env => self.env(event),
             Access::Network => self.network(event),
             // Whoever reached the network, the run depended on it: even the
@@ -371,7 +377,12 @@ impl State<'_> {
                 },
                 event.kind().map(Sum::Kind),
             ),
-            Access::Lost | Access::Start | Access::Env | Access::Network | Access::HostLookup => {
+            Access::Lost
+            | Access::Start
+            | Access::Env
+            | Access::Network
+            | Access::HostLookup
+            | Access::Unseen => {
                 unreachable!("handled in State::event")
             }
         };
@@ -697,6 +708,21 @@ mod tests {
                 "it runs $CARGO_TARGET_DIR/debug/static-helper, a statically linked program the shim cannot see into",
                 "it runs /usr/bin/sudo, a set-user-ID program, or one with file capabilities, that the shim is not loaded into",
                 "it runs /opt/musl/tool, a program for another ELF class or dynamic loader, which the shim cannot be loaded into"
+            ]
+        );
+    }
+
+    #[test]
+    fn unseen_channels_make_the_test_always_run_with_the_reason() {
+        let c = run(&[
+            (Access::Unseen, 0, "io_uring"),
+            (Access::Unseen, 0, "system call 303 outside libc"),
+        ]);
+        assert_eq!(
+            c.always,
+            [
+                "it uses a channel the shim cannot see: io_uring",
+                "it uses a channel the shim cannot see: system call 303 outside libc"
             ]
         );
     }

@@ -64,6 +64,9 @@ pub enum Access {
     Network,
     /// Looked a host name up (`getaddrinfo`).
     HostLookup,
+    /// Used a channel the shim cannot see (io_uring, a system call made
+    /// outside libc that it cannot decode): the payload is a short reason.
+    Unseen,
 }
 
 impl Access {
@@ -86,6 +89,7 @@ impl Access {
             b'U' => Access::Untraceable,
             b'N' => Access::Network,
             b'H' => Access::HostLookup,
+            b'G' => Access::Unseen,
             _ => return None,
         })
     }

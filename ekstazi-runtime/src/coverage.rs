@@ -306,8 +306,14 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = crate::real::pthread_create() else {
         return libc::EAGAIN;
     };
+    // The new thread arms syscall user dispatch before it runs `start`.
+    let (start, arg) = crate::sud::follow_thread(start, arg);
     // SAFETY: the caller's contract is pthread_create's.
-    unsafe { real(thread, attr, start, arg) }
+    let result = unsafe { real(thread, attr, start, arg) };
+    if result != 0 {
+        crate::sud::forget_thread(arg);
+    }
+    result
 }
 
 #[cfg(test)]

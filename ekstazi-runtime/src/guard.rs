@@ -25,6 +25,12 @@ pub fn enter() -> Option<Inside> {
         .flatten()
 }
 
+/// Whether this thread is inside the shim's bookkeeping (a thread being
+/// torn down counts as inside: nothing is recorded for it).
+pub fn inside() -> bool {
+    INSIDE.try_with(Cell::get).unwrap_or(true)
+}
+
 impl Drop for Inside {
     fn drop(&mut self) {
         let _ = INSIDE.try_with(|inside| inside.set(false));

@@ -27,6 +27,7 @@ mod hooks;
 mod listing_hash;
 mod path;
 mod real;
+mod sud;
 mod trace;
 
 /// Runs before `main` of every process the shim is loaded into; glibc
@@ -37,7 +38,8 @@ extern "C" fn init(argc: libc::c_int, argv: *mut *mut libc::c_char, _envp: *mut 
     // `trace::init` only reads the environment and opens the trace file.
     unsafe {
         fork_server::serve_if_asked(argc, argv);
-        trace::init()
+        trace::init();
+        sud::init()
     }
 }
 

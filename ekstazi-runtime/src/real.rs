@@ -148,4 +148,9 @@ real! {
     fts_read: fn(*mut c_void) -> *mut c_void;
     fts64_read: fn(*mut c_void) -> *mut c_void;
     __libc_start_main: fn(unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut c_char) -> c_int, c_int, *mut *mut c_char, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+    syscall: fn(libc::c_long, ...) -> libc::c_long;
+    sigaction: fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+    signal: fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    sigprocmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+    pthread_sigmask: fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
 }

@@ -55,6 +55,9 @@ pub const UNTRACEABLE: u8 = b'U';
 pub const NETWORK: u8 = b'N';
 /// Looked a host name up.
 pub const HOST: u8 = b'H';
+/// Used a channel the shim cannot see (io_uring, a system call outside
+/// libc it cannot decode): a short reason, and the test always runs.
+pub const UNSEEN: u8 = b'G';
 // Tags `I`, `Q` and `F` are reserved for function coverage.
 
 /// The event happened on the test harness's main thread, before or around the
@@ -402,6 +405,14 @@ pub fn record_raw<const N: usize>(tag: u8, parts: [&[u8]; N]) {
 /// Records that an access happened whose path could not be named.
 pub fn record_lost() {
     record(LOST, 0, &mut EventBuf::empty());
+}
+
+/// Records a channel the shim cannot see, with the reason.
+pub fn record_unseen(reason: &[u8]) {
+    let mut buf = EventBuf::empty();
+    // Reasons are short literals: they always fit.
+    let _ = buf.push_bytes(reason);
+    record(UNSEEN, 0, &mut buf);
 }
 
 mod seen {

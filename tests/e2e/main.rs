@@ -15,6 +15,7 @@ mod history;
 mod merge_check;
 mod nextest;
 mod options;
+mod raw_syscalls;
 mod reasons;
 mod selection;
 mod shim;

@@ -2,7 +2,8 @@
 //! and stats 100 000 distinct files, then the same files again, with and
 //! without the shim preloaded. With `--project`, also the shim's cost on a
 //! real project's tests: every test in its own process (as cargo-ekstazi
-//! runs them), with and without the shim, nothing else different; with
+//! runs them), with and without the shim, nothing else different, and with
+//! the shim but `EKSTAZI_NO_SUD=1` (what syscall user dispatch costs); with
 //! `--instrumented` as well, the same tests from cargo-ekstazi's
 //! instrumented build, untraced (the runtime they link loaded, inert: what
 //! the instrumentation alone costs) and under the shim (each started by
@@ -193,11 +194,19 @@ pub fn bench_shim_project(
             name: "without shim",
             tests: tests.clone(),
             shim: None,
+            no_sud: false,
         },
         Side {
             name: "with shim",
             tests: tests.clone(),
             shim: Some(shim.to_path_buf()),
+            no_sud: false,
+        },
+        Side {
+            name: "with shim, EKSTAZI_NO_SUD=1",
+            tests: tests.clone(),
+            shim: Some(shim.to_path_buf()),
+            no_sud: true,
         },
     ];
     if let Some(ekstazi) = instrumented {
@@ -206,6 +215,7 @@ pub fn bench_shim_project(
         // installed; preloading another copy would load it twice. Both
         // shimmed sides preload that one.
         sides[1].shim = Some(runtime.clone());
+        sides[2].shim = Some(runtime.clone());
         // The instrumentation alone: the same executables, the runtime they
         // link loaded but told to trace nothing (no trace file), so that
         // what the coverage flags and the larger executables cost is told
@@ -214,11 +224,13 @@ pub fn bench_shim_project(
             name: "instrumented, not traced",
             tests: twins.clone(),
             shim: None,
+            no_sud: false,
         });
         sides.push(Side {
             name: "instrumented, with shim",
             tests: twins,
             shim: Some(runtime),
+            no_sud: false,
         });
     }
     let traces = tempfile_dir()?.join("traces");
@@ -241,6 +253,7 @@ pub fn bench_shim_project(
                 &side.tests,
                 jobs,
                 side.shim.as_deref().map(|shim| (shim, traces.as_path())),
+                side.no_sud,
             )?;
             let cpu = children_cpu()? - cpu_before;
             eprintln!(
@@ -305,6 +318,7 @@ struct Side {
     name: &'static str,
     tests: Vec<ProjectTest>,
     shim: Option<PathBuf>,
+    no_sud: bool,
 }
 
 /// The same tests in the executables of cargo-ekstazi's instrumented build
@@ -423,7 +437,12 @@ fn children_cpu() -> Result<Duration> {
 
 /// Runs every test in its own process, `jobs` at a time; with the shim, each
 /// test writes its own trace file.
-fn run_each(tests: &[ProjectTest], jobs: usize, shim: Option<(&Path, &Path)>) -> Result<Duration> {
+fn run_each(
+    tests: &[ProjectTest],
+    jobs: usize,
+    shim: Option<(&Path, &Path)>,
+    no_sud: bool,
+) -> Result<Duration> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let start = Instant::now();
     std::thread::scope(|scope| {
@@ -441,7 +460,11 @@ fn run_each(tests: &[ProjectTest], jobs: usize, shim: Option<(&Path, &Path)>) ->
                             .current_dir(&test.dir)
                             .stdout(Stdio::null())
                             .stderr(Stdio::null())
-                            .env_remove("LD_PRELOAD");
+                            .env_remove("LD_PRELOAD")
+                            .env_remove("EKSTAZI_NO_SUD");
+                        if no_sud {
+                            command.env("EKSTAZI_NO_SUD", "1");
+                        }
                         if let Some((shim, traces)) = shim {
                             command
                                 .env("LD_PRELOAD", shim)

@@ -85,17 +85,27 @@ fn listed(dir: *mut DIR) {
             return;
         }
         // SAFETY: `dir` is an open stream (the caller is reading from it).
-        let fd = unsafe { libc::dirfd(dir) };
-        let Some(mut buf) = EventBuf::of_fd(fd) else {
-            return trace::record_lost();
-        };
-        match witness::of(fd) {
-            Some(seen) if buf.push_bytes(&seen) => {
-                trace::record(trace::LISTED, trace::FLAG_OPTION, &mut buf)
-            }
-            _ => trace::record(trace::LISTED, 0, &mut buf),
-        }
+        listing(unsafe { libc::dirfd(dir) });
     });
+}
+
+/// Records the listing of the directory open at `fd`, with a witness.
+fn listing(fd: c_int) {
+    let Some(mut buf) = EventBuf::of_fd(fd) else {
+        return trace::record_lost();
+    };
+    match witness::of(fd) {
+        Some(seen) if buf.push_bytes(&seen) => {
+            trace::record(trace::LISTED, trace::FLAG_OPTION, &mut buf)
+        }
+        _ => trace::record(trace::LISTED, 0, &mut buf),
+    }
+}
+
+/// Records the listing of the directory a raw `getdents64` read (no
+/// stream to remember it by: the trace folds repeated events).
+pub(super) fn record_listing(fd: c_int) {
+    observe(|_| listing(fd));
 }
 
 /// What a directory holds, as `ekstazi_core::checksum::ListingWitness`
@@ -116,7 +126,7 @@ mod witness {
         // A descriptor of its own: the stream's offset must not move.
         // SAFETY: raw system calls on a descriptor this function owns.
         let fd = unsafe {
-            libc::syscall(
+            crate::hooks::raw::libc_syscall()(
                 libc::SYS_openat,
                 dirfd,
                 c".".as_ptr(),
@@ -128,7 +138,7 @@ mod witness {
         }
         let words = read(fd as c_int);
         // SAFETY: as above.
-        unsafe { libc::syscall(libc::SYS_close, fd) };
+        unsafe { crate::hooks::raw::libc_syscall()(libc::SYS_close, fd) };
         let mut out = [0u8; 25];
         for (i, word) in words?.into_iter().enumerate() {
             out[1 + 8 * i..9 + 8 * i].copy_from_slice(&word.to_le_bytes());
@@ -143,7 +153,7 @@ mod witness {
         loop {
             // SAFETY: the kernel writes at most the buffer's size.
             let n = unsafe {
-                libc::syscall(
+                crate::hooks::raw::libc_syscall()(
                     libc::SYS_getdents64,
                     fd,
                     buf.as_mut_ptr(),

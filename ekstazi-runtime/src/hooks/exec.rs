@@ -361,7 +361,7 @@ unsafe fn open_quietly(dirfd: c_int, path: *const c_char) -> Option<c_int> {
 unsafe fn open_or_errno(dirfd: c_int, path: *const c_char) -> Result<c_int, c_int> {
     // SAFETY: openat with a C string.
     let fd = unsafe {
-        libc::syscall(
+        crate::hooks::raw::libc_syscall()(
             libc::SYS_openat,
             dirfd,
             path,

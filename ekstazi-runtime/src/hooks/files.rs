@@ -85,7 +85,7 @@ unsafe fn probe_existence(dirfd: c_int, path: *const c_char, flags: c_int) -> Op
 ///
 /// # Safety
 /// `path` is null or a NUL-terminated string.
-unsafe fn traced_open(
+pub(super) unsafe fn traced_open(
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,

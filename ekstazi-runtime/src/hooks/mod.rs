@@ -14,6 +14,7 @@ mod libs;
 mod links;
 mod namespace;
 mod net;
+pub mod raw;
 mod start;
 mod stat;
 mod walks;
@@ -31,7 +32,7 @@ pub fn errno() -> c_int {
     unsafe { *libc::__errno_location() }
 }
 
-fn set_errno(value: c_int) {
+pub fn set_errno(value: c_int) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = value }
 }
