@@ -280,6 +280,10 @@ fn code_deps(
             record.code.push(dep);
         }
     }
+    // Without the test binary's coverage (its process was killed, or
+    // exec'd), which functions ran is not known: any that walks the
+    // environment may have.
+    walks_environment |= whole_binary && !test_build.snapshot.environment_walkers.is_empty();
     if walks_environment {
         // Each variable's value, so that a change names the variable (and
         // the user can tell whether to ignore it), and which there are.
