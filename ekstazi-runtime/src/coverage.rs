@@ -120,6 +120,27 @@ pub fn reset() {
     }
 }
 
+/// Writes what ran before `main` (the program's constructors), as `main`
+/// starts in a libtest binary: the harness clears every flag when it
+/// starts the test's thread, and what the constructors executed runs in
+/// every test's process. No `Q`: the process reports again at exit.
+#[inline(never)]
+pub fn report_constructors() {
+    if !REGISTERED.load(Ordering::Acquire) || !trace::enabled() {
+        return;
+    }
+    let Some(_inside) = crate::guard::enter() else {
+        return;
+    };
+    for module in &MODULES {
+        let flags = module.flags.load(Ordering::Acquire);
+        let end = module.flags_end.load(Ordering::Acquire);
+        if flags != 0 && end > flags {
+            flush_module(flags, end);
+        }
+    }
+}
+
 /// Writes the covered functions and `Q`; called once, at exit (and before
 /// an `exec` replaces the process image).
 ///

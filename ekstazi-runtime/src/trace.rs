@@ -88,6 +88,9 @@ static IN_MAIN: AtomicBool = AtomicBool::new(false);
 
 /// Called as the program's `main` starts (see `hooks::start`).
 pub fn main_started() {
+    if HARNESS_PID.load(Ordering::Relaxed) != 0 {
+        crate::coverage::report_constructors();
+    }
     IN_MAIN.store(true, Ordering::Relaxed);
 }
 

@@ -23,6 +23,9 @@ const SKIP_ALWAYS: &[&str] = &["--", "--skip", "external_", "--skip", "writes_pa
 const LOST: &str = "always runs: the shim could not write all of its trace (a full disk, a file size limit, or its descriptor taken)";
 
 fn label(name: &str) -> String {
+    if name == "lists_what_was_submitted" {
+        return format!("field::registry {name}");
+    }
     format!("field::field {name}")
 }
 
@@ -73,7 +76,7 @@ fn each_setup_of_the_field_selects_its_test_alone() {
     // bit: the script starts runnable, as a user's repository has it.
     chmod(&f, "scripts/hi.sh", 0o755);
     let first = f.test_ok(&[]);
-    assert_eq!(first.ran().len(), 11, "{first:?}");
+    assert_eq!(first.ran().len(), 12, "{first:?}");
 
     // The service's test and the one whose trace was lost run every time;
     // a test that talks to a server it started itself does not.
@@ -202,6 +205,41 @@ fn each_setup_of_the_field_selects_its_test_alone() {
             &["directory listing changed: tree/sub"],
         ),
         || std::fs::remove_file(f.file("tree/sub/three.txt")).unwrap(),
+    );
+    // A registration that another constructor adds, and one whose value
+    // changes: what the constructors are, and what they executed, is every
+    // test's of the binary (here, the registry's one test).
+    door(
+        &f,
+        "a constructor added to a registry",
+        || {
+            f.edit(
+                "tests/registry.rs",
+                "#[test]",
+                "#[used]\n#[unsafe(link_section = \".init_array\")]\nstatic SUBMIT_B: extern \"C\" fn() = submit_b;\n\nextern \"C\" fn submit_b() {\n    REGISTRY.lock().unwrap().push(\"b\");\n}\n\n#[test]",
+            )
+        },
+        only(
+            "lists_what_was_submitted",
+            &["uninstrumented function changed: (the constructors in .init_array)"],
+        ),
+        || {
+            f.edit(
+                "tests/registry.rs",
+                "#[used]\n#[unsafe(link_section = \".init_array\")]\nstatic SUBMIT_B: extern \"C\" fn() = submit_b;\n\nextern \"C\" fn submit_b() {\n    REGISTRY.lock().unwrap().push(\"b\");\n}\n\n",
+                "",
+            )
+        },
+    );
+    door(
+        &f,
+        "a constructor's registration changed",
+        || f.edit("tests/registry.rs", "push(\"a\")", "push(\"z\")"),
+        only(
+            "lists_what_was_submitted",
+            &["function changed: registry::submit_a"],
+        ),
+        || f.edit("tests/registry.rs", "push(\"z\")", "push(\"a\")"),
     );
     // The neighbour (`field::neighbour`) stayed skipped through all of it,
     // and so did the test with a server of its own.

@@ -301,11 +301,22 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
         })
         .collect();
     stable.sort_unstable();
-    let (other_names, other_fps, _) = by_name(
+    let (mut other_names, mut other_fps, _) = by_name(
         computed
             .iter()
             .filter(|c| !c.3 && !is_coverage_constructor(c.1)),
     );
+    // Which constructors the program runs before `main`, by name: every
+    // test's process runs them all, so a constructor added or removed (an
+    // `inventory::submit!`, a `#[ctor]`) is a change for every test, as an
+    // uninstrumented function's is. (What an instrumented constructor
+    // executes is each test's coverage, written as `main` starts.)
+    if let Some(digest) = normaliser.section_digest(".init_array", &mut normalise::Memo::default())
+    {
+        let at = other_names.partition_point(|n| n.as_str() < CONSTRUCTORS);
+        other_names.insert(at, CONSTRUCTORS.to_owned());
+        other_fps.insert(at, truncate(blake3::Hash::from_bytes(digest)));
+    }
 
     let stats = Stats {
         functions: computed.len() as u64,
@@ -324,6 +335,10 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
         stats,
     })
 }
+
+/// The name the list of a program's constructors goes by among its
+/// uninstrumented functions.
+pub const CONSTRUCTORS: &str = "(the constructors in .init_array)";
 
 /// A module constructor the coverage pass adds: it only hands the flag and
 /// PC arrays to cargo-ekstazi's runtime, which records and changes

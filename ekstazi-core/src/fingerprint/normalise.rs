@@ -185,6 +185,13 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
     }
 
+    /// The digest of an output section's whole content, every reference in
+    /// it by what it refers to; `None` without such a section.
+    pub fn section_digest(&self, name: &str, memo: &mut Memo) -> Option<[u8; 32]> {
+        let s = self.image.sections.iter().find(|s| s.name == name)?;
+        Some(self.extent(s.addr, s.addr + s.size, s.addr, None, memo))
+    }
+
     pub fn unresolved(&self) -> u64 {
         self.unresolved.load(Ordering::Relaxed)
     }
