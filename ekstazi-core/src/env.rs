@@ -45,7 +45,7 @@ pub struct Environment {
     placeholders: Placeholders,
     /// The directory the shim is written to: its `LD_PRELOAD` entry is ours.
     shim_dir: Vec<u8>,
-    /// Names left out of [`Environment::sum_all`] (`[ignore] env`).
+    /// Names left out of [`Environment::walked`] (`[ignore] env`).
     ignored: Option<globset::GlobSet>,
 }
 
@@ -72,7 +72,7 @@ impl Environment {
     }
 
     /// Leaves the variables these patterns match out of
-    /// [`Environment::sum_all`].
+    /// [`Environment::walked`].
     pub fn ignoring(mut self, names: Option<globset::GlobSet>) -> Environment {
         self.ignored = names;
         self
