@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 /// follow each machine's umask (git itself keeps only the executable bit),
 /// and a CI cache restored into a checkout made with another umask must not
 /// rerun every test.
-const MODE_BITS: u32 = 0o700;
+pub const MODE_BITS: u32 = 0o700;
 
 fn mode_of(meta: &fs::Metadata) -> u8 {
     use std::os::unix::fs::PermissionsExt;
