@@ -18,9 +18,11 @@ fn main() {
     for watched in ["src", "Cargo.toml", "shim-profile.toml"] {
         println!("cargo:rerun-if-changed={}", runtime.join(watched).display());
     }
-    // The one source file the shim shares with ekstazi-core (by `#[path]`).
-    let shared = manifest_dir.join("../ekstazi-core/src/listing_hash.rs");
-    println!("cargo:rerun-if-changed={}", shared.display());
+    // The formats the shim shares with the runner.
+    let wire = manifest_dir.join("..").join("ekstazi-wire");
+    for watched in ["src", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", wire.join(watched).display());
+    }
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let target = env::var("TARGET").expect("cargo sets TARGET");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

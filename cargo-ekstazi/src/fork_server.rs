@@ -14,7 +14,7 @@
 //! start the ordinary way: the server is only ever an optimisation.
 
 use anyhow::{Context, Result, bail};
-use ekstazi_core::fork_request::{self, ENDED, REFUSED, REPLY_LEN, STARTED};
+use ekstazi_wire::fork::{self, ENDED, REFUSED, REPLY_LEN, STARTED};
 use rustix::net::{
     AddressFamily, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketFlags,
     SocketType,
@@ -92,10 +92,7 @@ impl ForkServer {
         .context("cannot create the fork server's socket")?;
         let fd = theirs.as_raw_fd();
         command
-            .env(
-                OsStr::from_bytes(fork_request::SERVE_FD_VAR),
-                fd.to_string(),
-            )
+            .env(OsStr::from_bytes(fork::SERVE_FD_VAR), fd.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -128,7 +125,7 @@ impl ForkServer {
         vars: &[Vec<u8>],
         output: BorrowedFd<'_>,
     ) -> Result<Start> {
-        let Some(request) = fork_request::encode_request(name.as_bytes(), vars) else {
+        let Some(request) = fork::encode_request(name.as_bytes(), vars) else {
             return Ok(Start::Refused);
         };
         let fds = [output];
@@ -168,7 +165,7 @@ impl ForkServer {
         if n == 0 {
             bail!("the fork server went away");
         }
-        fork_request::decode_reply(&buf[..n.min(buf.len())])
+        fork::decode_reply(&buf[..n.min(buf.len())])
             .context("the fork server's answer is malformed")
     }
 }

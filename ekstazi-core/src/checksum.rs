@@ -152,7 +152,7 @@ fn read_listing(path: &Path, mut witness: Option<&mut ListingWitness>) -> Sum {
 /// hooks must not allocate), so it cannot compute [`listing`] itself; equal
 /// witnesses say that the test found the listing that is there now, whose
 /// checksum can then be recorded. `ekstazi-runtime` computes it in its
-/// `hooks::dirs` module, with the same per-entry hashes (`listing_hash`).
+/// `hooks::dirs` module, with the same per-entry hashes (`ekstazi_wire::listing`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ListingWitness {
     sum: u64,
@@ -166,7 +166,7 @@ impl ListingWitness {
 
     /// Adds one entry (`kind`: `f`, `d`, `l` or `o`).
     pub fn add(&mut self, name: &[u8], kind: u8) {
-        let (h1, h2) = crate::listing_hash::entry_hashes(name, kind);
+        let (h1, h2) = ekstazi_wire::listing::entry_hashes(name, kind);
         self.sum = self.sum.wrapping_add(h1);
         self.mix = self.mix.wrapping_add(h2);
         self.count += 1;

@@ -2,11 +2,11 @@
 //!
 //! A trace is a sequence of events, each `tag: u8, flags: u8, len: u16
 //! little-endian, path: [u8; len]`, in the order the test's processes made
-//! the calls. The writer is `ekstazi-runtime` (its `trace` module), which
-//! depends on nothing but libc and therefore repeats the constants below;
-//! the end-to-end tests keep the two in step.
+//! the calls. The writer is `ekstazi-runtime`; both ends read the tags and
+//! flags from `ekstazi_wire::trace`.
 
 use crate::dep::FileKind;
+use ekstazi_wire::trace as wire;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 /// open again): the trace is then missing something, and cannot vouch.
 pub fn lost_marker(trace: &Path) -> PathBuf {
     let mut name = trace.as_os_str().to_owned();
-    name.push(".lost");
+    name.push(OsStr::from_bytes(wire::LOST_SUFFIX));
     PathBuf::from(name)
 }
 
@@ -72,42 +72,31 @@ pub enum Access {
 impl Access {
     fn from_tag(tag: u8) -> Option<Access> {
         Some(match tag {
-            b'R' => Access::Read,
-            b'C' => Access::Created,
-            b'W' => Access::Modified,
-            b'M' => Access::Missing,
-            b'E' => Access::Exists,
-            b'D' => Access::Deleted,
-            b'L' => Access::Lost,
-            b'S' => Access::Start,
-            b'X' => Access::Exec,
-            b'T' => Access::List,
-            b'V' => Access::Env,
-            b'K' => Access::Link,
-            b'P' => Access::Resolve,
-            b'O' => Access::Library,
-            b'U' => Access::Untraceable,
-            b'N' => Access::Network,
-            b'H' => Access::HostLookup,
-            b'G' => Access::Unseen,
+            wire::READ => Access::Read,
+            wire::CREATED => Access::Created,
+            wire::MODIFIED => Access::Modified,
+            wire::MISSING => Access::Missing,
+            wire::EXISTS => Access::Exists,
+            wire::DELETED => Access::Deleted,
+            wire::LOST => Access::Lost,
+            wire::START => Access::Start,
+            wire::EXEC => Access::Exec,
+            wire::LISTED => Access::List,
+            wire::ENV => Access::Env,
+            wire::LINK => Access::Link,
+            wire::RESOLVED => Access::Resolve,
+            wire::LIBRARY => Access::Library,
+            wire::UNTRACEABLE => Access::Untraceable,
+            wire::NETWORK => Access::Network,
+            wire::HOST => Access::HostLookup,
+            wire::UNSEEN => Access::Unseen,
             _ => return None,
         })
     }
 }
 
-/// The event happened on the harness's main thread, not in the test.
-pub const FLAG_HARNESS: u8 = 1;
-/// The lookup did not follow a final symbolic link.
-pub const FLAG_NOFOLLOW: u8 = 2;
-/// Bits 2..5 of the flags: the kind of the path when the call saw it
-/// (`E` and `W` events).
-const KIND_SHIFT: u8 = 2;
-/// Bit 2 of the flags on events that carry no kind: a per-tag option (see
-/// each [`Access`] variant).
-pub const FLAG_OPTION: u8 = 4;
-/// Bit 3 on `U` events: the program is for another ELF class or loader.
-pub const FLAG_FOREIGN: u8 = 8;
-const KIND_MASK: u8 = 0b111;
+pub use ekstazi_wire::trace::{FLAG_FOREIGN, FLAG_HARNESS, FLAG_NOFOLLOW, FLAG_OPTION};
+use ekstazi_wire::trace::{KIND_MASK, KIND_SHIFT};
 
 /// One traced call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,10 +145,10 @@ impl Event {
     /// What the path was when the call saw it, if the shim could tell.
     pub fn kind(&self) -> Option<FileKind> {
         match (self.flags >> KIND_SHIFT) & KIND_MASK {
-            1 => Some(FileKind::File),
-            2 => Some(FileKind::Dir),
-            3 => Some(FileKind::Symlink),
-            4 => Some(FileKind::Other),
+            wire::KIND_FILE => Some(FileKind::File),
+            wire::KIND_DIR => Some(FileKind::Dir),
+            wire::KIND_SYMLINK => Some(FileKind::Symlink),
+            wire::KIND_OTHER => Some(FileKind::Other),
             _ => None,
         }
     }
@@ -230,12 +219,12 @@ fn parse_coverage(tag: u8, payload: &[u8]) -> Option<CoverageEvent> {
     let (pid, rest) = payload.split_first_chunk::<4>()?;
     let pid = u32::from_le_bytes(*pid);
     match tag {
-        b'I' => Some(CoverageEvent::Instrumented {
+        wire::INSTRUMENTED => Some(CoverageEvent::Instrumented {
             pid,
             program: path_of(rest),
         }),
-        b'Q' => rest.is_empty().then_some(CoverageEvent::Complete { pid }),
-        b'F' => {
+        wire::COMPLETE => rest.is_empty().then_some(CoverageEvent::Complete { pid }),
+        wire::FUNCTIONS => {
             let (len, rest) = rest.split_first_chunk::<2>()?;
             let len = usize::from(u16::from_le_bytes(*len));
             let (program, addresses) = (rest.get(..len)?, rest.get(len..)?);
@@ -269,8 +258,8 @@ mod tests {
 
     #[test]
     fn parses_events_in_order() {
-        let mut bytes = event(b'R', 0, "/ws/a");
-        bytes.extend(event(b'M', FLAG_HARNESS, "/ws/b"));
+        let mut bytes = event(wire::READ, 0, "/ws/a");
+        bytes.extend(event(wire::MISSING, FLAG_HARNESS, "/ws/b"));
         let trace = parse(&bytes);
         assert!(trace.complete);
         assert_eq!(trace.events.len(), 2);
@@ -281,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_cut_or_garbled_trace_is_incomplete() {
-        let bytes = event(b'R', 0, "/ws/a");
+        let bytes = event(wire::READ, 0, "/ws/a");
         for cut in 1..bytes.len() {
             assert!(!parse(&bytes[..cut]).complete, "cut at {cut}");
         }
@@ -304,9 +293,9 @@ mod tests {
         functions.extend_from_slice(&0x20u32.to_le_bytes());
         let mut instrumented = 7u32.to_le_bytes().to_vec();
         instrumented.extend_from_slice(b"/bin");
-        let mut bytes = raw(b'I', &instrumented);
-        bytes.extend(raw(b'F', &functions));
-        bytes.extend(raw(b'Q', &7u32.to_le_bytes()));
+        let mut bytes = raw(wire::INSTRUMENTED, &instrumented);
+        bytes.extend(raw(wire::FUNCTIONS, &functions));
+        bytes.extend(raw(wire::COMPLETE, &7u32.to_le_bytes()));
         let trace = parse(&bytes);
         assert!(trace.complete);
         assert_eq!(
@@ -325,7 +314,7 @@ mod tests {
             ]
         );
         assert!(
-            !parse(&raw(b'F', &functions[..functions.len() - 1])).complete,
+            !parse(&raw(wire::FUNCTIONS, &functions[..functions.len() - 1])).complete,
             "a torn address list"
         );
     }

@@ -44,9 +44,7 @@ static MODULES: [Module; MAX_MODULES] = [const {
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 static RESET_DONE: AtomicBool = AtomicBool::new(false);
 
-pub const INSTRUMENTED: u8 = b'I';
-pub const FUNCTIONS: u8 = b'F';
-pub const COMPLETE: u8 = b'Q';
+use ekstazi_wire::trace::{COMPLETE, FUNCTIONS, INSTRUMENTED};
 
 /// Called by every instrumented object's constructor with its flag array.
 ///
@@ -307,34 +305,6 @@ fn write_pid_event(tag: u8, with_exe: bool) {
 fn pid() -> u32 {
     // SAFETY: getpid has no preconditions.
     unsafe { libc::getpid() as u32 }
-}
-
-/// Starting the test's thread is where the test begins: clear what the
-/// harness covered before.
-///
-/// # Safety
-/// As `pthread_create`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pthread_create(
-    thread: *mut libc::pthread_t,
-    attr: *const libc::pthread_attr_t,
-    start: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void,
-    arg: *mut libc::c_void,
-) -> libc::c_int {
-    if trace::thread_flags() & trace::FLAG_HARNESS != 0 {
-        reset();
-    }
-    let Some(real) = crate::real::pthread_create() else {
-        return libc::EAGAIN;
-    };
-    // The new thread arms syscall user dispatch before it runs `start`.
-    let (start, arg) = crate::sud::follow_thread(start, arg);
-    // SAFETY: the caller's contract is pthread_create's.
-    let result = unsafe { real(thread, attr, start, arg) };
-    if result != 0 {
-        crate::sud::forget_thread(arg);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! constructor, with its own test's name in `argv` and its own variables in
 //! the environment, and goes on exactly as a freshly started process would:
 //! the binary's constructors, the standard library's start, libtest's
-//! `main`, and the shim's tracing (`trace::init`) with the child's trace
+//! `main`, and the shim's tracing (`start_tracing`) with the child's trace
 //! file. Every test is still a new process that has run nothing but its own
 //! test.
 //!
@@ -29,10 +29,9 @@
 //! a malformed request — and it refuses or exits; the runner then starts
 //! tests the ordinary way.
 
-#[path = "../../ekstazi-core/src/fork_request.rs"]
-mod fork_request;
-
-use fork_request::{ENDED, MAX_REQUEST, REFUSED, REPLY_LEN, Request, SERVE_FD_VAR, STARTED};
+use ekstazi_wire::fork::{
+    self, ENDED, MAX_REQUEST, REFUSED, REPLY_LEN, Request, SERVE_FD_VAR, STARTED,
+};
 use libc::{c_char, c_int};
 use std::cell::UnsafeCell;
 
@@ -60,7 +59,7 @@ static STRINGS: Buffer = Buffer(UnsafeCell::new([0; MAX_REQUEST + 1]));
 /// Called once, from the shim's constructor, with what glibc passes to it.
 pub unsafe fn serve_if_asked(argc: c_int, argv: *mut *mut c_char) {
     // SAFETY: reading the environment before main, single-threaded.
-    let fd = unsafe { crate::hooks::lookup_env(SERVE_FD_VAR) };
+    let fd = unsafe { crate::environ::lookup(SERVE_FD_VAR) };
     if fd.is_null() {
         return;
     }
@@ -188,7 +187,7 @@ unsafe fn serve(sock: c_int, argv: *mut *mut c_char) {
         }
         close(out);
         if pid < 0 {
-            reply(sock, REFUSED, crate::hooks::errno());
+            reply(sock, REFUSED, crate::real::errno());
             continue;
         }
         // Its own process group before the runner hears of it, so that the
@@ -199,7 +198,7 @@ unsafe fn serve(sock: c_int, argv: *mut *mut c_char) {
         let mut status = 0;
         // SAFETY: waiting for our own child.
         while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-            if crate::hooks::errno() != libc::EINTR {
+            if crate::real::errno() != libc::EINTR {
                 status = -1;
                 break;
             }
@@ -232,7 +231,7 @@ fn receive(sock: c_int, buf: &mut [u8]) -> Received {
     let n = loop {
         // SAFETY: as above.
         let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 || crate::hooks::errno() != libc::EINTR {
+        if n >= 0 || crate::real::errno() != libc::EINTR {
             break n;
         }
     };
@@ -269,11 +268,11 @@ fn receive(sock: c_int, buf: &mut [u8]) -> Received {
 }
 
 fn reply(sock: c_int, tag: u8, value: c_int) {
-    let bytes = fork_request::encode_reply(tag, value);
+    let bytes = fork::encode_reply(tag, value);
     loop {
         // SAFETY: sending a stack buffer.
         let n = unsafe { libc::send(sock, bytes.as_ptr().cast(), REPLY_LEN, libc::MSG_NOSIGNAL) };
-        if n >= 0 || crate::hooks::errno() != libc::EINTR {
+        if n >= 0 || crate::real::errno() != libc::EINTR {
             return;
         }
     }
@@ -334,7 +333,7 @@ unsafe fn become_test(sock: c_int, out: c_int, argv: *mut *mut c_char, request: 
 unsafe fn slot_of(var: &[u8]) -> Option<*mut *const c_char> {
     let name = &var[..var.iter().position(|&b| b == b'=')?];
     // SAFETY: as the caller promises.
-    unsafe { crate::hooks::env_entry(name) }
+    unsafe { crate::environ::entry(name) }
 }
 
 /// Removes `name` from `environ` in place: the entries after it move up,
@@ -345,7 +344,7 @@ unsafe fn slot_of(var: &[u8]) -> Option<*mut *const c_char> {
 unsafe fn remove_var(name: &[u8]) {
     // SAFETY: as the caller promises; the moves stay inside the array.
     unsafe {
-        let Some(mut entry) = crate::hooks::env_entry(name) else {
+        let Some(mut entry) = crate::environ::entry(name) else {
             return;
         };
         loop {

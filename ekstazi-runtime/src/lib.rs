@@ -3,8 +3,8 @@
 //! It interposes the libc functions through which a process observes the file
 //! system, and appends one event per distinct observation to the trace file
 //! named by `EKSTAZI_TRACE_FILE`. cargo-ekstazi turns the trace into the
-//! test's dependencies (`ekstazi_core::trace` parses it; the format is
-//! described there and in [`trace`]).
+//! test's dependencies (`ekstazi_core` parses it; the format is
+//! `ekstazi_wire::trace`'s).
 //!
 //! Rules every hook follows, because it runs inside someone else's process:
 //! - it calls the real function first (or right after a side-effect-free
@@ -16,18 +16,20 @@
 //!   traced.
 //!
 //! Without `EKSTAZI_TRACE_FILE` the shim is inert: every hook forwards to libc.
+//!
+//! The modules, from the bottom up (each imports only those before it):
+//! `guard`, `real` and `environ` (libc reached without the shim), `path`,
+//! `trace` (the writer of `ekstazi_wire::trace`'s events), `coverage`
+//! (SanitizerCoverage's callbacks), `hooks` (the interposed functions, with
+//! `sud` for system calls made outside libc), and `fork_server`.
 
 mod coverage;
+mod environ;
 mod fork_server;
 mod guard;
 mod hooks;
-// Shared with ekstazi-core, so that the shim's listing witnesses and the
-// runner's cannot disagree (the shim depends on nothing but libc).
-#[path = "../../ekstazi-core/src/listing_hash.rs"]
-mod listing_hash;
 mod path;
 mod real;
-mod sud;
 mod trace;
 
 /// Runs before `main` of every process the shim is loaded into; glibc
@@ -35,12 +37,33 @@ mod trace;
 extern "C" fn init(argc: libc::c_int, argv: *mut *mut libc::c_char, _envp: *mut libc::c_void) {
     // SAFETY: constructors run single-threaded, before any hook can fire on
     // another thread. A fork server returns here only in a test's child;
-    // `trace::init` only reads the environment and opens the trace file.
+    // `start_tracing` only reads the environment and opens the trace file.
     unsafe {
         fork_server::serve_if_asked(argc, argv);
-        trace::init();
-        sud::init()
+        start_tracing();
+        hooks::sud::init()
     }
+}
+
+/// Opens the trace and starts recording, in an order that matters: every
+/// real function is looked up first, single-threaded (`dlsym` takes the
+/// loader's lock and may allocate, which must not happen in a child forked
+/// while another thread held either); the hooks learn what to pass on to
+/// the programs a test runs before any can run one.
+///
+/// # Safety
+/// Called once, from the constructor, single-threaded.
+unsafe fn start_tracing() {
+    // SAFETY: forwarded.
+    let Some(opened) = (unsafe { trace::open() }) else {
+        return;
+    };
+    real::resolve_all();
+    // SAFETY: from the constructor, with the trace file's C string.
+    unsafe { hooks::prepare_children(opened.path) };
+    // SAFETY: forwarded.
+    unsafe { trace::begin(opened) };
+    hooks::record_libraries();
 }
 
 #[used]

@@ -94,7 +94,7 @@ impl EventBuf {
         let spare = self.spare();
         // SAFETY: readlinkat writes at most `spare.len()` bytes.
         let n = unsafe {
-            crate::hooks::raw::libc_syscall()(
+            crate::real::libc_syscall()(
                 libc::SYS_readlinkat,
                 libc::AT_FDCWD,
                 link,

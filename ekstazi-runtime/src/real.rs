@@ -1,10 +1,27 @@
 //! The libc functions the hooks stand in front of, looked up once with
-//! `dlsym(RTLD_NEXT, ..)`.
+//! `dlsym(RTLD_NEXT, ..)`, and the shim's own ways to libc: `errno`, and
+//! `syscall` for calls that are not the test's.
 
 use libc::{
     DIR, FILE, c_char, c_int, c_uint, c_void, mode_t, pid_t, size_t, sockaddr, socklen_t, ssize_t,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub fn errno() -> c_int {
+    // SAFETY: the thread's errno slot always exists.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(value: c_int) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = value }
+}
+
+/// libc's own `syscall()`, for the shim's own calls: they are not the
+/// test's, and must not come back through the `syscall` hook.
+pub fn libc_syscall() -> unsafe extern "C" fn(std::ffi::c_long, ...) -> std::ffi::c_long {
+    syscall().unwrap_or(libc::syscall)
+}
 
 /// Looks a symbol up in the objects after the shim, falling back to a
 /// versioned lookup for symbols glibc keeps only as compatibility versions

@@ -1,80 +1,13 @@
 //! The per-process trace writer.
 //!
-//! Format (parsed by `ekstazi_core::trace`): a sequence of events, each
-//! `tag: u8, flags: u8, len: u16 little-endian, path: [u8; len]`, appended to
-//! the file named by `EKSTAZI_TRACE_FILE` with one `write` per event. Every
-//! process of a test (the test binary, its forks and the programs it runs)
-//! appends to the same file; `O_APPEND` keeps events whole and in order.
-//! An event is written once per process: a lock-free table of event hashes
+//! The format is `ekstazi_wire::trace`'s (parsed by `ekstazi_core`). An
+//! event is written once per process: a lock-free table of event hashes
 //! folds duplicates, which keeps the trace small for tests that poll a file.
 
 use crate::path::EventBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
-/// Opened for reading (or for reading and writing) a file that existed.
-pub const READ: u8 = b'R';
-/// Created the path, or replaced its content (truncate, rename onto it).
-pub const CREATED: u8 = b'C';
-/// Opened an existing file for writing without truncating it.
-pub const MODIFIED: u8 = b'W';
-/// Looked the path up and found nothing (`ENOENT`, `ENOTDIR`).
-pub const MISSING: u8 = b'M';
-/// Looked the path up (stat, access) and found it.
-pub const EXISTS: u8 = b'E';
-/// Removed the path (unlink, rmdir, rename away).
-pub const DELETED: u8 = b'D';
-/// An access happened whose path could not be named: the test is untraceable.
-pub const LOST: u8 = b'L';
-/// The shim started tracing this process (no path): a trace without one
-/// means the shim never loaded, and the test cannot be trusted.
-pub const START: u8 = b'S';
-/// This process runs the program at the path (written once, at start, by
-/// every traced process except the test binary itself, whose checksum the
-/// runner takes anyway): the programs a test runs are its dependencies.
-pub const EXEC: u8 = b'X';
-
-/// Listed a directory's entries (`readdir`); with [`FLAG_OPTION`]:
-/// `path NUL witness`, what the directory held as the process began.
-pub const LISTED: u8 = b'T';
-/// Read an environment variable: `NAME=VALUE`, or `NAME` when unset
-/// ([`FLAG_OPTION`]: the value was too long to carry).
-pub const ENV: u8 = b'V';
-/// Read a symbolic link: `path NUL target` ([`FLAG_OPTION`]: the caller's
-/// buffer may have cut the target short).
-pub const LINK: u8 = b'K';
-/// Resolved a path (`realpath`): `path NUL canonical path`.
-pub const RESOLVED: u8 = b'P';
-/// A shared library mapped into the process.
-pub const LIBRARY: u8 = b'O';
-/// Ran a program the shim cannot follow into: statically linked, or
-/// ([`FLAG_OPTION`]) set-user-ID, or (flag 8) for another ELF class or
-/// dynamic loader.
-pub const UNTRACEABLE: u8 = b'U';
-/// A socket address connected or sent to, or ([`FLAG_OPTION`]) bound:
-/// `struct sockaddr` bytes (a Unix path made absolute).
-pub const NETWORK: u8 = b'N';
-/// Looked a host name up.
-pub const HOST: u8 = b'H';
-/// Used a channel the shim cannot see (io_uring, a system call outside
-/// libc it cannot decode): a short reason, and the test always runs.
-pub const UNSEEN: u8 = b'G';
-// Tags `I`, `Q` and `F` are reserved for function coverage.
-
-/// The event happened on the test harness's main thread, before or around the
-/// test rather than in it (libtest runs each test on a thread of its own).
-pub const FLAG_HARNESS: u8 = 1;
-/// The lookup did not follow a final symbolic link (`lstat`).
-pub const FLAG_NOFOLLOW: u8 = 2;
-/// Bits 2..5 of the flags: what the path was when the call saw it
-/// (`EXISTS` and `MODIFIED` events), so that the reader need not look later,
-/// when the test may have replaced it.
-pub const KIND_SHIFT: u8 = 2;
-pub const KIND_FILE: u8 = 1;
-pub const KIND_DIR: u8 = 2;
-pub const KIND_SYMLINK: u8 = 3;
-pub const KIND_OTHER: u8 = 4;
-/// Bit 2 of the flags on events that carry no kind: a per-tag option.
-pub const FLAG_OPTION: u8 = 4;
+pub use ekstazi_wire::trace::*;
 
 /// The trace file, or -1 when this process is not traced.
 static FD: AtomicI32 = AtomicI32::new(-1);
@@ -86,11 +19,14 @@ static HARNESS_PID: AtomicI32 = AtomicI32::new(0);
 /// runs the program's constructors, which every test process runs.
 static IN_MAIN: AtomicBool = AtomicBool::new(false);
 
+/// Whether this process is the libtest binary the runner started (or a
+/// copy of it), whose main thread is the harness.
+pub fn in_test_binary() -> bool {
+    HARNESS_PID.load(Ordering::Relaxed) != 0
+}
+
 /// Called as the program's `main` starts (see `hooks::start`).
-pub fn main_started() {
-    if HARNESS_PID.load(Ordering::Relaxed) != 0 {
-        crate::coverage::report_constructors();
-    }
+pub fn mark_main_started() {
     IN_MAIN.store(true, Ordering::Relaxed);
 }
 
@@ -111,8 +47,6 @@ struct TracePath {
 unsafe impl Sync for TracePath {}
 
 const TRACE_PATH_MAX: usize = 4096;
-/// Appended to the trace's path for the file that says events were lost.
-pub const LOST_SUFFIX: &[u8] = b".lost";
 
 static TRACE_PATH: TracePath = TracePath {
     bytes: std::cell::UnsafeCell::new([0; TRACE_PATH_MAX]),
@@ -224,7 +158,7 @@ fn write_event(len: usize, mut write_once: impl FnMut(libc::c_int) -> isize) {
         if n >= 0 && n as usize == len {
             return;
         }
-        let err = crate::hooks::errno();
+        let err = crate::real::errno();
         if n < 0 && err == libc::EINTR {
             continue;
         }
@@ -239,36 +173,47 @@ fn write_event(len: usize, mut write_once: impl FnMut(libc::c_int) -> isize) {
     }
 }
 
-/// Opens the trace file named in the environment.
+/// The trace file, opened but not yet written to.
+pub struct Opened {
+    /// The file's path, a C string from the environment.
+    pub path: *const libc::c_char,
+    fd: libc::c_int,
+}
+
+/// Opens the trace file named in the environment; `None` when this process
+/// is not to be traced. Nothing is recorded until [`begin`].
 ///
 /// # Safety
 /// Called once, from the shim's constructor.
-pub unsafe fn init() {
+pub unsafe fn open() -> Option<Opened> {
     // SAFETY: reading the environment before main, while single-threaded
     // (and without recording: these variables are the shim's own).
-    let path = unsafe { crate::hooks::lookup_env(b"EKSTAZI_TRACE_FILE") };
+    let path = unsafe { crate::environ::lookup(b"EKSTAZI_TRACE_FILE") };
     if path.is_null() {
-        return;
+        return None;
     }
-    let Some(open) = crate::real::open64() else {
-        return;
-    };
+    let open = crate::real::open64()?;
     let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC;
     // SAFETY: `path` is a C string from the environment.
     let fd = unsafe { open(path, flags, 0o600 as libc::c_uint) };
     if fd < 0 {
-        return;
+        return None;
     }
     // SAFETY: from the constructor, before any event; `path` is a C string.
     unsafe { TRACE_PATH.set(std::ffi::CStr::from_ptr(path).to_bytes()) };
-    let fd = moved_high(fd);
-    // Every real function is looked up now, single-threaded: `dlsym` takes
-    // the loader's lock and may allocate, which must not happen in a child
-    // forked while another thread held either.
-    crate::real::resolve_all();
-    // SAFETY: from the constructor, with the trace file's C string.
-    unsafe { crate::hooks::prepare_children(path) };
-    FD.store(fd, Ordering::Relaxed);
+    Some(Opened {
+        path,
+        fd: moved_high(fd),
+    })
+}
+
+/// Starts tracing this process into `opened`: says whether it is the test
+/// binary, and records its start and the program it runs.
+///
+/// # Safety
+/// Called once, from the shim's constructor, single-threaded.
+pub unsafe fn begin(opened: Opened) {
+    FD.store(opened.fd, Ordering::Relaxed);
 
     // A libtest test binary — the one the runner started, or a copy of it
     // that a test runs — runs each test on a thread of its own: its main
@@ -276,7 +221,7 @@ pub unsafe fn init() {
     // `EKSTAZI_LIBTEST` (canonical, as `/proc/self/exe` reads).
     let exe = EventBuf::read_link(c"/proc/self/exe");
     // SAFETY: reading the environment, single-threaded.
-    let libtest = unsafe { crate::hooks::lookup_env(b"EKSTAZI_LIBTEST") };
+    let libtest = unsafe { crate::environ::lookup(b"EKSTAZI_LIBTEST") };
     let is_test_binary = !libtest.is_null()
         && exe.as_ref().is_some_and(|exe| {
             // SAFETY: a value from `environ` is a C string.
@@ -299,7 +244,6 @@ pub unsafe fn init() {
             None => record_lost(),
         }
     }
-    crate::hooks::record_libraries();
 }
 
 /// Whether this process is traced at all.

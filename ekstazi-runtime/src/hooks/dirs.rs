@@ -126,7 +126,7 @@ mod witness {
         // A descriptor of its own: the stream's offset must not move.
         // SAFETY: raw system calls on a descriptor this function owns.
         let fd = unsafe {
-            crate::hooks::raw::libc_syscall()(
+            crate::real::libc_syscall()(
                 libc::SYS_openat,
                 dirfd,
                 c".".as_ptr(),
@@ -138,7 +138,7 @@ mod witness {
         }
         let words = read(fd as c_int);
         // SAFETY: as above.
-        unsafe { crate::hooks::raw::libc_syscall()(libc::SYS_close, fd) };
+        unsafe { crate::real::libc_syscall()(libc::SYS_close, fd) };
         let mut out = [0u8; 25];
         for (i, word) in words?.into_iter().enumerate() {
             out[1 + 8 * i..9 + 8 * i].copy_from_slice(&word.to_le_bytes());
@@ -153,7 +153,7 @@ mod witness {
         loop {
             // SAFETY: the kernel writes at most the buffer's size.
             let n = unsafe {
-                crate::hooks::raw::libc_syscall()(
+                crate::real::libc_syscall()(
                     libc::SYS_getdents64,
                     fd,
                     buf.as_mut_ptr(),
@@ -189,7 +189,7 @@ mod witness {
                     libc::DT_UNKNOWN => return None,
                     _ => b'o',
                 };
-                let (h1, h2) = crate::listing_hash::entry_hashes(name, kind);
+                let (h1, h2) = ekstazi_wire::listing::entry_hashes(name, kind);
                 sum = sum.wrapping_add(h1);
                 mix = mix.wrapping_add(h2);
                 count += 1;

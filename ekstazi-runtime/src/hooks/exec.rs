@@ -20,8 +20,8 @@
 //! glibc's `execl`, `execlp` and `execle` are variadic; on x86-64 the
 //! `execl` module interposes them and comes through here.
 
-use super::env::lookup;
 use super::{event, is_absence, kind_flags, unavailable};
+use crate::environ::lookup;
 use crate::{guard, real, trace};
 use libc::{c_char, c_int, c_void, pid_t};
 use std::cell::UnsafeCell;
@@ -361,7 +361,7 @@ unsafe fn open_quietly(dirfd: c_int, path: *const c_char) -> Option<c_int> {
 unsafe fn open_or_errno(dirfd: c_int, path: *const c_char) -> Result<c_int, c_int> {
     // SAFETY: openat with a C string.
     let fd = unsafe {
-        crate::hooks::raw::libc_syscall()(
+        crate::real::libc_syscall()(
             libc::SYS_openat,
             dirfd,
             path,

@@ -116,7 +116,7 @@ unsafe fn failed(file: *const c_char) {
     }
     // SAFETY: reading the environment without recording it (the loader's
     // search is the dependency, not the variable).
-    let paths = unsafe { super::lookup_env(b"LD_LIBRARY_PATH") };
+    let paths = unsafe { crate::environ::lookup(b"LD_LIBRARY_PATH") };
     let paths: &[u8] = if paths.is_null() {
         b""
     } else {

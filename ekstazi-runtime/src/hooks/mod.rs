@@ -3,6 +3,11 @@
 //! Each hook calls the real function and then describes what the call
 //! revealed as trace events; [`observe`] wraps that description so that it
 //! runs only when tracing, never re-enters, and leaves `errno` as libc set it.
+//! `sud` traps the system calls made outside libc and sends each through
+//! `raw`, which records it as the libc function's hook would.
+//!
+//! Invariant: the hooks sit above the trace, the coverage and the real
+//! functions; nothing below them imports `hooks`.
 
 mod dirs;
 mod env;
@@ -17,9 +22,10 @@ mod net;
 pub mod raw;
 mod start;
 mod stat;
+pub mod sud;
+mod threads;
 mod walks;
 
-pub use env::{entry as env_entry, lookup as lookup_env};
 pub use exec::prepare_children;
 pub use libs::record_libraries;
 
@@ -27,15 +33,7 @@ use crate::path::{EventBuf, Unresolved};
 use crate::{guard, trace};
 use libc::{c_char, c_int};
 
-pub fn errno() -> c_int {
-    // SAFETY: the thread's errno slot always exists.
-    unsafe { *libc::__errno_location() }
-}
-
-pub fn set_errno(value: c_int) {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = value }
-}
+use crate::real::{errno, set_errno};
 
 /// Runs `describe` with the call's outcome, if this process is traced and the
 /// thread is not already inside the shim. `errno` is restored afterwards.

@@ -1,5 +1,5 @@
 //! System calls made without libc's wrappers: through libc's `syscall()`
-//! function, or (trapped by syscall user dispatch, `crate::sud`) with a
+//! function, or (trapped by syscall user dispatch, `super::sud`) with a
 //! `syscall` instruction of the program's own, as rustix's `linux_raw`
 //! backend does.
 //!
@@ -207,12 +207,6 @@ pub unsafe fn forward(nr: c_long, a: Args) -> c_long {
     };
     // SAFETY: forwarded from the caller.
     unsafe { real(nr, a[0], a[1], a[2], a[3], a[4], a[5]) }
-}
-
-/// libc's own `syscall()`, for the shim's own calls: they are not the
-/// test's, and must not come back through [`syscall`].
-pub fn libc_syscall() -> unsafe extern "C" fn(c_long, ...) -> c_long {
-    real::syscall().unwrap_or(libc::syscall)
 }
 
 /// Records a channel the shim cannot see: the test always runs.

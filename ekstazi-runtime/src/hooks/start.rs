@@ -10,7 +10,7 @@
 //! the shim hands it a `main` of its own that marks the moment and calls
 //! the program's.
 
-use crate::{real, trace};
+use crate::{coverage, real, trace};
 use libc::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -24,7 +24,10 @@ unsafe extern "C" fn main_started(
     argv: *mut *mut c_char,
     envp: *mut *mut c_char,
 ) -> c_int {
-    trace::main_started();
+    if trace::in_test_binary() {
+        coverage::report_constructors();
+    }
+    trace::mark_main_started();
     // SAFETY: set from the program's `main` before glibc could call this.
     let main = unsafe { std::mem::transmute::<usize, Main>(MAIN.load(Ordering::Relaxed)) };
     // SAFETY: glibc's call, passed on as it came.

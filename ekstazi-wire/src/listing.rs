@@ -1,6 +1,6 @@
-//! The per-entry hashes of a listing witness (`checksum::ListingWitness`).
-//! Compiled into `ekstazi-runtime` too (by `#[path]`: the shim depends on
-//! nothing but libc), so that the shim and the runner cannot disagree.
+//! The per-entry hashes of a listing witness (`ekstazi_core`'s
+//! `ListingWitness`): the shim hashes the entries it saw listed, the runner
+//! the entries present now, and the two must agree bit for bit.
 
 /// FNV-1a over the kind and the name, spread by MurmurHash3's finaliser;
 /// the second hash finalises the first once more with another seed.

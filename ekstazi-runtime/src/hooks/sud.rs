@@ -108,7 +108,7 @@ mod imp {
     /// Arms dispatch for the process's (only) thread, if it is traced.
     ///
     /// # Safety
-    /// Called once, from the shim's constructor, after `trace::init`.
+    /// Called once, from the shim's constructor, after the trace was opened.
     pub unsafe fn init() {
         // Looked up now in every process, traced or not: libc's
         // `syscall()` is interposed, and std makes its futex calls through
@@ -118,7 +118,7 @@ mod imp {
             return;
         }
         // SAFETY: reading the environment, single-threaded.
-        let off = unsafe { crate::hooks::lookup_env(b"EKSTAZI_NO_SUD") };
+        let off = unsafe { crate::environ::lookup(b"EKSTAZI_NO_SUD") };
         // SAFETY: a value from `environ` is a C string.
         if !off.is_null() && unsafe { std::ffi::CStr::from_ptr(off) }.to_bytes() == b"1" {
             return raw::unseen(b"system calls outside libc (EKSTAZI_NO_SUD=1)");
@@ -454,7 +454,7 @@ mod imp {
 
     /// The SIGSYS handler: makes the trapped call, as the hooks would.
     extern "C" fn on_sigsys(_sig: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
-        let saved = crate::hooks::errno();
+        let saved = crate::real::errno();
         // SAFETY: the kernel passes a valid siginfo and ucontext to a
         // `SA_SIGINFO` handler; the registers are the trapped call's.
         unsafe {
@@ -467,7 +467,7 @@ mod imp {
                 uc.uc_mcontext.gregs[libc::REG_RAX as usize] = result;
             }
         }
-        crate::hooks::set_errno(saved);
+        crate::real::set_errno(saved);
     }
 
     /// A SIGSYS that dispatch did not raise (a seccomp filter's trap, a
@@ -616,7 +616,7 @@ mod imp {
     /// The kernel's convention from libc's: `-errno` for `-1`.
     fn kernel_result(result: c_long) -> c_long {
         if result == -1 {
-            -c_long::from(crate::hooks::errno())
+            -c_long::from(crate::real::errno())
         } else {
             result
         }
@@ -639,7 +639,7 @@ mod imp {
     /// `a` are the call's arguments, its pointers the caller's.
     unsafe fn emulate_sigprocmask(uc: &mut libc::ucontext_t, a: raw::Args) -> c_long {
         if a[3] as usize != std::mem::size_of::<u64>() {
-            crate::hooks::set_errno(libc::EINVAL);
+            crate::real::set_errno(libc::EINVAL);
             return -1;
         }
         let mask = (&raw mut uc.uc_sigmask).cast::<u64>();
@@ -656,7 +656,7 @@ mod imp {
                 libc::SIG_UNBLOCK => old & !set,
                 libc::SIG_SETMASK => set,
                 _ => {
-                    crate::hooks::set_errno(libc::EINVAL);
+                    crate::real::set_errno(libc::EINVAL);
                     return -1;
                 }
             }

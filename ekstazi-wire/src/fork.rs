@@ -1,7 +1,7 @@
 //! The fork server's messages, between the runner and the shim.
 //!
-//! Compiled into `ekstazi-runtime` too (by `#[path]`: the shim depends on
-//! nothing but libc), so that both ends read one definition. The decoder
+//! The runner (`cargo-ekstazi`) encodes requests and reads replies; the
+//! shim's fork server (`ekstazi-runtime`) does the reverse. The decoder
 //! borrows from the buffer and never allocates: it runs in the server,
 //! before the test binary's `main`.
 //!
