@@ -33,12 +33,15 @@
 //!   - `eval noise`: what reruns with nothing changed (`eval::noise`).
 //!   - `eval plot`: redraws a replay's SVG figure from its CSV files, and
 //!     prints its summary and time tables again (`eval::plot`).
+//! - `layout`: the import circles between a crate's top-level modules
+//!   (`layout`).
 //! - `common/`: what `bench` and `eval` both use (statistics, running
 //!   commands, the workspace's files); it uses neither.
 
 mod bench;
 mod common;
 mod eval;
+mod layout;
 
 use anyhow::{Result, bail};
 use bench::{edit, end_to_end, granularity, history, selection, shim};
@@ -169,6 +172,14 @@ enum Task {
         dir: PathBuf,
         #[arg(long)]
         files: usize,
+    },
+    /// Check that each crate's top-level modules refer to one another one
+    /// way: print them in such an order, or the circles (and fail)
+    Layout {
+        /// A crate's directory (or its src/) [default: every crate of the
+        /// workspace]
+        #[arg(long = "crate")]
+        crates: Vec<PathBuf>,
     },
     /// Evaluate selection on real projects
     Eval {
@@ -429,6 +440,7 @@ fn main() -> Result<()> {
                 None => Ok(()),
             }
         }
+        Task::Layout { crates } => layout::check(&crates),
         Task::ShimWorker { dir, files } => shim::shim_worker(&dir, files),
         Task::BenchSelection { project, runs } => {
             selection::bench(&std::path::absolute(project)?, runs)
