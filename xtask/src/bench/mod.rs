@@ -16,6 +16,10 @@
 //! - `bench-history`: what a history of filed records costs the analysis
 //!   (`history`).
 //!
+//! Main types: each command's `Args` (`edit::Args` is `bench-edit`'s, for
+//! `edit` and `build_parts` alike; `history::Args`), and the `Duration`s
+//! of the rounds, which `common::stats` turns into medians.
+//!
 //! Invariant: benchmarks use `common` (timed runs, the one `median`) and
 //! ekstazi-core, never `eval`; within, `build_parts` uses `edit` and not
 //! the other way round (the choice between them is `bench_edit`'s).

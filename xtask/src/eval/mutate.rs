@@ -982,7 +982,7 @@ fn stable_seed(name: &str) -> u64 {
 }
 
 /// SplitMix64: a tiny seeded generator, enough for choosing mutants
-/// reproducibly (and placing them: `bisect_eval`).
+/// reproducibly (and placing them: `super::bisect`).
 pub(crate) struct SplitMix(pub u64);
 
 impl SplitMix {
