@@ -1,53 +1,55 @@
-//! Developer tasks for cargo-ekstazi: `cargo xtask <task>`.
+//! Developer tasks for cargo-ekstazi: `cargo xtask <task>`. This file is
+//! the command line and its dispatch; the tasks live below it:
 //!
-//! - `bench`: end-to-end timings of `cargo ekstazi test` against `cargo test`
-//!   and `cargo nextest run` on one project, measured in the same session
-//!   and interleaved so that machine noise hits every command alike; the
-//!   figures that matter are the ratios.
-//! - `bench-edit`: end to end after a one-function edit (`edit_bench`).
-//!   With `--parts`, what each part of the instrumented build adds to the
-//!   rebuild after such an edit (`build_parts`).
-//! - `bench-shim`: the shim's own cost per call and on a real project's
-//!   tests, and with `--instrumented` the instrumentation's too
-//!   (`shim_bench`).
-//! - `bench-granularity`: what function granularity costs (`granularity`).
-//! - `bench-selection`: the per-binary stages of the selection cost
-//!   (`selection_bench`).
-//! - `bench-history`: what a history of filed records costs the analysis
-//!   (`history_bench`).
-//! - `eval replay`: history replay with a safety check (`replay`); with
-//!   `--graph`, every commit of a window, merges included, and seed 000's
-//!   options at merges, reverts and cherry-picks (`graph_replay`).
-//! - `eval mutate`: a mutation campaign with a safety check (`mutate`).
-//! - `eval bisect`: `cargo ekstazi bisect` against `git bisect run` on
-//!   real and injected regressions (`bisect_eval`).
-//! - `eval merges`: `cargo ekstazi merge-check` on merges built to
-//!   conflict (seed 003's MCon4J recipe) and on real merges that pass
-//!   (`merge_eval`).
-//! - `eval noise`: what reruns with nothing changed (`noise`).
-//! - `eval plot`: redraws a replay's SVG figure from its CSV files (`plot`),
-//!   and prints its summary and time tables again.
+//! - `bench/`: the timing benchmarks, `cargo xtask bench…`:
+//!   - `bench`: end-to-end timings of `cargo ekstazi test` against `cargo
+//!     test` and `cargo nextest run` on one project, measured in the same
+//!     session and interleaved so that machine noise hits every command
+//!     alike; the figures that matter are the ratios (`bench::end_to_end`).
+//!   - `bench-edit`: end to end after a one-function edit (`bench::edit`).
+//!     With `--parts`, what each part of the instrumented build adds to the
+//!     rebuild after such an edit (`bench::build_parts`).
+//!   - `bench-shim`: the shim's own cost per call and on a real project's
+//!     tests, and with `--instrumented` the instrumentation's too
+//!     (`bench::shim`).
+//!   - `bench-granularity`: what function granularity costs
+//!     (`bench::granularity`).
+//!   - `bench-selection`: the per-binary stages of the selection cost
+//!     (`bench::selection`).
+//!   - `bench-history`: what a history of filed records costs the analysis
+//!     (`bench::history`).
+//! - `eval/`: the selection evaluations, `cargo xtask eval …`:
+//!   - `eval replay`: history replay with a safety check (`eval::replay`);
+//!     with `--graph`, every commit of a window, merges included, and seed
+//!     000's options at merges, reverts and cherry-picks
+//!     (`eval::graph_replay`).
+//!   - `eval mutate`: a mutation campaign with a safety check
+//!     (`eval::mutate`).
+//!   - `eval bisect`: `cargo ekstazi bisect` against `git bisect run` on
+//!     real and injected regressions (`eval::bisect`).
+//!   - `eval merges`: `cargo ekstazi merge-check` on merges built to
+//!     conflict (seed 003's MCon4J recipe) and on real merges that pass
+//!     (`eval::merges`).
+//!   - `eval noise`: what reruns with nothing changed (`eval::noise`).
+//!   - `eval plot`: redraws a replay's SVG figure from its CSV files, and
+//!     prints its summary and time tables again (`eval::plot`).
+//! - `layout`: the import circles between a crate's top-level modules
+//!   (`layout`).
+//! - `common/`: what `bench` and `eval` both use (statistics, running
+//!   commands, the workspace's files); it uses neither.
 
-mod bisect_eval;
-mod build_parts;
-mod edit_bench;
-mod evidence;
-mod granularity;
-mod graph_replay;
-mod history_bench;
-mod merge_eval;
-mod mutate;
-mod noise;
-mod plot;
-mod replay;
-mod selection_bench;
-mod shim_bench;
+mod bench;
+mod common;
+mod eval;
+mod layout;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
+use bench::{edit, end_to_end, granularity, history, selection, shim};
 use clap::{Parser, Subcommand};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use common::process::{build_ekstazi, ekstazi_binary};
+use eval::{bisect, evidence, graph_replay, merges, mutate, noise, plot, replay};
+use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
@@ -170,6 +172,14 @@ enum Task {
         dir: PathBuf,
         #[arg(long)]
         files: usize,
+    },
+    /// Check that each crate's top-level modules refer to one another one
+    /// way: print them in such an order, or the circles (and fail)
+    Layout {
+        /// A crate's directory (or its src/) [default: every crate of the
+        /// workspace]
+        #[arg(long = "crate")]
+        crates: Vec<PathBuf>,
     },
     /// Evaluate selection on real projects
     Eval {
@@ -385,7 +395,7 @@ fn main() -> Result<()> {
             project,
             runs,
             cargo_args,
-        } => bench(project, runs, &cargo_args),
+        } => end_to_end::bench(project, runs, &cargo_args),
         Task::BenchEdit {
             project,
             file,
@@ -394,7 +404,7 @@ fn main() -> Result<()> {
             runs,
             parts,
             cargo_args,
-        } => edit_bench::bench(&edit_bench::Args {
+        } => bench::bench_edit(&edit::Args {
             ekstazi: ekstazi_binary(ekstazi)?,
             project,
             file,
@@ -411,15 +421,15 @@ fn main() -> Result<()> {
             instrumented,
             cargo_args,
         } => {
-            let shim = shim_bench::build_shim()?;
-            shim_bench::bench_shim(&shim, files, runs)?;
+            let shim = shim::build_shim()?;
+            shim::bench_shim(&shim, files, runs)?;
             let ekstazi = if instrumented {
                 Some(build_ekstazi()?)
             } else {
                 None
             };
             match project {
-                Some(project) => shim_bench::bench_shim_project(
+                Some(project) => shim::bench_shim_project(
                     &shim,
                     ekstazi.as_deref(),
                     &project,
@@ -430,9 +440,10 @@ fn main() -> Result<()> {
                 None => Ok(()),
             }
         }
-        Task::ShimWorker { dir, files } => shim_bench::shim_worker(&dir, files),
+        Task::Layout { crates } => layout::check(&crates),
+        Task::ShimWorker { dir, files } => shim::shim_worker(&dir, files),
         Task::BenchSelection { project, runs } => {
-            selection_bench::bench(&std::path::absolute(project)?, runs)
+            selection::bench(&std::path::absolute(project)?, runs)
         }
         Task::BenchHistory {
             project,
@@ -441,7 +452,7 @@ fn main() -> Result<()> {
             ekstazi,
             runs,
             cargo_args,
-        } => history_bench::bench(&history_bench::Args {
+        } => history::bench(&history::Args {
             ekstazi: ekstazi_binary(ekstazi)?,
             project: std::path::absolute(project)?,
             state: std::path::absolute(state)?,
@@ -511,7 +522,7 @@ fn main() -> Result<()> {
                     resume,
                     project,
                 },
-        } => bisect_eval::bisect(&bisect_eval::BisectEvalArgs {
+        } => bisect::bisect(&bisect::BisectEvalArgs {
             project: project.resolve(true)?,
             from,
             commits,
@@ -535,7 +546,7 @@ fn main() -> Result<()> {
                     sources,
                     project,
                 },
-        } => merge_eval::merges(&merge_eval::MergeEvalArgs {
+        } => merges::merges(&merges::MergeEvalArgs {
             project: project.resolve(true)?,
             from,
             window,
@@ -578,254 +589,6 @@ fn main() -> Result<()> {
         }),
         Task::Eval {
             what: Eval::Plot { out, name, svg },
-        } => {
-            let mut series = Vec::new();
-            for granularity in ["function", "binary"] {
-                let csv = out.join(format!("replay-{granularity}.csv"));
-                if csv.exists() {
-                    series.push((granularity.to_owned(), replay::read_csv(&csv)?));
-                }
-            }
-            // The replay's figures again, from its CSV files.
-            let granularities: Vec<String> = series.iter().map(|(g, _)| g.clone()).collect();
-            let rows = series.iter().cloned().collect();
-            print!("{}", replay::summary_table(&granularities, &rows));
-            println!();
-            print!("{}", replay::time_table(&granularities, &rows));
-            plot::replay_svg(
-                &svg.unwrap_or_else(|| out.join("replay.svg")),
-                &name,
-                &series,
-            )
-        }
+        } => plot::redraw(&out, &name, svg),
     }
-}
-
-/// The given cargo-ekstazi binary, or one built from this workspace.
-fn ekstazi_binary(given: Option<PathBuf>) -> Result<PathBuf> {
-    match given {
-        Some(path) => Ok(std::path::absolute(path)?),
-        None => build_ekstazi(),
-    }
-}
-
-/// Builds cargo-ekstazi in release mode and returns the binary's path.
-fn build_ekstazi() -> Result<PathBuf> {
-    let root = workspace_root();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "--quiet", "-p", "cargo-ekstazi"])
-        .current_dir(&root)
-        .status()?;
-    if !status.success() {
-        bail!("building cargo-ekstazi failed");
-    }
-    Ok(root.join("target/release/cargo-ekstazi"))
-}
-
-pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
-}
-
-/// Runs `measure` in the given project, or in a scratch copy of
-/// examples/demo, which goes afterwards whatever happened: it holds builds.
-pub(crate) fn in_project(
-    project: Option<&Path>,
-    measure: impl FnOnce(&Path) -> Result<()>,
-) -> Result<()> {
-    let Some(project) = project else {
-        let scratch = tempfile_dir()?;
-        let result = copy_tree(&workspace_root().join("examples/demo"), &scratch)
-            .and_then(|()| measure(&scratch));
-        let _ = std::fs::remove_dir_all(&scratch);
-        return result;
-    };
-    measure(&std::path::absolute(project)?)
-}
-
-fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result<()> {
-    let ekstazi = build_ekstazi()?;
-    in_project(project.as_deref(), |project| {
-        bench_in(project, &ekstazi, runs, cargo_args)
-    })
-}
-
-fn bench_in(project: &Path, ekstazi: &Path, runs: usize, cargo_args: &[String]) -> Result<()> {
-    eprintln!("measuring in {}", project.display());
-
-    let cargo = |args: &[&str]| plain_command(args, cargo_args);
-    let ekstazi_cmd = |args: &[&str]| ekstazi_command(ekstazi, args, cargo_args);
-    let has_nextest = Command::new("cargo")
-        .args(["nextest", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-
-    // Build everything once and let the records settle, so that every timed
-    // command starts from a built tree.
-    for setup in [
-        cargo(&["test", "--no-run", "-q"]),
-        ekstazi_cmd(&["test", "-q"]),
-        ekstazi_cmd(&["test", "-q"]),
-    ] {
-        run(project, &setup)?;
-    }
-    if has_nextest {
-        run(project, &cargo(&["nextest", "run", "--no-run"]))?;
-        run(project, &ekstazi_cmd(&["nextest"]))?;
-    }
-
-    // The commands' names, by which the ratios below find them.
-    let (test, tests, quiet, forceall, spawned) = (
-        "cargo test",
-        "cargo test --tests (no doctests)",
-        "cargo ekstazi test (nothing changed)",
-        "cargo ekstazi test --forceall",
-        "cargo ekstazi test --forceall --no-fork-server",
-    );
-    let (nextest, nextest_quiet, nextest_forceall) = (
-        "cargo nextest run",
-        "cargo ekstazi nextest (nothing changed)",
-        "cargo ekstazi nextest --forceall",
-    );
-    let mut commands: Vec<(&str, Vec<String>)> = vec![
-        (test, cargo(&["test", "-q"])),
-        (tests, cargo(&["test", "--tests", "-q"])),
-        (quiet, ekstazi_cmd(&["test", "-q"])),
-        (forceall, ekstazi_cmd(&["test", "-q", "--forceall"])),
-        (
-            spawned,
-            ekstazi_cmd(&["test", "-q", "--forceall", "--no-fork-server"]),
-        ),
-    ];
-    if has_nextest {
-        commands.push((nextest, cargo(&["nextest", "run", "--no-fail-fast"])));
-        commands.push((nextest_quiet, ekstazi_cmd(&["nextest"])));
-        let mut all = ekstazi_cmd(&["nextest", "--forceall"]);
-        all.extend(["--".to_owned(), "--no-fail-fast".to_owned()]);
-        commands.push((nextest_forceall, all));
-    }
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); commands.len()];
-    for round in 0..runs {
-        eprintln!("round {}/{runs}", round + 1);
-        for (i, (_, command)) in commands.iter().enumerate() {
-            times[i].push(run(project, command)?);
-        }
-    }
-
-    let medians: Vec<f64> = times.iter().map(|t| median(t).as_secs_f64()).collect();
-    println!("| command | median | min |");
-    println!("|---|---:|---:|");
-    for ((name, _), (t, m)) in commands.iter().zip(times.iter().zip(&medians)) {
-        let min = t.iter().min().copied().unwrap_or_default().as_secs_f64();
-        println!("| `{name}` | {m:.3}s | {min:.3}s |");
-    }
-    println!();
-    let of = |name: &str| {
-        commands
-            .iter()
-            .position(|(n, _)| *n == name)
-            .map(|i| medians[i])
-    };
-    let ratio = |what: &str, a: &str, b: &str| {
-        if let (Some(a), Some(b)) = (of(a), of(b)) {
-            println!("- {what}: **{:.2}×**", a / b);
-        }
-    };
-    ratio("nothing changed vs `cargo test`", quiet, test);
-    ratio("nothing changed vs `cargo test --tests`", quiet, tests);
-    ratio(
-        "`--forceall` vs `cargo test` (the process-per-test goal: ≤ 1.3×)",
-        forceall,
-        test,
-    );
-    ratio(
-        "`--forceall` with the fork server vs without (`--no-fork-server`)",
-        forceall,
-        spawned,
-    );
-    ratio("`--forceall` vs `cargo nextest run`", forceall, nextest);
-    ratio(
-        "`cargo ekstazi nextest`, nothing changed vs `cargo nextest run`",
-        nextest_quiet,
-        nextest,
-    );
-    ratio(
-        "`cargo ekstazi nextest --forceall` vs `cargo nextest run`",
-        nextest_forceall,
-        nextest,
-    );
-    ratio("`--forceall` vs `cargo test --tests`", forceall, tests);
-    Ok(())
-}
-
-/// `cargo <args> <cargo_args>`, as `run` takes it.
-pub(crate) fn plain_command(args: &[&str], cargo_args: &[String]) -> Vec<String> {
-    command_line("cargo", &[], args, cargo_args)
-}
-
-/// `<ekstazi> ekstazi <args> <cargo_args>`: cargo-ekstazi as cargo runs it.
-pub(crate) fn ekstazi_command(ekstazi: &Path, args: &[&str], cargo_args: &[String]) -> Vec<String> {
-    command_line(
-        &ekstazi.display().to_string(),
-        &["ekstazi"],
-        args,
-        cargo_args,
-    )
-}
-
-fn command_line(program: &str, sub: &[&str], args: &[&str], cargo_args: &[String]) -> Vec<String> {
-    std::iter::once(program)
-        .chain(sub.iter().copied())
-        .chain(args.iter().copied())
-        .map(str::to_owned)
-        .chain(cargo_args.iter().cloned())
-        .collect()
-}
-
-/// Runs a command in `dir`, quietly, and returns its wall-clock time. Exit
-/// codes are not judged: a flaky test must not stop a benchmark.
-pub(crate) fn run(dir: &Path, command: &[String]) -> Result<Duration> {
-    let start = Instant::now();
-    Command::new(&command[0])
-        .args(&command[1..])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    Ok(start.elapsed())
-}
-
-pub(crate) fn median(times: &[Duration]) -> Duration {
-    let mut sorted = times.to_vec();
-    sorted.sort();
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
-}
-
-pub(crate) fn tempfile_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("ekstazi-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == "target" || name == ".ekstazi" {
-            continue;
-        }
-        let dest = to.join(&name);
-        if entry.file_type()?.is_dir() {
-            std::fs::create_dir_all(&dest)?;
-            copy_tree(&entry.path(), &dest)?;
-        } else {
-            std::fs::copy(entry.path(), &dest)?;
-        }
-    }
-    Ok(())
 }

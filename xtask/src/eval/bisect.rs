@@ -31,8 +31,11 @@
 //! Output in `<out>`: `bisect.csv` (a line per regression and search),
 //! `summary.md`, and logs under `logs/`.
 
-use crate::evidence::{self, EkstaziOpts, Report, RetestAll, TestId, output, run_ok};
-use crate::mutate::{self, Mutant, SplitMix};
+use super::evidence::{self, EkstaziOpts, Report, RetestAll, TestId};
+use super::mutate::{self, Mutant, SplitMix};
+use crate::common::files::copy_tree;
+use crate::common::process::{output, run_ok};
+use crate::common::stats;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -180,7 +183,7 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
         let without = args.project.out.join("state-search");
         let _ = std::fs::remove_dir_all(&without);
         std::fs::create_dir_all(&without)?;
-        crate::copy_tree(&case.state, &without)?;
+        copy_tree(&case.state, &without)?;
         for version in std::fs::read_dir(&without)? {
             let _ = std::fs::remove_dir_all(version?.path().join(".history"));
         }
@@ -188,7 +191,7 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
         rows.push((c, WAYS[1], found));
         let _ = std::fs::remove_dir_all(&without);
         std::fs::create_dir_all(&without)?;
-        crate::copy_tree(&case.state, &without)?;
+        copy_tree(&case.state, &without)?;
         let found = tool_bisect(&ekstazi, &scratch, &without, case, &log)?;
         rows.push((c, WAYS[2], found));
         for (_, way, f) in rows.iter().rev().take(3).rev() {
@@ -410,7 +413,7 @@ fn inject(
         let state = args.project.out.join(format!("state-chain-{chain_no}"));
         let _ = std::fs::remove_dir_all(&state);
         std::fs::create_dir_all(&state)?;
-        crate::copy_tree(base_state, &state)?;
+        copy_tree(base_state, &state)?;
         eprintln!("CI over chain {chain_no} from commit {first}");
         let chain_reports = ci.run(&state, &chain, first, &format!("chain-{chain_no}"))?;
         let reports: Vec<Option<&Report>> = (0..=n)
@@ -932,7 +935,7 @@ fn write_results(
         "{} commits ending at {} of {}; {} regressions searched\n",
         args.commits + 1,
         args.from,
-        crate::replay::project_name(&args.project.repo),
+        super::replay::project_name(&args.project.repo),
         rows.len() / WAYS.len()
     );
     let _ = writeln!(
@@ -967,12 +970,12 @@ fn write_results(
                 "| {} | {way} | {} | {latest} ({:.0} %) | {:.1} / {:.1} | {:.1} / {:.1} | {:.1}s |",
                 if kinds.len() > 1 { "all" } else { kinds[0] },
                 chosen.len(),
-                evidence::share(latest, chosen.len()),
-                evidence::mean(&builds),
-                evidence::median(&builds),
-                evidence::mean(&runs),
-                evidence::median(&runs),
-                evidence::mean(&walls)
+                stats::share(latest, chosen.len()),
+                stats::mean(&builds),
+                stats::median(&builds),
+                stats::mean(&runs),
+                stats::median(&runs),
+                stats::mean(&walls)
             );
         }
     }

@@ -1,10 +1,11 @@
 //! SVG figures of the evaluation, drawn with `plotters` (SVG backend only:
-//! no fonts or system libraries needed).
+//! no fonts or system libraries needed), and `cargo xtask eval plot`, which
+//! draws a replay's figure again from its CSV files.
 
-use crate::replay::Row;
+use super::replay::{self, Row};
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Per commit of a replay: the share of tests selected (top) and the
 /// end-to-end time of `cargo test` and of `cargo ekstazi test` (bottom), one
@@ -141,4 +142,28 @@ fn draw(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+/// `cargo xtask eval plot`: a replay's figure drawn again from its CSV
+/// files in `out` (to `svg`, by default `<out>/replay.svg`), and its
+/// summary and time tables printed again.
+pub fn redraw(out: &Path, name: &str, svg: Option<PathBuf>) -> Result<()> {
+    let mut series = Vec::new();
+    for granularity in ["function", "binary"] {
+        let csv = out.join(format!("replay-{granularity}.csv"));
+        if csv.exists() {
+            series.push((granularity.to_owned(), replay::read_csv(&csv)?));
+        }
+    }
+    // The replay's figures again, from its CSV files.
+    let granularities: Vec<String> = series.iter().map(|(g, _)| g.clone()).collect();
+    let rows = series.iter().cloned().collect();
+    print!("{}", replay::summary_table(&granularities, &rows));
+    println!();
+    print!("{}", replay::time_table(&granularities, &rows));
+    replay_svg(
+        &svg.unwrap_or_else(|| out.join("replay.svg")),
+        name,
+        &series,
+    )
 }

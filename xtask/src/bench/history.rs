@@ -7,7 +7,9 @@
 //! and the filed records tried for the tests the current records do not
 //! vouch for.
 
-use crate::evidence::output;
+use crate::common::files::copy_tree;
+use crate::common::process::output;
+use crate::common::stats::median;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,7 +36,7 @@ pub fn bench(args: &Args) -> Result<()> {
     let without = scratch.path().join("one-state");
     for copy in [&with, &without] {
         std::fs::create_dir_all(copy)?;
-        crate::copy_tree(&args.state, copy)?;
+        copy_tree(&args.state, copy)?;
     }
     let version = std::fs::read_dir(&without)?
         .filter_map(Result::ok)
@@ -58,11 +60,7 @@ pub fn bench(args: &Args) -> Result<()> {
             selected[i] = line;
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (h, one) = (median(&mut times[0]), median(&mut times[1]));
+    let (h, one) = (median(&times[0]), median(&times[1]));
     println!(
         "{} at {}, {} runs each, alternating",
         args.project.display(),

@@ -13,7 +13,9 @@
 //! reports of every run under `reports/`, logs under `logs/`, and a file
 //! per miss under `misses/`.
 
-use crate::evidence::{self, EkstaziOpts, TestId, output};
+use super::evidence::{self, EkstaziOpts, TestId};
+use crate::common::process::output;
+use crate::common::stats;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -57,7 +59,7 @@ pub struct Row {
 
 impl Row {
     pub fn share(&self) -> f64 {
-        evidence::share(self.selected, self.tests)
+        stats::share(self.selected, self.tests)
     }
 
     /// `cargo test` end to end, doctests left out (the evaluation runs
@@ -321,7 +323,7 @@ fn write_results(
         .map(|g| (g.clone(), rows.get(g).cloned().unwrap_or_default()))
         .collect();
     if series.iter().any(|(_, r)| !r.is_empty()) {
-        crate::plot::replay_svg(&args.project.out.join("replay.svg"), &name, &series)?;
+        super::plot::replay_svg(&args.project.out.join("replay.svg"), &name, &series)?;
     }
     Ok(())
 }
@@ -372,12 +374,12 @@ pub fn summary_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>)
             out,
             "| {granularity} | {} | {:.1}% | {:.1}% | {:.1}% | {:.0}% | {:.0}% | {:.2}s | {} | {} |",
             rows.len(),
-            evidence::mean(&shares),
-            evidence::median(&shares),
-            evidence::percentile(&shares, 90.0),
-            100.0 * evidence::mean(&e2e),
-            100.0 * evidence::mean(&test_time),
-            evidence::mean(&cost),
+            stats::mean(&shares),
+            stats::median(&shares),
+            stats::percentile(&shares, 90.0),
+            100.0 * stats::mean(&e2e),
+            100.0 * stats::mean(&test_time),
+            stats::mean(&cost),
             rows.iter().map(|r| r.changed_outcomes).sum::<usize>(),
             rows.iter().map(|r| r.misses).sum::<usize>()
         );
@@ -406,7 +408,7 @@ pub fn time_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) ->
         };
         let share = |part: &dyn Fn(&Row) -> f64| {
             let shares: Vec<f64> = rows.iter().map(|r| part(r) / r.retest_total()).collect();
-            100.0 * evidence::mean(&shares)
+            100.0 * stats::mean(&shares)
         };
         let rebuilds: Vec<f64> = rows
             .iter()
@@ -418,8 +420,8 @@ pub fn time_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) ->
         } else {
             format!(
                 "{:.2}× ({:.2}×)",
-                evidence::mean(&rebuilds),
-                evidence::median(&rebuilds)
+                stats::mean(&rebuilds),
+                stats::median(&rebuilds)
             )
         };
         let _ = writeln!(

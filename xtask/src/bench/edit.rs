@@ -12,9 +12,11 @@
 //! a benchmark), but the edit must build: the setup checks it.
 //!
 //! With `--parts`, the same edits time only the rebuild, plain and with each
-//! part of the instrumented build added in turn (`crate::build_parts`).
+//! part of the instrumented build added in turn (`super::build_parts`,
+//! chosen by `super::bench_edit`).
 
-use crate::{ekstazi_command, in_project, median, plain_command, run};
+use crate::common::process::{ekstazi_command, plain_command, run};
+use crate::common::stats::{median, seconds};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,22 +31,12 @@ pub struct Args {
     /// The 1-based line the statement goes before: inside a function body
     pub line: usize,
     pub runs: usize,
-    /// Time the rebuild's parts instead (`crate::build_parts`)
+    /// Time the rebuild's parts instead (`super::build_parts`)
     pub parts: bool,
     pub cargo_args: Vec<String>,
 }
 
-pub fn bench(args: &Args) -> Result<()> {
-    in_project(args.project.as_deref(), |project| {
-        if args.parts {
-            crate::build_parts::measure(args, project)
-        } else {
-            measure(args, project)
-        }
-    })
-}
-
-fn measure(args: &Args, project: &Path) -> Result<()> {
+pub fn measure(args: &Args, project: &Path) -> Result<()> {
     let file = project.join(&args.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
@@ -56,7 +48,7 @@ fn measure(args: &Args, project: &Path) -> Result<()> {
     std::fs::write(&file, &original)?;
     let (plain, ekstazi) = result?;
 
-    let (p, e) = (median(&plain).as_secs_f64(), median(&ekstazi).as_secs_f64());
+    let (p, e) = (median(&seconds(&plain)), median(&seconds(&ekstazi)));
     println!("| after a one-function edit | median | min |");
     println!("|---|---:|---:|");
     for (name, times) in [("cargo test", &plain), ("cargo ekstazi test", &ekstazi)] {
@@ -66,10 +58,7 @@ fn measure(args: &Args, project: &Path) -> Result<()> {
             .copied()
             .unwrap_or_default()
             .as_secs_f64();
-        println!(
-            "| `{name}` | {:.3}s | {min:.3}s |",
-            median(times).as_secs_f64()
-        );
+        println!("| `{name}` | {:.3}s | {min:.3}s |", median(&seconds(times)));
     }
     let per_round: Vec<String> = plain
         .iter()

@@ -20,8 +20,9 @@
 //! profile asks for no debug information at all, these variants raise it
 //! to line tables, which the wrapper does not.
 
-use crate::edit_bench::{Args, edit};
-use crate::{ekstazi_command, median, run};
+use super::edit::{Args, edit};
+use crate::common::process::{ekstazi_command, run};
+use crate::common::stats::{median, seconds};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -62,8 +63,8 @@ pub fn measure(args: &Args, project: &Path) -> Result<()> {
         println!(
             "| {} | {:.3}s | {:.2}× |",
             variant.name,
-            median(times).as_secs_f64(),
-            crate::evidence::median(&ratios)
+            median(&seconds(times)),
+            median(&ratios)
         );
     }
     Ok(())

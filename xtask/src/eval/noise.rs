@@ -9,7 +9,8 @@
 //! run's own, quiet, not emptied between runs), the same state and target
 //! directory. Output: `<out>/noise.md`, and each run's log and report.
 
-use crate::evidence::{self, Report, TestId, log_file, output};
+use super::evidence::{self, Report, TestId, log_file};
+use crate::common::process::output;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -95,7 +96,7 @@ pub fn noise(args: &NoiseArgs) -> Result<()> {
     }
 
     let text = render(
-        &crate::replay::project_name(&args.project.repo),
+        &super::replay::project_name(&args.project.repo),
         head.trim(),
         &args.project.cargo_args,
         first,

@@ -11,7 +11,8 @@
 //! cargo-ekstazi's fork server starts a test binary once per worker: for
 //! the test binaries' own start-up an upper bound).
 
-use crate::{median, tempfile_dir, workspace_root};
+use crate::common::files::{tempfile_dir, workspace_root};
+use crate::common::stats::median;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -95,11 +96,7 @@ pub fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
     }
     let trace_size = std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
     let _ = std::fs::remove_dir_all(&scratch);
-    let med = |v: &[[f64; 3]], pass: usize| {
-        let mut xs: Vec<f64> = v.iter().map(|p| p[pass]).collect();
-        xs.sort_by(f64::total_cmp);
-        xs[xs.len() / 2]
-    };
+    let med = |v: &[[f64; 3]], pass: usize| median(&v.iter().map(|p| p[pass]).collect::<Vec<_>>());
     println!(
         "{files} files: open + fstat + close and stat each, then the directory listed whole {LISTINGS} times; median of {runs} runs (ns per file):"
     );
@@ -275,8 +272,12 @@ pub fn bench_shim_project(
     println!();
     println!("| all tests | wall time | added | CPU time of the test processes | added |");
     println!("|---|---:|---:|---:|---:|");
-    let wall = |m: &[(Duration, Duration)]| median(&m.iter().map(|p| p.0).collect::<Vec<_>>());
-    let cpu = |m: &[(Duration, Duration)]| median(&m.iter().map(|p| p.1).collect::<Vec<_>>());
+    let wall = |m: &[(Duration, Duration)]| {
+        median(&m.iter().map(|p| p.0.as_secs_f64()).collect::<Vec<_>>())
+    };
+    let cpu = |m: &[(Duration, Duration)]| {
+        median(&m.iter().map(|p| p.1.as_secs_f64()).collect::<Vec<_>>())
+    };
     let (plain_wall, plain_cpu) = (wall(&measured[0]), cpu(&measured[0]));
     let percent = |r: f64| (r - 1.0) * 100.0;
     for (side, m) in sides.iter().zip(&measured) {
@@ -284,10 +285,10 @@ pub fn bench_shim_project(
         println!(
             "| {} | {:.3}s | {:+.1}% | {:.3}s | {:+.1}% |",
             side.name,
-            w.as_secs_f64(),
-            percent(w.as_secs_f64() / plain_wall.as_secs_f64()),
-            c.as_secs_f64(),
-            percent(c.as_secs_f64() / plain_cpu.as_secs_f64()),
+            w,
+            percent(w / plain_wall),
+            c,
+            percent(c / plain_cpu),
         );
     }
     // The runs of one round ran back to back, so their ratio is the one
@@ -304,7 +305,7 @@ pub fn bench_shim_project(
             println!(
                 "{}: wall time added, round by round: median {:+.1}% (from {:+.1}% to {:+.1}%)",
                 side.name,
-                percent(ratios[ratios.len() / 2]),
+                percent(median(&ratios)),
                 percent(*first),
                 percent(*last),
             );
@@ -366,7 +367,7 @@ fn instrumented_twins(
     .into_iter()
     .next()
     .context("no runtime in the instrumented build's directory")?;
-    let executables = newest(crate::granularity::walk_executables(&target.join("build")));
+    let executables = newest(super::granularity::walk_executables(&target.join("build")));
     let stem = |p: &Path| {
         let name = p.file_name()?.to_str()?;
         Some(

@@ -4,7 +4,8 @@
 //! test that had to run was skipped, the test's record from the state
 //! directory, printed so that the miss can be investigated.
 
-use anyhow::{Context, Result, bail};
+use crate::common::process::run_ok;
+use anyhow::{Context, Result};
 use ekstazi_core::code::CodeUnit;
 use ekstazi_core::dep::Sum;
 use ekstazi_core::store::{Loaded, Store};
@@ -523,29 +524,6 @@ pub fn checkout_clean(dir: &Path, rev: &str) -> Result<()> {
     run_ok(&mut git(dir, &["clean", "-fdq"]))
 }
 
-pub fn run_ok(command: &mut Command) -> Result<()> {
-    let status = command
-        .status()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    if !status.success() {
-        bail!("{command:?} failed: {status}");
-    }
-    Ok(())
-}
-
-pub fn output(command: &mut Command) -> Result<String> {
-    let out = command
-        .output()
-        .with_context(|| format!("cannot run {command:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{command:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The binary key of every test executable `cargo test` builds, by path,
 /// from `command`: `cargo test --no-run --message-format=json`.
 fn executable_keys(mut command: Command) -> Result<HashMap<PathBuf, String>> {
@@ -713,40 +691,6 @@ fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<Te
     outcomes
 }
 
-pub fn share(part: usize, whole: usize) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
-}
-
-pub fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
-/// The median (the mean of the middle two for an even count).
-pub fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
-/// The value below which `p` percent of the values lie (nearest rank).
-pub fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -838,13 +782,7 @@ test a::loops has been running for over 60 seconds
     }
 
     #[test]
-    fn statistics() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(
-            percentile(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90.0),
-            9.0
-        );
+    fn reason_kinds() {
         assert_eq!(reason_kind("function changed: a::b"), "function changed");
         assert_eq!(
             reason_kind("global: rustc changed"),

@@ -5,6 +5,7 @@
 //! them: through `Checksums::test_binary` and `Snapshots::of_binary` (with an
 //! empty store, so nothing is cached), the binaries in parallel.
 
+use crate::common::stats::median;
 use anyhow::{Result, bail};
 use ekstazi_core::checksum::Checksums;
 use ekstazi_core::code::Snapshots;
@@ -22,7 +23,7 @@ pub fn bench(project: &Path, runs: usize) -> Result<()> {
         .exec()?;
     let root = metadata.workspace_root.into_std_path_buf();
     let target = metadata.target_directory.into_std_path_buf();
-    let binaries = crate::granularity::walk_executables(&target.join("ekstazi").join("build"));
+    let binaries = super::granularity::walk_executables(&target.join("ekstazi").join("build"));
     if binaries.is_empty() {
         bail!(
             "no instrumented test binaries under {}: run `cargo ekstazi test` in the project first",
@@ -41,7 +42,7 @@ pub fn bench(project: &Path, runs: usize) -> Result<()> {
         let ids: Vec<Sum> = binaries.par_iter().map(|b| sums.test_binary(b)).collect();
         checksums.push(start.elapsed().as_secs_f64());
 
-        let store_dir = crate::tempfile_dir()?.join("bench-selection-store");
+        let store_dir = crate::common::files::tempfile_dir()?.join("bench-selection-store");
         std::fs::create_dir_all(&store_dir)?;
         let snapshots = Snapshots::new(Store::new(&store_dir));
         let start = Instant::now();
@@ -74,11 +75,7 @@ pub fn bench(project: &Path, runs: usize) -> Result<()> {
         ("function fingerprints", &mut fingerprints),
     ] {
         times.sort_by(f64::total_cmp);
-        println!(
-            "| {stage} | {:.2}s | {:.2}s |",
-            times[times.len() / 2],
-            times[0]
-        );
+        println!("| {stage} | {:.2}s | {:.2}s |", median(times), times[0]);
     }
     Ok(())
 }

@@ -35,7 +35,9 @@
 //! under `reports/`, each `list --json` under `lists/`, logs under `logs/`,
 //! a file per miss under `misses/`.
 
-use crate::evidence::{self, EkstaziOpts, TestId, output};
+use super::evidence::{self, EkstaziOpts, TestId};
+use crate::common::process::output;
+use crate::common::stats;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -955,7 +957,7 @@ fn write_results(
     writeln!(
         s,
         "## {}: graph replay, {done} of {total} commits ending at `{}` (topological order; {starts} only start the state)\n",
-        crate::replay::project_name(&args.project.repo),
+        super::replay::project_name(&args.project.repo),
         args.from
     )?;
     writeln!(
@@ -1035,7 +1037,7 @@ fn comparison(kind: &str, rows: &[&Row]) -> String {
         if values.is_empty() {
             s.push_str("— | ");
         } else {
-            let _ = write!(s, "{:.1} (n={}) | ", evidence::mean(&values), values.len());
+            let _ = write!(s, "{:.1} (n={}) | ", stats::mean(&values), values.len());
         }
     }
     s.push_str("\n\n");
@@ -1047,7 +1049,7 @@ fn comparison(kind: &str, rows: &[&Row]) -> String {
             .filter_map(|r| Some((r.linearisation? as f64, f(r)? as f64)))
             .collect();
         let (lin, x): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
-        let (lin, x) = (evidence::mean(&lin), evidence::mean(&x));
+        let (lin, x) = (stats::mean(&lin), stats::mean(&x));
         if pairs.is_empty() {
             "—".to_owned()
         } else if x == 0.0 {

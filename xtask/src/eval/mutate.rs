@@ -18,7 +18,9 @@
 //! logs under `logs/`, reports under `reports/`, a file per miss under
 //! `misses/`.
 
-use crate::evidence::{self, EkstaziOpts, RetestAll, TestId, output, run_ok};
+use super::evidence::{self, EkstaziOpts, RetestAll, TestId};
+use crate::common::process::{output, run_ok};
+use crate::common::stats;
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -425,7 +427,7 @@ fn write_results(
                 ",{},{},{:.2},{},{:.2}",
                 s.tests,
                 s.selected,
-                evidence::share(s.selected, s.tests),
+                stats::share(s.selected, s.tests),
                 s.misses,
                 s.total
             )?;
@@ -436,7 +438,7 @@ fn write_results(
 
     let built: Vec<&Outcome> = outcomes.iter().filter(|o| o.built).collect();
     let killed = built.iter().filter(|o| !o.killing.is_empty()).count();
-    let name = crate::replay::project_name(&args.project.repo);
+    let name = super::replay::project_name(&args.project.repo);
     let mut md = String::new();
     writeln!(
         md,
@@ -468,12 +470,12 @@ fn write_results(
             .collect();
         let shares: Vec<f64> = sides
             .iter()
-            .map(|(_, s)| evidence::share(s.selected, s.tests))
+            .map(|(_, s)| stats::share(s.selected, s.tests))
             .collect();
         let killed_shares: Vec<f64> = sides
             .iter()
             .filter(|(o, _)| !o.killing.is_empty())
-            .map(|(_, s)| evidence::share(s.selected, s.tests))
+            .map(|(_, s)| stats::share(s.selected, s.tests))
             .collect();
         writeln!(
             md,
@@ -482,9 +484,9 @@ fn write_results(
             sides.iter().filter(|(o, _)| !o.killing.is_empty()).count(),
             sides.iter().map(|(o, _)| o.killing.len()).sum::<usize>(),
             sides.iter().map(|(_, s)| s.misses).sum::<usize>(),
-            evidence::mean(&shares),
-            evidence::median(&shares),
-            evidence::mean(&killed_shares),
+            stats::mean(&shares),
+            stats::median(&shares),
+            stats::mean(&killed_shares),
         )?;
     }
     writeln!(md, "\nBy operator:\n")?;
@@ -980,7 +982,7 @@ fn stable_seed(name: &str) -> u64 {
 }
 
 /// SplitMix64: a tiny seeded generator, enough for choosing mutants
-/// reproducibly (and placing them: `bisect_eval`).
+/// reproducibly (and placing them: `super::bisect`).
 pub(crate) struct SplitMix(pub u64);
 
 impl SplitMix {

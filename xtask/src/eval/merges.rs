@@ -45,8 +45,10 @@
 //! Output in `<out>`: `merges.csv` (a line per merge), `merges.json` (each
 //! merge's verdicts test by test), `summary.md`, and logs under `logs/`.
 
-use crate::evidence::{self, EkstaziOpts, RetestAll, TestId, output, run_ok};
-use crate::mutate::{self, Mutant};
+use super::evidence::{self, EkstaziOpts, RetestAll, TestId};
+use super::mutate::{self, Mutant};
+use crate::common::process::{output, run_ok};
+use crate::common::stats;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -1019,8 +1021,8 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
             "{what}: {} ({octopus} octopus), {whose} detected in {detected} ({:.0} %), \
              classified right in {right} ({:.0} %).\n",
             these.len(),
-            evidence::share(detected, these.len()),
-            evidence::share(right, these.len()),
+            stats::share(detected, these.len()),
+            stats::share(right, these.len()),
         );
     }
     let errors = rows.iter().filter(|r| r.error.is_some()).count();
@@ -1064,7 +1066,7 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
     let _ = writeln!(
         s,
         "\nTests run at the built merges: {ran} of {tests} ({:.1} %).\n",
-        evidence::share(ran, tests)
+        stats::share(ran, tests)
     );
     let alarms = real.iter().filter(|r| r.blamed() > 0).count();
     let ran: usize = real.iter().map(|r| r.ran).sum();
@@ -1076,7 +1078,7 @@ fn summary(args: &MergeEvalArgs, rows: &[Row], skipped_real: usize) -> String {
          there), false alarms on {alarms}; tests run at the merge: {ran} of {tests} ({:.1} %); \
          untested interactions listed at {untested}.\n",
         real.len(),
-        evidence::share(ran, tests),
+        stats::share(ran, tests),
     );
     s.push_str(
         "| merge | parents | the test it was built around | truth | merge-check | ran | tests | wall s |\n",

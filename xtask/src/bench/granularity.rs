@@ -22,7 +22,7 @@ fn clean_run(
     granularity: &str,
     cargo_args: &[String],
 ) -> Result<BTreeMap<String, f64>> {
-    let state = crate::tempfile_dir()?.join(format!("state-{granularity}"));
+    let state = crate::common::files::tempfile_dir()?.join(format!("state-{granularity}"));
     std::fs::create_dir_all(&state)?;
     let report = state.join("report.json");
     let status = Command::new(ekstazi)

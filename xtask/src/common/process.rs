@@ -1,0 +1,91 @@
+//! Running commands: timed and unjudged (`run`, for benchmarks), checked
+//! (`run_ok`), captured (`output`), and the cargo-ekstazi binary they
+//! measure, given or built from this workspace.
+
+use super::files::workspace_root;
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The given cargo-ekstazi binary, or one built from this workspace.
+pub fn ekstazi_binary(given: Option<PathBuf>) -> Result<PathBuf> {
+    match given {
+        Some(path) => Ok(std::path::absolute(path)?),
+        None => build_ekstazi(),
+    }
+}
+
+/// Builds cargo-ekstazi in release mode and returns the binary's path.
+pub fn build_ekstazi() -> Result<PathBuf> {
+    let root = workspace_root();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "cargo-ekstazi"])
+        .current_dir(&root)
+        .status()?;
+    if !status.success() {
+        bail!("building cargo-ekstazi failed");
+    }
+    Ok(root.join("target/release/cargo-ekstazi"))
+}
+
+/// `cargo <args> <cargo_args>`, as `run` takes it.
+pub fn plain_command(args: &[&str], cargo_args: &[String]) -> Vec<String> {
+    command_line("cargo", &[], args, cargo_args)
+}
+
+/// `<ekstazi> ekstazi <args> <cargo_args>`: cargo-ekstazi as cargo runs it.
+pub fn ekstazi_command(ekstazi: &Path, args: &[&str], cargo_args: &[String]) -> Vec<String> {
+    command_line(
+        &ekstazi.display().to_string(),
+        &["ekstazi"],
+        args,
+        cargo_args,
+    )
+}
+
+fn command_line(program: &str, sub: &[&str], args: &[&str], cargo_args: &[String]) -> Vec<String> {
+    std::iter::once(program)
+        .chain(sub.iter().copied())
+        .chain(args.iter().copied())
+        .map(str::to_owned)
+        .chain(cargo_args.iter().cloned())
+        .collect()
+}
+
+/// Runs a command in `dir`, quietly, and returns its wall-clock time. Exit
+/// codes are not judged: a flaky test must not stop a benchmark.
+pub fn run(dir: &Path, command: &[String]) -> Result<Duration> {
+    let start = Instant::now();
+    Command::new(&command[0])
+        .args(&command[1..])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    Ok(start.elapsed())
+}
+
+pub fn run_ok(command: &mut Command) -> Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(())
+}
+
+pub fn output(command: &mut Command) -> Result<String> {
+    let out = command
+        .output()
+        .with_context(|| format!("cannot run {command:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
