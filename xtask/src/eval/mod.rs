@@ -32,3 +32,4 @@ pub mod mutate;
 pub mod noise;
 pub mod plot;
 pub mod replay;
+pub mod replay_rows;

@@ -2,7 +2,7 @@
 //! no fonts or system libraries needed), and `cargo xtask eval plot`, which
 //! draws a replay's figure again from its CSV files.
 
-use super::replay::{self, Row};
+use super::replay_rows::{self, Row};
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -152,15 +152,15 @@ pub fn redraw(out: &Path, name: &str, svg: Option<PathBuf>) -> Result<()> {
     for granularity in ["function", "binary"] {
         let csv = out.join(format!("replay-{granularity}.csv"));
         if csv.exists() {
-            series.push((granularity.to_owned(), replay::read_csv(&csv)?));
+            series.push((granularity.to_owned(), replay_rows::read_csv(&csv)?));
         }
     }
     // The replay's figures again, from its CSV files.
     let granularities: Vec<String> = series.iter().map(|(g, _)| g.clone()).collect();
     let rows = series.iter().cloned().collect();
-    print!("{}", replay::summary_table(&granularities, &rows));
+    print!("{}", replay_rows::summary_table(&granularities, &rows));
     println!();
-    print!("{}", replay::time_table(&granularities, &rows));
+    print!("{}", replay_rows::time_table(&granularities, &rows));
     replay_svg(
         &svg.unwrap_or_else(|| out.join("replay.svg")),
         name,
