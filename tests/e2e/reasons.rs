@@ -1,10 +1,11 @@
-//! Every reason the README lists is produced by some end-to-end test and
+//! Every reason the usage guide lists is produced by some end-to-end test and
 //! asserted verbatim (issue 22). The doors' reasons are in `doors`,
 //! `capture`, `selection` and `functions`; here are the rest: each
 //! component of the global fingerprint, `new` and `forced`, and the few
 //! reasons no record this version writes can hold (shown on a record
 //! rewritten as an older or foreign one would be). The last test keeps the
-//! README's list and `docs/proof.md`'s table of tests from drifting apart.
+//! guide's list (`docs/guide/usage.md`) and `docs/design/proof.md`'s table
+//! of tests from drifting apart.
 
 use crate::support::{Fixture, assert_each_selected_for};
 use ekstazi_core::dep::{Dep, Sum, Target};
@@ -158,13 +159,13 @@ fn set_executable(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// The reasons of the README's "Why did a test run?", each as the stem a
+/// The reasons of the usage guide's "Why did a test run?", each as the stem a
 /// test asserts (`file changed: …` → `file changed: `).
-fn readme_reasons() -> Vec<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let list = readme
-        .split_once("### Why did a test run?")
-        .expect("the README's section")
+fn guide_reasons() -> Vec<String> {
+    let guide = std::fs::read_to_string(repo().join("docs/guide/usage.md")).unwrap();
+    let list = guide
+        .split_once("## Why did a test run?")
+        .expect("the usage guide's section")
         .1
         .split_once("Every selected test carries its reasons")
         .expect("the paragraph that lists them")
@@ -236,13 +237,13 @@ fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// `docs/proof.md`'s reasons table: each reason's stem, and the tests
+/// `docs/design/proof.md`'s reasons table: each reason's stem, and the tests
 /// (`module::function`) that assert it.
 fn proof_table() -> BTreeMap<String, Vec<String>> {
-    let proof = std::fs::read_to_string(repo().join("docs/proof.md")).unwrap();
+    let proof = std::fs::read_to_string(repo().join("docs/design/proof.md")).unwrap();
     let section = proof
         .split_once("## Reasons")
-        .expect("docs/proof.md has a Reasons section")
+        .expect("docs/design/proof.md has a Reasons section")
         .1;
     let section = section.split("\n## ").next().unwrap();
     let mut table = BTreeMap::new();
@@ -261,13 +262,13 @@ fn proof_table() -> BTreeMap<String, Vec<String>> {
 
 #[test]
 fn every_reason_the_readme_lists_has_a_test_that_asserts_it() {
-    let reasons = readme_reasons();
+    let reasons = guide_reasons();
     assert!(reasons.len() >= 30, "{reasons:?}");
     let table = proof_table();
     let mut missing = Vec::new();
     for reason in &reasons {
         match table.get(reason) {
-            None => missing.push(format!("{reason:?}: no row in docs/proof.md")),
+            None => missing.push(format!("{reason:?}: no row in docs/design/proof.md")),
             Some(tests) if tests.is_empty() => missing.push(format!("{reason:?}: no test")),
             Some(tests) => {
                 for test in tests {
@@ -294,7 +295,7 @@ fn every_reason_the_readme_lists_has_a_test_that_asserts_it() {
 
 #[test]
 fn every_test_docs_proof_names_exists() {
-    let proof = std::fs::read_to_string(repo().join("docs/proof.md")).unwrap();
+    let proof = std::fs::read_to_string(repo().join("docs/design/proof.md")).unwrap();
     let mut named = 0;
     let mut missing = Vec::new();
     for span in code_spans(&proof) {
