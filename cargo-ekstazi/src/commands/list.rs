@@ -1,7 +1,7 @@
 //! `cargo ekstazi list`: the selection, without running anything.
 
 use crate::cli::{ListArgs, parse_harness_args};
-use crate::report::{self, Show};
+use crate::output::report::{self, Show};
 use crate::session::Session;
 use anyhow::Result;
 use std::io::Write;

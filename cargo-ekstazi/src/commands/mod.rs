@@ -10,7 +10,7 @@ pub mod nextest;
 pub mod test;
 pub mod why;
 
-use crate::report::{self, Tally};
+use crate::output::report::{self, Tally};
 use crate::session::{self, Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};

@@ -15,7 +15,7 @@
 //! 5. The outcomes from a JUnit report nextest writes where a tool
 //!    configuration file (`--tool-config-file ekstazi:...`) sends it
 //!    ([`results`]); each test with a result is recorded with the same
-//!    [`recording`](crate::recording) as `test`. A test with no result keeps
+//!    [`recording`](crate::session::recording) as `test`. A test with no result keeps
 //!    its record.
 
 mod args;
@@ -24,12 +24,14 @@ mod filterset;
 mod results;
 pub mod runner;
 
+use crate::cargo::instrument;
+use crate::cargo::libtest::TestCase;
 use crate::cli::NextestArgs;
-use crate::list::TestCase;
-use crate::report;
-use crate::run::Finished;
+use crate::output::report;
+use crate::run::scheduler::Finished;
+use crate::session::recording;
 use crate::session::{Planned, Session};
-use crate::{instrument, recording, style};
+use crate::style;
 use anyhow::{Context, Result, bail};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::Filter;

@@ -1,11 +1,13 @@
 //! `cargo ekstazi test`: select, run what is affected, record, report.
 
 use crate::cli::{TestArgs, parse_harness_args};
-use crate::progress::Progress;
-use crate::report;
-use crate::run::{self, Event};
+use crate::output::junit;
+use crate::output::progress::Progress;
+use crate::output::report;
+use crate::run::scheduler::{self, Event, RunResult};
+use crate::session::recording;
 use crate::session::{Planned, Session};
-use crate::{junit, recording, style};
+use crate::style;
 use anyhow::{Context, Result};
 use ekstazi_core::record::Outcome;
 use std::collections::HashMap;
@@ -13,16 +15,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-
-/// How a test that ran ended.
-pub struct RunResult {
-    pub outcome: Outcome,
-    pub duration: Duration,
-    /// Its output, kept for tests that did not pass.
-    pub output: Vec<u8>,
-    /// It failed at a merge, and passed at every parent.
-    pub merge_conflict: bool,
-}
 
 pub fn run(args: TestArgs) -> Result<ExitCode> {
     let start = Instant::now();
@@ -66,7 +58,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let mut custom_harness_args: Vec<String> = args.filter.iter().cloned().collect();
     custom_harness_args.extend(args.libtest.iter().cloned());
-    let config = run::RunConfig {
+    let config = scheduler::RunConfig {
         jobs,
         shim: (!settings.skipme).then(|| session.shim.clone()),
         trace_dir: trace_dir.path().to_path_buf(),
@@ -78,7 +70,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     };
     let expected = expected_durations(&plan, &selected);
     let mut progress = Progress::new(expected.iter().sum(), selected.len(), jobs);
-    let cases: Vec<&crate::list::TestCase> = selected.iter().map(|p| &p.case).collect();
+    let cases: Vec<&crate::cargo::libtest::TestCase> = selected.iter().map(|p| &p.case).collect();
     let mut failures = Vec::new();
     let mut record_errors = Vec::new();
     let mut written = Vec::new();
@@ -100,7 +92,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             .unwrap_or_default()
     };
     let run_clock = Instant::now();
-    let ended = run::run_all(&session, &config, &cases, |event| {
+    let ended = scheduler::run_all(&session.suite(), &config, &cases, |event| {
         let finished = match event {
             Event::Slow { job, elapsed } => {
                 let label = report::test_label(&session, selected[job]);
@@ -207,7 +199,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     if !recording && !settings.skipme {
         style::note("no record was written (--no-record, or the state directory is read-only)");
     }
-    if let run::Ended::Interrupted(signal) = ended {
+    if let scheduler::Ended::Interrupted(signal) = ended {
         style::warn(format!(
             "interrupted by signal {signal}: {} test(s) did not finish and keep their previous \
              records, {} test(s) were not started; they run next time",

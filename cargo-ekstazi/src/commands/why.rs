@@ -1,7 +1,7 @@
 //! `cargo ekstazi why <TEST>`: one test's verdict and the evidence for it.
 
 use crate::cli::WhyArgs;
-use crate::report::test_label;
+use crate::output::report::test_label;
 use crate::session::{Planned, Session};
 use crate::style::{BOLD, DIM, FAIL, PASS, SKIP};
 use anyhow::{Result, bail};
@@ -81,7 +81,7 @@ fn explain(out: &mut impl Write, session: &Session, planned: &Planned, all: bool
     } else if let (true, Some(vouch)) = (planned.unaffected(), &planned.vouched) {
         format!(
             "{SKIP}skipped{SKIP:#}: {}: the record filed at that commit holds now",
-            crate::report::unaffected(Some(vouch))
+            crate::output::report::unaffected(Some(vouch))
         )
     } else if planned.unaffected() {
         format!("{SKIP}skipped{SKIP:#}: unaffected since it last passed")

@@ -17,7 +17,7 @@
 //! cannot list a binary that is not a libtest-style harness), and the test
 //! runs it without arguments, as `cargo ekstazi test` does.
 
-use crate::list::WHOLE_BINARY;
+use crate::cargo::libtest::WHOLE_BINARY;
 use ekstazi_core::store::escape;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -150,7 +150,7 @@ pub fn exec(args: Vec<OsString>) -> ! {
     }
     let identity = (!listing).then(|| test_identity(rest, whole)).flatten();
     if let (Some(parent), Some((id, test, _))) = (&tmp, &identity) {
-        match crate::scratch::prepare_test_dir(parent, id, test) {
+        match crate::run::scratch::prepare_test_dir(parent, id, test) {
             Ok(dir) => set(&mut env, "TMPDIR", dir.into_os_string()),
             Err(e) => {
                 eprintln!(

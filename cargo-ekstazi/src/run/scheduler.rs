@@ -1,9 +1,11 @@
 //! Running the selected tests: one process per test, `-j` at a time, each
 //! under the shim with its own trace file.
 
-use crate::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
-use crate::list::{TestCase, WHOLE_BINARY};
-use crate::session::Session;
+use crate::cargo::libtest::{TestCase, WHOLE_BINARY};
+use crate::cargo::test_build::TestBinary;
+use crate::cargo::workspace::Workspace;
+use crate::cli::CargoOpts;
+use crate::run::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
 use anyhow::{Context, Result};
 use ekstazi_core::record::Outcome;
 use std::collections::HashMap;
@@ -18,6 +20,17 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
+
+/// What the tests run from: the built binaries, the variables cargo gives
+/// each binary's tests, and the workspace and cargo options doctests are
+/// run with (`cargo test --doc`).
+pub struct Suite<'a> {
+    pub ws: &'a Workspace,
+    pub cargo: &'a CargoOpts,
+    pub binaries: &'a [TestBinary],
+    /// Per binary, the variables cargo would set for its tests.
+    pub envs: &'a [Vec<(OsString, OsString)>],
+}
 
 /// How a run is set up.
 pub struct RunConfig {
@@ -67,6 +80,16 @@ pub struct Finished {
     /// Stopped because the run was interrupted: it did not finish, so it
     /// has no outcome and must leave its record alone.
     pub interrupted: bool,
+}
+
+/// How a test that ran ended, as the reports tell it.
+pub struct RunResult {
+    pub outcome: Outcome,
+    pub duration: Duration,
+    /// Its output, kept for tests that did not pass.
+    pub output: Vec<u8>,
+    /// It failed at a merge, and passed at every parent.
+    pub merge_conflict: bool,
 }
 
 /// How a run ended.
@@ -127,7 +150,7 @@ impl Running {
 /// (their process groups) and reported interrupted; a second signal exits
 /// at once.
 pub fn run_all(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
     jobs: &[&TestCase],
     mut on_event: impl FnMut(Event),
@@ -197,7 +220,7 @@ pub fn run_all(
                     }
                     let job = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = jobs.get(job) else { break };
-                    let result = run_one(session, config, running, &mut servers, job, case);
+                    let result = run_one(suite, config, running, &mut servers, job, case);
                     if tx.send(result.map(Event::Finished)).is_err() {
                         break;
                     }
@@ -229,18 +252,18 @@ pub fn run_all(
 }
 
 fn run_one(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
     running: &Running,
     servers: &mut Servers,
     job: usize,
     case: &TestCase,
 ) -> Result<Finished> {
-    let binary = &session.built.binaries[case.binary];
+    let binary = &suite.binaries[case.binary];
     let trace = config.trace_dir.join(format!("{job}.trace"));
     let tmpdir = match &config.tmp {
         Some(parent) => Some(
-            crate::scratch::prepare_test_dir(parent, &binary.key, &case.name).with_context(
+            crate::run::scratch::prepare_test_dir(parent, &binary.key, &case.name).with_context(
                 || format!("cannot make a temporary directory in {}", parent.display()),
             )?,
         ),
@@ -248,13 +271,18 @@ fn run_one(
     };
     let _removed = RemoveOnDrop(tmpdir.clone());
     if let Some(doctests) = &binary.doctests {
-        let mut command = doctests_command(session, config, doctests);
+        let mut command = doctests_command(suite, config, doctests);
         if let Some(dir) = &tmpdir {
             command.env("TMPDIR", dir);
         }
         if let Some(shim) = &config.shim {
-            crate::rustdoc::wrap_doctests(&mut command, &session.ws.sysroot, preload(shim), &trace)
-                .context("cannot find cargo-ekstazi's own executable")?;
+            crate::cargo::rustdoc::wrap_doctests(
+                &mut command,
+                &suite.ws.sysroot,
+                preload(shim),
+                &trace,
+            )
+            .context("cannot find cargo-ekstazi's own executable")?;
         }
         let ran = supervise(running, job, |output| {
             spawn(command, output, Path::new("cargo"))
@@ -267,7 +295,7 @@ fn run_one(
         return Ok(ran.finished(job, outcome, trace, tmpdir, partial, config));
     }
     let whole = case.name == WHOLE_BINARY && binary.custom_harness;
-    let mut command = test_command(session, config, case.binary, &trace, tmpdir.as_deref());
+    let mut command = test_command(suite, config, case.binary, &trace, tmpdir.as_deref());
     if whole {
         command.args(&config.custom_harness_args);
     } else {
@@ -281,7 +309,7 @@ fn run_one(
             servers.get(case.binary, || {
                 let placeholder = config.trace_dir.join("fork-server.placeholder");
                 let mut server = test_command(
-                    session,
+                    suite,
                     config,
                     case.binary,
                     &placeholder,
@@ -321,13 +349,13 @@ fn run_one(
 /// caller's): the binary in its package's directory, with cargo's
 /// environment for it, its own `TMPDIR` and trace file, under the shim.
 fn test_command(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
     binary: usize,
     trace: &Path,
     tmpdir: Option<&Path>,
 ) -> Command {
-    let built = &session.built.binaries[binary];
+    let built = &suite.binaries[binary];
     let mut command = Command::new(&built.path);
     if let Some(dir) = tmpdir {
         command.env("TMPDIR", dir);
@@ -341,7 +369,7 @@ fn test_command(
     }
     command
         .current_dir(built.manifest_dir())
-        .envs(session.envs[binary].iter().map(|(k, v)| (k, v)));
+        .envs(suite.envs[binary].iter().map(|(k, v)| (k, v)));
     if let Some(shim) = &config.shim {
         command
             .env("LD_PRELOAD", preload(shim))
@@ -401,7 +429,7 @@ struct RemoveOnDrop(Option<PathBuf>);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         if let Some(dir) = &self.0 {
-            let _ = crate::scratch::remove_tree(dir);
+            let _ = crate::run::scratch::remove_tree(dir);
         }
     }
 }
@@ -410,15 +438,15 @@ impl Drop for RemoveOnDrop {
 /// user's target directory; rustdoc and the doctests under the shim, cargo
 /// not: see `rustdoc`). With a filter, the run is partial.
 fn doctests_command(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
-    doctests: &crate::build::Doctests,
+    doctests: &crate::cargo::test_build::Doctests,
 ) -> Command {
-    let mut command = Command::new(&session.ws.cargo);
+    let mut command = Command::new(&suite.ws.cargo);
     command
-        .args(session.cargo.doctest_args(&doctests.package))
+        .args(suite.cargo.doctest_args(&doctests.package))
         .args(crate::style::cargo_color_arg())
-        .current_dir(&session.ws.root)
+        .current_dir(&suite.ws.root)
         .stdin(Stdio::null())
         .process_group(0);
     if !config.custom_harness_args.is_empty() {

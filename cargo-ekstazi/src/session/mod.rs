@@ -2,13 +2,16 @@
 //! their tests, the store and the present checksums; and the analysis that
 //! turns them into a plan.
 
-use crate::build::{self, Built};
+pub mod recording;
+
+use crate::cargo::libtest::{self, TestCase};
+use crate::cargo::test_build::{self, Built};
+use crate::cargo::test_env::test_env;
+use crate::cargo::workspace::Workspace;
 use crate::cli::CargoOpts;
-use crate::env::test_env;
-use crate::git::Repo;
-use crate::list::{self, TestCase};
-use crate::scratch::Scratch;
-use crate::workspace::Workspace;
+use crate::git::repo::Repo;
+use crate::run::scheduler::Suite;
+use crate::run::scratch::Scratch;
 use anyhow::Context as _;
 use anyhow::Result;
 use ekstazi_core::checksum::Checksums;
@@ -151,7 +154,7 @@ impl Session {
             .ignore
             .paths
             .extend(settings.extra_ignore_paths.iter().cloned());
-        let shim = crate::shim::install(&ws.target_dir)?;
+        let shim = crate::run::shim::install(&ws.target_dir)?;
         lap("workspace");
         // `--skipme` is the escape hatch: the ordinary build, no shim.
         let granularity = if settings.skipme {
@@ -159,7 +162,7 @@ impl Session {
         } else {
             settings.granularity
         };
-        let instrumentation = crate::instrument::Instrumentation {
+        let instrumentation = crate::cargo::instrument::Instrumentation {
             shim: &shim,
             debuginfo: config.build.debuginfo,
         };
@@ -167,7 +170,7 @@ impl Session {
         let only_doctests = settings.doctests == Doctests::Only;
         // `--doc` builds the libraries alone, for their dep-info.
         let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
-        let mut built = build::build(&ws, cargo, instrumented, extra)?;
+        let mut built = test_build::build(&ws, cargo, instrumented, extra)?;
         if only_doctests {
             built.binaries.clear();
         }
@@ -177,7 +180,7 @@ impl Session {
             Doctests::Exclude => false,
         };
         if with_doctests {
-            let units = doctest_units(&ws, cargo, &built);
+            let units = crate::cargo::doctests::units(&ws, cargo, &built);
             built.binaries.extend(units);
         }
         lap("build");
@@ -190,7 +193,7 @@ impl Session {
             .binaries
             .par_iter()
             .enumerate()
-            .map(|(i, binary)| list::list(i, binary, &envs[i]))
+            .map(|(i, binary)| libtest::list(i, binary, &envs[i]))
             .collect::<Result<_>>()?;
         let mut tests: Vec<TestCase> = listed.into_iter().flatten().collect();
         tests.sort_by(|a, b| {
@@ -212,7 +215,7 @@ impl Session {
             tool: format!(
                 "cargo-ekstazi {} format {FORMAT_VERSION} shim {}",
                 env!("CARGO_PKG_VERSION"),
-                crate::shim::digest()
+                crate::run::shim::digest()
             ),
             granularity: granularity.as_str().to_owned(),
             config: config.recording_digest(),
@@ -282,7 +285,7 @@ impl Session {
             .iter()
             .map(|vars| {
                 let env = Environment::new(
-                    crate::run::test_environment(vars, &shim),
+                    crate::run::scheduler::test_environment(vars, &shim),
                     checksums.anchors(),
                     Some(&ws.sysroot),
                     shim.parent().unwrap_or(&ws.target_dir),
@@ -326,6 +329,16 @@ impl Session {
         })
     }
 
+    /// What the scheduler runs tests from.
+    pub fn suite(&self) -> Suite<'_> {
+        Suite {
+            ws: &self.ws,
+            cargo: &self.cargo,
+            binaries: &self.built.binaries,
+            envs: &self.envs,
+        }
+    }
+
     /// The root under which tests get their own temporary directories, if
     /// they get one (a run that records nothing, and so holds no lock, puts
     /// them in a directory of its own under it).
@@ -337,7 +350,7 @@ impl Session {
     /// The `TMPDIR` a test is given when its directory is under `parent`.
     pub fn tmpdir_of(&self, case: &TestCase, parent: &Path) -> PathBuf {
         let key = &self.built.binaries[case.binary].key;
-        crate::scratch::test_dir(parent, key, &case.name)
+        crate::run::scratch::test_dir(parent, key, &case.name)
     }
 
     /// The environment a test is given: its binary's, with its own `TMPDIR`.
@@ -379,11 +392,12 @@ impl Session {
             .filter_map(|case| {
                 // A `harness = false` binary, and doctests, receive the
                 // filter themselves.
-                let decision = if case.name == list::WHOLE_BINARY || case.name == list::DOCTESTS {
-                    Decision::Run
-                } else {
-                    filter.decide(&case.name, case.ignored)
-                };
+                let decision =
+                    if case.name == libtest::WHOLE_BINARY || case.name == libtest::DOCTESTS {
+                        Decision::Run
+                    } else {
+                        filter.decide(&case.name, case.ignored)
+                    };
                 (decision != Decision::Out).then(|| (case.clone(), decision))
             })
             .collect();
@@ -668,89 +682,6 @@ fn resolve_settings(cli: Layer, config: &Config, root: &std::path::Path) -> Resu
     let file = Layer::from_config(config, root)?;
     let env = Layer::from_env(|name| std::env::var(name).ok())?;
     Ok(Settings::resolve(cli, file, env)?)
-}
-
-/// The doctests of each library `cargo test` would run them for, as one
-/// unit each, with the dep-info of everything they are compiled from: the
-/// library and the path packages it depends on. A path package outside the
-/// workspace (whose dependencies are not known here) is counted for every
-/// library.
-fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build::TestBinary> {
-    let outside: Vec<&PathBuf> = built
-        .lib_dep_info
-        .iter()
-        .filter(|(id, _)| id.repr.starts_with("path+") && !ws.packages.contains_key(*id))
-        .map(|(_, dep_info)| dep_info)
-        .collect();
-    ws.selected_packages(cargo)
-        .into_iter()
-        .filter_map(|package| {
-            let lib = package
-                .targets
-                .iter()
-                .find(|t| crate::workspace::primary_kind(&t.kind) == "lib" && t.doctest)?;
-            let own = built.lib_dep_info.get(&package.id)?;
-            let mut dep_info = vec![own.clone()];
-            let mut build_outputs = Vec::new();
-            for (i, dep) in ws.path_closure(package).into_iter().enumerate() {
-                if i > 0 {
-                    dep_info.extend(built.lib_dep_info.get(&dep.id).cloned());
-                }
-                build_outputs.extend(built.build_outputs.get(&dep.id).cloned());
-            }
-            dep_info.extend(outside.iter().map(|p| (*p).clone()));
-            if !may_have_doctests(&ws.root, &dep_info) {
-                return None;
-            }
-            let manifests = ws
-                .path_closure(package)
-                .into_iter()
-                .map(|p| p.manifest_path.clone().into_std_path_buf())
-                .chain(std::iter::once(ws.root.join("Cargo.toml")))
-                .collect();
-            Some(build::TestBinary {
-                key: crate::workspace::doctest_key(&package.name, &lib.name),
-                path: package.manifest_path.clone().into_std_path_buf(),
-                package_id: package.id.clone(),
-                manifest_path: package.manifest_path.clone().into_std_path_buf(),
-                out_dir: None,
-                bin_exes: Vec::new(),
-                custom_harness: false,
-                doctests: Some(build::Doctests {
-                    package: package.name.to_string(),
-                    dep_info,
-                    build_outputs,
-                    manifests,
-                }),
-            })
-        })
-        .collect()
-}
-
-/// Whether the library whose dep-info comes first may have doctests (see
-/// [`ekstazi_core::doctests`]); a dep-info that cannot be read says yes.
-fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
-    let sources = |path: &PathBuf| -> Option<Vec<PathBuf>> {
-        let text = std::fs::read_to_string(path).ok()?;
-        Some(ekstazi_core::depinfo::parse(&text, root).sources)
-    };
-    let Some((own, deps)) = dep_info.split_first() else {
-        return true;
-    };
-    let Some(own) = sources(own) else {
-        return true;
-    };
-    let mut dep_sources = Vec::new();
-    for dep in deps {
-        match sources(dep) {
-            Some(found) => dep_sources.extend(found),
-            None => return true,
-        }
-    }
-    ekstazi_core::doctests::may_have_doctests(
-        own.iter().map(PathBuf::as_path),
-        dep_sources.iter().map(PathBuf::as_path),
-    )
 }
 
 fn rustflags() -> String {

@@ -1,7 +1,7 @@
 //! Turning a finished test's trace into its record.
 
-use crate::list::TestCase;
-use crate::run::Finished;
+use crate::cargo::libtest::TestCase;
+use crate::run::scheduler::Finished;
 use crate::session::Session;
 use ekstazi_core::code::{self, Build, CodeDep, CodeUnit};
 use ekstazi_core::collect::{Context, collect};
@@ -49,7 +49,7 @@ pub fn record_in(
         ignored: Vec::new(),
     };
     // A doctest unit's build files, and then what rustdoc and the
-    // doctests were seen to read (see `crate::rustdoc`).
+    // doctests were seen to read (see `crate::cargo::rustdoc`).
     if let Some(doctests) = &binary.doctests {
         doctest_deps(session, case, doctests, finished.started, &mut record);
     }
@@ -146,7 +146,7 @@ pub fn record_in(
 fn doctest_deps(
     session: &Session,
     case: &TestCase,
-    doctests: &crate::build::Doctests,
+    doctests: &crate::cargo::test_build::Doctests,
     since: SystemTime,
     record: &mut Record,
 ) {
@@ -186,7 +186,7 @@ fn doctest_deps(
         record.deps.push(Dep { target, sum });
     }
     // `RUSTDOC` is read by cargo alone (rustdoc's children never see ours,
-    // see `crate::rustdoc`).
+    // see `crate::cargo::rustdoc`).
     for name in [&b"RUSTDOCFLAGS"[..], b"RUSTDOC"] {
         let name = ekstazi_core::dep::EnvName(name.to_vec());
         let sum = session.environments[case.binary].sum(&name);
