@@ -92,6 +92,7 @@ fn case(
         None if planned.elsewhere => skipped(format!(
             "affected ({reasons}), run by another shard (--partition {})",
             session
+                .options
                 .settings
                 .partition
                 .map(|p| p.to_string())
