@@ -156,34 +156,7 @@ pub fn run_all(
     mut on_event: impl FnMut(Event),
 ) -> Result<Ended> {
     let signal = Arc::new(AtomicUsize::new(0));
-    let mut handlers = Vec::new();
-    // A second signal while the first is being handled ends the process,
-    // whichever the two are (Ctrl-C, then a CI job's SIGTERM). One action
-    // per signal, testing and setting the flag at once: two signals sent
-    // together can be handled at the same time on two threads, and with
-    // signal-hook's separate "exit if set" and "set" actions neither saw
-    // the other's, the second was taken for the first and the run ended
-    // as if sent one. The end-to-end test that sends two at once
-    // (`faults::sigterm_and_sighup_…`) failed 7 runs in 40 so, and 0 in 40
-    // with this.
-    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        let (signal, seen) = (signal.clone(), seen.clone());
-        handlers.push(unsafe {
-            // SAFETY: the action only touches atomics, and
-            // `low_level::exit` is `_exit`, safe in a signal handler.
-            signal_hook::low_level::register(sig, move || {
-                if seen.swap(true, Ordering::SeqCst) {
-                    signal_hook::low_level::exit(130);
-                }
-                signal.store(sig as usize, Ordering::SeqCst)
-            })
-        }?);
-    }
+    let handlers = catch_signals(&signal)?;
     let interrupted = || signal.load(Ordering::SeqCst) != 0;
 
     let next = AtomicUsize::new(0);
@@ -196,19 +169,7 @@ pub fn run_all(
         // The watcher: timeouts, slow tests, and the signal.
         let watcher_tx = tx.clone();
         let (running, working) = (&running, &working);
-        scope.spawn(move || {
-            while working.load(Ordering::SeqCst) > 0 {
-                if interrupted() {
-                    running.kill(|_| true, Kill::Interrupt);
-                } else if let Some(timeout) = config.timeout {
-                    running.kill(|started| started.elapsed() > timeout, Kill::Timeout);
-                }
-                for (job, elapsed) in running.newly_slow(config.slow) {
-                    let _ = watcher_tx.send(Ok(Event::Slow { job, elapsed }));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
+        scope.spawn(move || watch(config, running, working, &interrupted, &watcher_tx));
         for _ in 0..workers {
             let tx = tx.clone();
             let (next, interrupted) = (&next, &interrupted);
@@ -271,28 +232,7 @@ fn run_one(
     };
     let _removed = RemoveOnDrop(tmpdir.clone());
     if let Some(doctests) = &binary.doctests {
-        let mut command = doctests_command(suite, config, doctests);
-        if let Some(dir) = &tmpdir {
-            command.env("TMPDIR", dir);
-        }
-        if let Some(shim) = &config.shim {
-            crate::cargo::rustdoc::wrap_doctests(
-                &mut command,
-                &suite.ws.sysroot,
-                preload(shim),
-                &trace,
-            )
-            .context("cannot find cargo-ekstazi's own executable")?;
-        }
-        let ran = supervise(running, job, |output| {
-            spawn(command, output, Path::new("cargo"))
-        })?;
-        let outcome = match ran.killed {
-            Some(Kill::Timeout) => Outcome::TimedOut,
-            _ => exit_outcome(ran.status),
-        };
-        let partial = !config.custom_harness_args.is_empty();
-        return Ok(ran.finished(job, outcome, trace, tmpdir, partial, config));
+        return run_doctests(suite, config, running, job, doctests, trace, tmpdir);
     }
     let whole = case.name == WHOLE_BINARY && binary.custom_harness;
     let mut command = test_command(suite, config, case.binary, &trace, tmpdir.as_deref());
@@ -343,6 +283,97 @@ fn run_one(
         whole && !config.custom_harness_args.is_empty(),
         config,
     ))
+}
+
+/// Stores the first of SIGINT, SIGTERM and SIGHUP received in `signal`;
+/// a second ends the process. Returns the handlers, to unregister.
+fn catch_signals(signal: &Arc<AtomicUsize>) -> Result<Vec<signal_hook::SigId>> {
+    let mut handlers = Vec::new();
+    // A second signal while the first is being handled ends the process,
+    // whichever the two are (Ctrl-C, then a CI job's SIGTERM). One action
+    // per signal, testing and setting the flag at once: two signals sent
+    // together can be handled at the same time on two threads, and with
+    // signal-hook's separate "exit if set" and "set" actions neither saw
+    // the other's, the second was taken for the first and the run ended
+    // as if sent one. The end-to-end test that sends two at once
+    // (`faults::sigterm_and_sighup_…`) failed 7 runs in 40 so, and 0 in 40
+    // with this.
+    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        let (signal, seen) = (signal.clone(), seen.clone());
+        handlers.push(unsafe {
+            // SAFETY: the action only touches atomics, and
+            // `low_level::exit` is `_exit`, safe in a signal handler.
+            signal_hook::low_level::register(sig, move || {
+                if seen.swap(true, Ordering::SeqCst) {
+                    signal_hook::low_level::exit(130);
+                }
+                signal.store(sig as usize, Ordering::SeqCst)
+            })
+        }?);
+    }
+    Ok(handlers)
+}
+
+/// The watcher, until the last worker has stopped: kills every test at
+/// the signal, and a test past its timeout; reports slow tests once.
+fn watch(
+    config: &RunConfig,
+    running: &Running,
+    working: &AtomicUsize,
+    interrupted: &impl Fn() -> bool,
+    tx: &mpsc::Sender<Result<Event>>,
+) {
+    while working.load(Ordering::SeqCst) > 0 {
+        if interrupted() {
+            running.kill(|_| true, Kill::Interrupt);
+        } else if let Some(timeout) = config.timeout {
+            running.kill(|started| started.elapsed() > timeout, Kill::Timeout);
+        }
+        for (job, elapsed) in running.newly_slow(config.slow) {
+            let _ = tx.send(Ok(Event::Slow { job, elapsed }));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A doctest unit's run: `cargo test --doc` for the library, rustdoc and
+/// the doctests under the shim.
+fn run_doctests(
+    suite: &Suite<'_>,
+    config: &RunConfig,
+    running: &Running,
+    job: usize,
+    doctests: &crate::cargo::test_build::Doctests,
+    trace: PathBuf,
+    tmpdir: Option<PathBuf>,
+) -> Result<Finished> {
+    let mut command = doctests_command(suite, config, doctests);
+    if let Some(dir) = &tmpdir {
+        command.env("TMPDIR", dir);
+    }
+    if let Some(shim) = &config.shim {
+        crate::cargo::rustdoc::wrap_doctests(
+            &mut command,
+            &suite.ws.sysroot,
+            preload(shim),
+            &trace,
+        )
+        .context("cannot find cargo-ekstazi's own executable")?;
+    }
+    let ran = supervise(running, job, |output| {
+        spawn(command, output, Path::new("cargo"))
+    })?;
+    let outcome = match ran.killed {
+        Some(Kill::Timeout) => Outcome::TimedOut,
+        _ => exit_outcome(ran.status),
+    };
+    let partial = !config.custom_harness_args.is_empty();
+    Ok(ran.finished(job, outcome, trace, tmpdir, partial, config))
 }
 
 /// The command that runs a test of `binary` (its arguments are the

@@ -3,14 +3,16 @@
 use crate::cargo::libtest::TestCase;
 use crate::run::scheduler::Finished;
 use crate::session::Session;
+use ekstazi_core::checksum::ListingWitness;
 use ekstazi_core::code::{self, Build, CodeDep, CodeUnit};
-use ekstazi_core::collect::{Context, collect};
+use ekstazi_core::collect::{Context, Observed, collect};
 use ekstazi_core::dep::{Dep, Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::record::Record;
 use ekstazi_core::trace;
 use ekstazi_core::trace::CoverageEvent;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -33,21 +35,7 @@ pub fn record_in(
     env: &Environment,
 ) -> Record {
     let binary = &session.built.binaries[case.binary];
-    let mut record = Record {
-        binary: binary.key.clone(),
-        test: case.name.clone(),
-        global: session.global.clone(),
-        outcome: finished.outcome,
-        duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
-        recorded_at_ms: SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        always: Vec::new(),
-        deps: Vec::new(),
-        code: Vec::new(),
-        network: Vec::new(),
-        ignored: Vec::new(),
-    };
+    let mut record = empty_record(session, case, finished);
     // A doctest unit's build files, and then what rustdoc and the
     // doctests were seen to read (see `crate::cargo::rustdoc`).
     if let Some(doctests) = &binary.doctests {
@@ -88,11 +76,65 @@ pub fn record_in(
     }
     record.network = collected.network;
     record.ignored = collected.ignored;
-    let witnesses = collected.witnesses;
+    add_observed(
+        session,
+        finished,
+        collected.observed,
+        &collected.witnesses,
+        &mut record,
+    );
+    if binary.doctests.is_some() {
+        // Rustdoc's own executables: no code dependencies, no test binary.
+        return record;
+    }
+    let whole_binary = code_deps(
+        session,
+        case,
+        &trace.coverage,
+        finished.started,
+        env,
+        &mut record,
+    );
+    if whole_binary {
+        record.deps.push(Dep {
+            target: Target::TestBinary,
+            sum: session.binary_sums[case.binary].clone(),
+        });
+    }
+    record
+}
+
+/// A record of the finished test with no dependencies yet.
+fn empty_record(session: &Session, case: &TestCase, finished: &Finished) -> Record {
+    Record {
+        binary: session.built.binaries[case.binary].key.clone(),
+        test: case.name.clone(),
+        global: session.global.clone(),
+        outcome: finished.outcome,
+        duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
+        recorded_at_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        always: Vec::new(),
+        deps: Vec::new(),
+        code: Vec::new(),
+        network: Vec::new(),
+        ignored: Vec::new(),
+    }
+}
+
+/// Adds what the test was observed to access (and the record does not
+/// name already) with its checksum as the test saw it.
+fn add_observed(
+    session: &Session,
+    finished: &Finished,
+    observed: Vec<Observed>,
+    witnesses: &HashMap<Target, Option<ListingWitness>>,
+    record: &mut Record,
+) {
     let known: std::collections::HashSet<Target> =
         record.deps.iter().map(|d| d.target.clone()).collect();
-    let observed = collected
-        .observed
+    let observed = observed
         .into_iter()
         .filter(|observed| !known.contains(&observed.target))
         .map(|observed| {
@@ -114,25 +156,6 @@ pub fn record_in(
             }
         });
     record.deps.extend(observed);
-    if binary.doctests.is_some() {
-        // Rustdoc's own executables: no code dependencies, no test binary.
-        return record;
-    }
-    let whole_binary = code_deps(
-        session,
-        case,
-        &trace.coverage,
-        finished.started,
-        env,
-        &mut record,
-    );
-    if whole_binary {
-        record.deps.push(Dep {
-            target: Target::TestBinary,
-            sum: session.binary_sums[case.binary].clone(),
-        });
-    }
-    record
 }
 
 /// What a library's doctests were compiled from: the sources its dep-info
