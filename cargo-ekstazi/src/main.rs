@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    // `cargo test --doc`'s rustdoc, for a doctest unit (see `rustdoc`).
+    // `cargo test --doc`'s rustdoc, for a doctest unit (see `cargo::rustdoc`).
     if std::env::var_os(cargo::rustdoc::WRAPPER_ENV).is_some() {
         cargo::rustdoc::exec();
     }

@@ -7,9 +7,9 @@
 //! ([`scratch::Scratch`]).
 //!
 //! Invariant: running never reads or writes records and never sees the
-//! [`Session`](crate::session::Session): it is given the binaries, their
-//! environments and the tests to run ([`scheduler::Suite`]), and reports
-//! what happened. It imports `cargo` and `style` only.
+//! session: it is given the binaries, their environments and the tests to
+//! run ([`scheduler::Suite`]), and reports what happened. It imports
+//! `cargo`, `cli` and `style` only.
 
 pub mod fork_server;
 pub mod scheduler;

@@ -467,7 +467,7 @@ impl Drop for RemoveOnDrop {
 
 /// A library's doctests, run as `cargo test --doc` runs them (in the
 /// user's target directory; rustdoc and the doctests under the shim, cargo
-/// not: see `rustdoc`). With a filter, the run is partial.
+/// not: see `crate::cargo::rustdoc`). With a filter, the run is partial.
 fn doctests_command(
     suite: &Suite<'_>,
     config: &RunConfig,
