@@ -6,30 +6,24 @@
 //! changed since they last passed. The decisions live in `ekstazi-core`;
 //! this crate wires the stages together:
 //!
-//! [`build`] (cargo) → [`list`] (libtest) → [`session`] (analysis) →
-//! [`run`] (processes under [`shim`]) → [`recording`] (records) → [`report`].
-//! [`commands`] holds one module per subcommand.
+//! [`pipeline`]: options → workspace → build → list ([`cargo`]) → analysis
+//! ([`session`]) → run (processes under the shim, [`run`]) → record →
+//! report ([`output`]). [`commands`] holds one module per subcommand;
+//! [`git`] the repository and the worktrees of other commits.
+//!
+//! Layers, each importing only those before it: [`cli`] and [`style`];
+//! [`cargo`] and [`git`]; [`run`]; [`session`]; [`output`]; [`pipeline`];
+//! [`commands`], which nothing imports.
 
-mod build;
+mod cargo;
 mod cli;
 mod commands;
-mod env;
-mod fork_server;
 mod git;
-mod instrument;
-mod junit;
-mod list;
-mod progress;
-mod recording;
-mod report;
+mod output;
+mod pipeline;
 mod run;
-mod rustdoc;
-mod scratch;
 mod session;
-mod shim;
 mod style;
-mod workspace;
-mod worktree;
 
 use clap::Parser;
 use cli::{CargoCli, Command};
@@ -51,12 +45,12 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    // `cargo test --doc`'s rustdoc, for a doctest unit (see `rustdoc`).
-    if std::env::var_os(rustdoc::WRAPPER_ENV).is_some() {
-        rustdoc::exec();
+    // `cargo test --doc`'s rustdoc, for a doctest unit (see `cargo::rustdoc`).
+    if std::env::var_os(cargo::rustdoc::WRAPPER_ENV).is_some() {
+        cargo::rustdoc::exec();
     }
-    if std::env::var_os(instrument::WRAPPER_ENV).is_some() {
-        instrument::wrap_rustc();
+    if std::env::var_os(cargo::instrument::WRAPPER_ENV).is_some() {
+        cargo::instrument::wrap_rustc();
     }
     // Cargo runs us as `cargo-ekstazi ekstazi <args>`; accept being run
     // directly as `cargo-ekstazi <args>` too.
@@ -78,7 +72,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) if e.is::<build::BuildFailed>() => {
+        Err(e) if e.is::<cargo::test_build::BuildFailed>() => {
             anstream::eprintln!("{}error{:#}: {e}", style::FAIL, style::FAIL);
             ExitCode::from(TESTS_FAILED)
         }

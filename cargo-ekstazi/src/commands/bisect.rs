@@ -14,9 +14,9 @@
 //! state directory as it was after the last finished query.
 
 use crate::cli::{BisectArgs, SearchArg};
-use crate::git::Repo;
+use crate::git::repo::Repo;
+use crate::git::worktree::{TestId, Worktree, short};
 use crate::style;
-use crate::worktree::{TestId, Worktree, short};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::bisect::{self, Answer, Dag, Oracle, Regression, Search, Unsolved};
 use ekstazi_core::history::History;

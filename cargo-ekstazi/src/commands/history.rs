@@ -2,7 +2,7 @@
 //! carried to other machines (`export`, `import`). Needs no build.
 
 use crate::cli::{HistoryAction, HistoryArgs};
-use crate::git::Repo;
+use crate::git::repo::Repo;
 use crate::style::{self, BOLD, DIM};
 use anyhow::{Context, Result};
 use ekstazi_core::history::Manifest;

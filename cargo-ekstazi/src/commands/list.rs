@@ -1,34 +1,52 @@
 //! `cargo ekstazi list`: the selection, without running anything.
+//!
+//! The run path of [`crate::pipeline`] up to the analysis: prepare → open
+//! the records → analyse → report the listing.
 
 use crate::cli::{ListArgs, parse_harness_args};
-use crate::report::{self, Show};
+use crate::output::report::{self, Show};
+use crate::pipeline;
+use crate::session::Planned;
 use crate::session::Session;
+use crate::session::options::Request;
 use anyhow::Result;
 use std::io::Write;
 use std::process::ExitCode;
 
 pub fn run(args: ListArgs) -> Result<ExitCode> {
-    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
-    let mut session = Session::prepare(&args.cargo, args.selection.layer())?;
-    super::note_missing_records(&session);
-    super::note_other_versions(&session);
-    super::note_fallbacks(&session);
-    let plan = session.analyse(&harness.filter);
-    if args.cargo.verbose > 0 {
-        super::print_timings(&session);
-    }
     let show = match (args.selected, args.skipped) {
         (true, _) => Show::Selected,
         (_, true) => Show::Skipped,
         _ => Show::All,
     };
-    let listing = report::list_json(&session, &plan, args.cargo.verbose > 0, show);
+    let (json, request) = (args.json, request(args)?);
+    let mut session = pipeline::prepare(request)?;
+    pipeline::open_records(&session, false)?;
+    let plan = pipeline::analyse(&mut session);
+    print_listing(&session, &plan, show, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the command line asks: libtest's arguments parsed first.
+fn request(args: ListArgs) -> Result<Request> {
+    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
+    Ok(Request {
+        layer: args.selection.layer(),
+        cargo: args.cargo,
+        harness,
+        ..Request::default()
+    })
+}
+
+/// The report stage: the listing, as a table or as JSON.
+fn print_listing(session: &Session, plan: &[Planned], show: Show, json: bool) -> Result<()> {
+    let listing = report::list_json(session, plan, session.options.verbose(), show);
     let mut stdout = anstream::stdout().lock();
-    if args.json {
+    if json {
         serde_json::to_writer(&mut stdout, &listing)?;
         writeln!(stdout)?;
     } else {
         report::print_list_table(&mut stdout, &listing)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

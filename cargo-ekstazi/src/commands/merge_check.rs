@@ -15,9 +15,9 @@
 //! parents can skip what they showed.
 
 use crate::cli::{CargoOpts, MergeCheckArgs};
-use crate::git::Repo;
+use crate::git::repo::Repo;
+use crate::git::worktree::{Ran, TestId, Worktree, short};
 use crate::style;
-use crate::worktree::{Ran, TestId, Worktree, short};
 use anyhow::{Context, Result, bail};
 use ekstazi_core::dep::Target;
 use ekstazi_core::fingerprint::Fp;
@@ -70,7 +70,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         let rev = args.revs.first().map_or("HEAD", String::as_str);
         let merge = resolve(rev)?;
         let parents: Vec<String> =
-            crate::worktree::git(&toplevel, &["rev-parse", &format!("{merge}^@")])?
+            crate::git::worktree::git(&toplevel, &["rev-parse", &format!("{merge}^@")])?
                 .lines()
                 .map(str::to_owned)
                 .collect();
@@ -83,7 +83,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     };
     let mut base_args = vec!["merge-base", "--octopus"];
     base_args.extend(parents.iter().map(String::as_str));
-    let base = crate::worktree::git(&toplevel, &base_args)
+    let base = crate::git::worktree::git(&toplevel, &base_args)
         .ok()
         .and_then(|out| out.lines().next().map(str::to_owned))
         .context("the revisions have no common ancestor to compare their changes with")?;
@@ -501,7 +501,7 @@ fn changed_files(
     side: &str,
     workspace: &Path,
 ) -> Result<BTreeSet<String>> {
-    let out = crate::worktree::git(toplevel, &["diff", "--name-only", "-z", base, side])?;
+    let out = crate::git::worktree::git(toplevel, &["diff", "--name-only", "-z", base, side])?;
     Ok(out
         .split('\0')
         .filter(|p| !p.is_empty())

@@ -1,8 +1,9 @@
 //! `cargo ekstazi nextest`: the selection run through `cargo nextest run`,
 //! then recorded as `cargo ekstazi test` records it.
 //!
-//! 1. The same build and analysis as `test` ([`Session::prepare`],
-//!    [`Session::analyse`]), with the same housekeeping of the records.
+//! 1. The same run path as `test` up to the plan ([`pipeline::prepare`],
+//!    [`pipeline::open_records`], [`pipeline::plan`]), with the same
+//!    housekeeping of the records.
 //! 2. `cargo nextest run` with the same cargo options, the instrumented
 //!    build's environment, `--target <host>` and `--target-dir`: cargo finds
 //!    the build fresh, and nextest runs the very binaries the analysis saw.
@@ -15,7 +16,7 @@
 //! 5. The outcomes from a JUnit report nextest writes where a tool
 //!    configuration file (`--tool-config-file ekstazi:...`) sends it
 //!    ([`results`]); each test with a result is recorded with the same
-//!    [`recording`](crate::recording) as `test`. A test with no result keeps
+//!    [`recording`](crate::session::recording) as `test`. A test with no result keeps
 //!    its record.
 
 mod args;
@@ -24,21 +25,26 @@ mod filterset;
 mod results;
 pub mod runner;
 
-use crate::cli::NextestArgs;
-use crate::list::TestCase;
-use crate::report;
-use crate::run::Finished;
+use crate::cargo::instrument;
+use crate::cargo::libtest::TestCase;
+use crate::cli::{HarnessArgs, NextestArgs};
+use crate::output::report::{self, Tally};
+use crate::pipeline::{self, records::Written};
+use crate::run::scheduler::Finished;
+use crate::session::options::Request;
+use crate::session::recording;
 use crate::session::{Planned, Session};
-use crate::{instrument, recording, style};
+use crate::style;
 use anyhow::{Context, Result, bail};
 use ekstazi_core::env::Environment;
 use ekstazi_core::filter::Filter;
 use ekstazi_core::record::Outcome;
+use ekstazi_core::record::Record;
 use ekstazi_core::settings::Granularity;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,113 +62,33 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     check_nextest(&cargo)?;
-    let mut session = Session::prepare(&args.cargo, args.layer())?;
-    let settings = session.settings.clone();
-    if settings.skipme {
+    let mut session = pipeline::prepare(request(&args, &user))?;
+    if session.options.settings.skipme {
         // The escape hatch: nextest as the user would run it.
-        let mut command = nextest_command(&session, &args, None);
+        let mut command = nextest_command(&session, None);
         command.args(&args.nextest);
         let (status, _) = wait_for(command)?;
         return Ok(exit_code(status));
     }
     let user_runner = config::user_runner(&session.ws.host, session.ws.cargo_home.as_deref())?;
-    super::note_missing_records(&session);
-    let lock = if settings.no_record {
-        None
-    } else {
-        super::lock_store(&session, !args.recording.no_wait)?
-    };
+    let lock = pipeline::open_records(&session, true)?;
     let recording = lock.is_some();
-    super::note_other_versions(&session);
-    super::note_fallbacks(&session);
-    let filter = Filter {
-        run_ignored: user.run_ignored,
-        ..Filter::default()
-    };
-    let (plan, mut tally, nothing) =
-        super::plan_run(&mut session, &filter, recording, args.cargo.verbose > 0)?;
+    let (plan, mut tally, nothing) = pipeline::plan(&mut session, recording)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
     let mut stdout = anstream::stdout().lock();
     if let Some(why) = nothing {
         // Nextest is not started: it would only say that no test matched.
         writeln!(stdout, "{why}")?;
         if recording {
-            super::finish_recording(&session, &plan, &[]);
+            pipeline::records::finish_recording(&session, &plan, &[]);
         }
         return Ok(ExitCode::SUCCESS);
     }
     stdout.flush()?;
 
-    let private = match &session.scratch {
-        Some(scratch) => scratch.run_dir("nextest"),
-        None => tempfile::Builder::new().prefix("ekstazi-nextest").tempdir(),
-    }
-    .context("cannot create a directory for nextest's report and the traces")?;
-    let (tmp, _own_tmp) = super::test::tests_tmp(&session, recording)?;
-    let traces = private.path().join("traces");
-    let profile = user
-        .profile
-        .clone()
-        .or_else(|| {
-            std::env::var("NEXTEST_PROFILE")
-                .ok()
-                .filter(|p| !p.is_empty())
-        })
-        .unwrap_or_else(|| "default".to_owned());
-    let our_junit = private.path().join("junit.xml");
-    let tool_config = private.path().join("nextest.toml");
-    std::fs::write(&tool_config, config::tool_config(&profile, &our_junit))
-        .with_context(|| format!("cannot write {}", tool_config.display()))?;
-    // The repository's configuration wins over a tool's: if it sends this
-    // profile's report somewhere, the report is read from there.
-    let user_junit =
-        config::repository_junit(&session.ws.root, user.config_file.as_deref(), &profile);
-
-    let instrumented = session.granularity == Granularity::Function;
-    let build = if instrumented {
-        Some(instrument::prepare_target_dir(
-            &session.ws.target_dir,
-            instrumentation(&session),
-        )?)
-    } else {
-        None
-    };
-    let mut command = nextest_command(&session, &args, build.as_deref());
-    command.arg("--tool-config-file").arg({
-        let mut value = OsString::from("ekstazi:");
-        value.push(&tool_config);
-        value
-    });
-    let ids: Vec<(String, String)> = selected
-        .iter()
-        .map(|p| {
-            (
-                binary_key(&session, &p.case).to_owned(),
-                p.case.name.clone(),
-            )
-        })
-        .collect();
-    let tests: Vec<(&str, &str)> = ids.iter().map(|(b, n)| (b.as_str(), n.as_str())).collect();
-    for expression in filterset::filtersets(&tests, &user.filtersets, filterset::MAX_ARG) {
-        command.arg("-E").arg(expression);
-    }
-    if !user.jobs
-        && let Some(jobs) = settings.jobs
-    {
-        command.args(["--test-threads", &jobs.to_string()]);
-    }
-    command.args(&user.rest);
-    let shim = recording.then_some(session.shim.as_path());
-    runner_env(
-        &mut command,
-        &session,
-        shim.map(|s| (s, traces.as_path())),
-        user_runner.as_deref(),
-    )?;
-    if let Some(tmp) = &tmp {
-        command.env(runner::TMP_ENV, tmp);
-    }
-
+    let dirs = RunDirs::make(&session, &user, recording)?;
+    let ids = test_ids(&session, &selected);
+    let command = run_command(&session, &user, &dirs, &ids, recording, user_runner)?;
     let launched = SystemTime::now();
     let run_clock = Instant::now();
     let (status, interrupted) = wait_for(command)?;
@@ -171,16 +97,176 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
     if recording && let Some(scratch) = &session.scratch {
         scratch.sweep();
     }
+    let reported = read_results(&dirs, launched, status);
+    let ran = Ran {
+        selected: &selected,
+        ids: &ids,
+        dirs: &dirs,
+        launched,
+        interrupted: interrupted.is_some(),
+        recording,
+    };
+    let recorded = record_results(&session, &ran, &reported, &mut tally);
+    if recording {
+        pipeline::records::finish_recording(&session, &plan, &recorded.written.records);
+    }
+    drop(lock);
+    report(
+        &session,
+        &recorded,
+        &tally,
+        interrupted,
+        recording,
+        start,
+        &mut stdout,
+    )?;
+    Ok(exit_code(status))
+}
 
-    // Results: ours, or the repository's report if it is from this run.
-    let junit = match &user_junit {
-        Some(path) if !our_junit.exists() => path.clone(),
-        _ => our_junit.clone(),
+/// What the command line asks: the cargo options and the settings, and
+/// nextest's `--ignored` as the filter.
+fn request(args: &NextestArgs, user: &args::UserArgs) -> Request {
+    let filter = Filter {
+        run_ignored: user.run_ignored,
+        ..Filter::default()
+    };
+    Request {
+        cargo: args.cargo.clone(),
+        layer: args.layer(),
+        harness: HarnessArgs {
+            filter,
+            ..HarnessArgs::default()
+        },
+        no_wait: args.recording.no_wait,
+        ..Request::default()
+    }
+}
+
+/// The selected tests by (binary id, name), as nextest names them.
+fn test_ids(session: &Session, selected: &[&Planned]) -> Vec<(String, String)> {
+    selected
+        .iter()
+        .map(|p| (binary_key(session, &p.case).to_owned(), p.case.name.clone()))
+        .collect()
+}
+
+/// Where a nextest run writes: a private directory for the report, the
+/// tool configuration file and the traces; the tests' temporary
+/// directories; and the report the repository's configuration sends
+/// elsewhere, if it does.
+struct RunDirs {
+    tmp: Option<PathBuf>,
+    /// The directory `tmp` is, when it is this run's own (removed first).
+    _own_tmp: Option<tempfile::TempDir>,
+    _private: tempfile::TempDir,
+    traces: PathBuf,
+    our_junit: PathBuf,
+    tool_config: PathBuf,
+    user_junit: Option<PathBuf>,
+}
+
+impl RunDirs {
+    fn make(session: &Session, user: &args::UserArgs, recording: bool) -> Result<RunDirs> {
+        let private = match &session.scratch {
+            Some(scratch) => scratch.run_dir("nextest"),
+            None => tempfile::Builder::new().prefix("ekstazi-nextest").tempdir(),
+        }
+        .context("cannot create a directory for nextest's report and the traces")?;
+        let (tmp, _own_tmp) = super::test::tests_tmp(session, recording)?;
+        let traces = private.path().join("traces");
+        let profile = user
+            .profile
+            .clone()
+            .or_else(|| {
+                std::env::var("NEXTEST_PROFILE")
+                    .ok()
+                    .filter(|p| !p.is_empty())
+            })
+            .unwrap_or_else(|| "default".to_owned());
+        let our_junit = private.path().join("junit.xml");
+        let tool_config = private.path().join("nextest.toml");
+        std::fs::write(&tool_config, config::tool_config(&profile, &our_junit))
+            .with_context(|| format!("cannot write {}", tool_config.display()))?;
+        // The repository's configuration wins over a tool's: if it sends this
+        // profile's report somewhere, the report is read from there.
+        let user_junit =
+            config::repository_junit(&session.ws.root, user.config_file.as_deref(), &profile);
+        Ok(RunDirs {
+            tmp,
+            _own_tmp,
+            _private: private,
+            traces,
+            our_junit,
+            tool_config,
+            user_junit,
+        })
+    }
+}
+
+/// `cargo nextest run` for the selected tests: on the instrumented build
+/// (its target directory prepared), with our tool configuration, one
+/// filterset per test, and cargo-ekstazi as the target runner.
+fn run_command(
+    session: &Session,
+    user: &args::UserArgs,
+    dirs: &RunDirs,
+    ids: &[(String, String)],
+    recording: bool,
+    user_runner: Option<Vec<String>>,
+) -> Result<Command> {
+    let instrumented = session.options.granularity == Granularity::Function;
+    let build = if instrumented {
+        Some(instrument::prepare_target_dir(
+            &session.ws.target_dir,
+            instrumentation(session),
+        )?)
+    } else {
+        None
+    };
+    let mut command = nextest_command(session, build.as_deref());
+    command.arg("--tool-config-file").arg({
+        let mut value = OsString::from("ekstazi:");
+        value.push(&dirs.tool_config);
+        value
+    });
+    let tests: Vec<(&str, &str)> = ids.iter().map(|(b, n)| (b.as_str(), n.as_str())).collect();
+    for expression in filterset::filtersets(&tests, &user.filtersets, filterset::MAX_ARG) {
+        command.arg("-E").arg(expression);
+    }
+    if !user.jobs
+        && let Some(jobs) = session.options.settings.jobs
+    {
+        command.args(["--test-threads", &jobs.to_string()]);
+    }
+    command.args(&user.rest);
+    let shim = recording.then_some(session.shim.as_path());
+    runner_env(
+        &mut command,
+        session,
+        shim.map(|s| (s, dirs.traces.as_path())),
+        user_runner.as_deref(),
+    )?;
+    if let Some(tmp) = &dirs.tmp {
+        command.env(runner::TMP_ENV, tmp);
+    }
+    Ok(command)
+}
+
+/// The outcomes nextest reported: from our JUnit report, or the
+/// repository's if it is from this run.
+fn read_results(
+    dirs: &RunDirs,
+    launched: SystemTime,
+    status: ExitStatus,
+) -> Vec<results::Reported> {
+    let junit = match &dirs.user_junit {
+        Some(path) if !dirs.our_junit.exists() => path.clone(),
+        _ => dirs.our_junit.clone(),
     };
     let fresh = std::fs::metadata(&junit)
         .and_then(|m| m.modified())
         .is_ok_and(|modified| modified >= launched - Duration::from_secs(1));
-    let reported = if fresh {
+    if fresh {
         match std::fs::read_to_string(&junit)
             .map_err(anyhow::Error::from)
             .and_then(|xml| results::parse(&xml))
@@ -202,25 +288,56 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
             ));
         }
         Vec::new()
-    };
+    }
+}
 
-    // The selected tests by (binary id, name).
-    let by_id: HashMap<(&str, &str), usize> =
-        tests.iter().enumerate().map(|(i, t)| (*t, i)).collect();
-    let mut record_errors = Vec::new();
-    let mut written = Vec::new();
+/// What the record stage reads of the run.
+struct Ran<'a> {
+    selected: &'a [&'a Planned],
+    ids: &'a [(String, String)],
+    dirs: &'a RunDirs,
+    launched: SystemTime,
+    /// A signal stopped the run.
+    interrupted: bool,
+    recording: bool,
+}
+
+/// What the record stage gathered for the report.
+struct Recorded {
+    written: Written,
+    /// The tests that passed only on a retry.
+    flaky: Vec<String>,
+    /// Selected tests with no result from nextest.
+    missing: usize,
+}
+
+/// The record stage: counts each selected test nextest reported, and
+/// records it (a test killed by an interrupt keeps its record).
+fn record_results(
+    session: &Session,
+    ran: &Ran<'_>,
+    reported: &[results::Reported],
+    tally: &mut Tally,
+) -> Recorded {
+    let by_id: HashMap<(&str, &str), usize> = ran
+        .ids
+        .iter()
+        .enumerate()
+        .map(|(i, (b, n))| ((b.as_str(), n.as_str()), i))
+        .collect();
+    let mut written = Written::default();
     let mut flaky = Vec::new();
-    let mut seen = vec![false; selected.len()];
-    for result in &reported {
+    let mut seen = vec![false; ran.selected.len()];
+    for result in reported {
         let Some(&job) = by_id.get(&(result.binary.as_str(), result.name.as_str())) else {
             continue;
         };
         if std::mem::replace(&mut seen[job], true) {
             continue;
         }
-        let planned = selected[job];
-        let label = report::test_label(&session, planned);
-        if interrupted.is_some() && result.outcome == Outcome::Crashed {
+        let planned = ran.selected[job];
+        let label = report::test_label(session, planned);
+        if ran.interrupted && result.outcome == Outcome::Crashed {
             // Killed when nextest stopped the run: it did not finish, and
             // keeps its record, as with `cargo ekstazi test`.
             tally.interrupted += 1;
@@ -236,47 +353,68 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
         if result.flaky {
             flaky.push(label.clone());
         }
-        if !recording || planned.never_recorded() {
+        if !ran.recording || planned.never_recorded() {
             continue;
         }
-        let trace = runner::trace_path(&traces, &result.binary, &result.name, 1);
-        let stamp = runner::read_stamp(&runner::stamp_path(&trace));
-        let finished = Finished {
-            job,
-            outcome: result.outcome,
-            duration: result.duration,
-            // The runner's note, else nextest's, else the run's start: an
-            // earlier start is only more cautious.
-            started: stamp
-                .as_ref()
-                .map(|s| s.started)
-                .or(result.started)
-                .unwrap_or(launched),
-            output: Vec::new(),
-            trace,
-            tmpdir: tmp.as_ref().map(|t| session.tmpdir_of(&planned.case, t)),
-            partial: false,
-            interrupted: false,
-        };
-        let record = match &stamp {
-            Some(stamp) => {
-                let env = given_environment(&session, stamp.env.clone());
-                recording::record_in(&session, &planned.case, &finished, &env)
-            }
-            None => recording::record_of(&session, &planned.case, &finished),
-        };
-        match session.save_record(&record) {
-            Ok(sealed) => written.push((record, sealed)),
-            Err(e) => record_errors.push(format!("{label}: {e}")),
-        }
+        let record = record_of(session, ran, job, result);
+        written.save(session, &label, record);
     }
-    if recording {
-        super::finish_recording(&session, &plan, &written);
-    }
-    drop(lock);
-
     let missing = seen.iter().filter(|s| !**s).count();
-    report::print_summary(&mut stdout, &record_errors, &tally, start.elapsed())?;
+    Recorded {
+        written,
+        flaky,
+        missing,
+    }
+}
+
+/// The record of a test nextest ran, from the trace and the stamp the
+/// runner left for it.
+fn record_of(session: &Session, ran: &Ran<'_>, job: usize, result: &results::Reported) -> Record {
+    let planned = ran.selected[job];
+    let trace = runner::trace_path(&ran.dirs.traces, &result.binary, &result.name, 1);
+    let stamp = runner::read_stamp(&runner::stamp_path(&trace));
+    let finished = Finished {
+        job,
+        outcome: result.outcome,
+        duration: result.duration,
+        // The runner's note, else nextest's, else the run's start: an
+        // earlier start is only more cautious.
+        started: stamp
+            .as_ref()
+            .map(|s| s.started)
+            .or(result.started)
+            .unwrap_or(ran.launched),
+        output: Vec::new(),
+        trace,
+        tmpdir: ran
+            .dirs
+            .tmp
+            .as_ref()
+            .map(|t| session.tmpdir_of(&planned.case, t)),
+        partial: false,
+        interrupted: false,
+    };
+    match &stamp {
+        Some(stamp) => {
+            let env = given_environment(session, stamp.env.clone());
+            recording::record_in(session, &planned.case, &finished, &env)
+        }
+        None => recording::record_of(session, &planned.case, &finished),
+    }
+}
+
+/// The report stage: the summary and the notes.
+fn report(
+    session: &Session,
+    recorded: &Recorded,
+    tally: &Tally,
+    interrupted: Option<i32>,
+    recording: bool,
+    start: Instant,
+    stdout: &mut impl Write,
+) -> Result<()> {
+    report::print_summary(stdout, &recorded.written.errors, tally, start.elapsed())?;
+    let flaky = &recorded.flaky;
     if !flaky.is_empty() {
         style::note(format!(
             "{} test(s) passed only on a retry, and are recorded as failed: they run again next \
@@ -285,7 +423,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
             flaky.join(", ")
         ));
     }
-    let missing = missing - tally.interrupted;
+    let missing = recorded.missing - tally.interrupted;
     if missing > 0 {
         style::note(format!(
             "{missing} selected test(s) have no result from nextest (filtered out by nextest's \
@@ -303,10 +441,10 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
             tally.interrupted
         ));
     }
-    if args.cargo.verbose > 0 {
-        super::print_timings(&session);
+    if session.options.verbose() {
+        pipeline::records::print_timings(session);
     }
-    Ok(exit_code(status))
+    Ok(())
 }
 
 fn binary_key<'a>(session: &'a Session, case: &TestCase) -> &'a str {
@@ -333,15 +471,15 @@ fn given_environment(session: &Session, vars: Vec<(OsString, OsString)>) -> Envi
 fn instrumentation(session: &Session) -> instrument::Instrumentation<'_> {
     instrument::Instrumentation {
         shim: &session.shim,
-        debuginfo: session.debuginfo,
+        debuginfo: session.options.debuginfo(),
     }
 }
 
-fn nextest_command(session: &Session, args: &NextestArgs, build: Option<&Path>) -> Command {
+fn nextest_command(session: &Session, build: Option<&Path>) -> Command {
     let mut command = Command::new(&session.ws.cargo);
     command
         .args(["nextest", "run"])
-        .args(args::cargo_args(&args.cargo, build.is_some()))
+        .args(args::cargo_args(&session.options.cargo, build.is_some()))
         .args(style::cargo_color_arg());
     if let Some(dir) = build {
         command

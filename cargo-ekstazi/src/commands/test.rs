@@ -1,154 +1,262 @@
 //! `cargo ekstazi test`: select, run what is affected, record, report.
+//!
+//! The run path of [`crate::pipeline`]: prepare → open the records → plan
+//! → run (the scheduler, [`run_tests`]) → record (each finished test, as it
+//! finishes, [`Runner::record`]) → report ([`report`]).
 
+use crate::cargo::libtest::TestCase;
 use crate::cli::{TestArgs, parse_harness_args};
-use crate::progress::Progress;
-use crate::report;
-use crate::run::{self, Event};
+use crate::output::junit;
+use crate::output::progress::Progress;
+use crate::output::report::{self, Tally};
+use crate::pipeline::{self, records::Written};
+use crate::run::scheduler::{self, Ended, Event, Finished, RunConfig, RunResult};
+use crate::session::options::Request;
+use crate::session::recording;
 use crate::session::{Planned, Session};
-use crate::{junit, recording, style};
+use crate::style;
 use anyhow::{Context, Result};
+use ekstazi_core::history::Manifest;
 use ekstazi_core::record::Outcome;
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// How a test that ran ended.
-pub struct RunResult {
-    pub outcome: Outcome,
-    pub duration: Duration,
-    /// Its output, kept for tests that did not pass.
-    pub output: Vec<u8>,
-    /// It failed at a merge, and passed at every parent.
-    pub merge_conflict: bool,
-}
-
 pub fn run(args: TestArgs) -> Result<ExitCode> {
     let start = Instant::now();
-    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
-    let mut session = Session::prepare(&args.cargo, args.layer())?;
-    let settings = session.settings.clone();
-    super::note_missing_records(&session);
-    let lock = if settings.no_record || settings.skipme {
-        None
-    } else {
-        super::lock_store(&session, !args.recording.no_wait)?
-    };
+    let mut session = pipeline::prepare(request(args)?)?;
+    let lock = pipeline::open_records(&session, true)?;
     let recording = lock.is_some();
-    super::note_other_versions(&session);
-    if !settings.skipme {
-        super::note_fallbacks(&session);
-    }
-    let (plan, mut tally, nothing) = super::plan_run(
-        &mut session,
-        &harness.filter,
-        recording,
-        args.cargo.verbose > 0,
-    )?;
+    let (plan, tally, nothing) = pipeline::plan(&mut session, recording)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
     let mut stdout = anstream::stdout().lock();
     if let Some(why) = nothing {
         writeln!(stdout, "{why}")?;
     }
-
-    // In the tool's own root, when there is one: a test that lists the
-    // system's temporary directory must not see this run's come and go.
-    let trace_dir = match &session.scratch {
-        Some(scratch) => scratch.run_dir("traces"),
-        None => tempfile::Builder::new().prefix("ekstazi-traces").tempdir(),
+    let dirs = RunDirs::make(&session, recording)?;
+    let run_clock = Instant::now();
+    let (ended, ran) = run_tests(
+        &session,
+        &dirs,
+        &plan,
+        &selected,
+        tally,
+        recording,
+        &mut stdout,
+    )?;
+    session.timings.push(("run", run_clock.elapsed()));
+    if recording {
+        pipeline::records::finish_recording(&session, &plan, &ran.written.records);
     }
-    .context("cannot create a directory for traces")?;
-    let (tmp, _own_tmp) = tests_tmp(&session, recording)?;
-    let jobs = settings
-        .jobs
-        .or(harness.test_threads)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let mut custom_harness_args: Vec<String> = args.filter.iter().cloned().collect();
-    custom_harness_args.extend(args.libtest.iter().cloned());
-    let config = run::RunConfig {
-        jobs,
+    report(
+        &session,
+        &plan,
+        &selected,
+        &ran,
+        start.elapsed(),
+        &mut stdout,
+    )?;
+    Ok(exit_code(
+        &session,
+        ended,
+        &ran.tally,
+        selected.len(),
+        recording,
+    ))
+}
+
+/// What the command line asks: libtest's arguments parsed first.
+fn request(args: TestArgs) -> Result<Request> {
+    let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
+    let mut harness_words: Vec<String> = args.filter.iter().cloned().collect();
+    harness_words.extend(args.libtest.iter().cloned());
+    Ok(Request {
+        layer: args.layer(),
+        cargo: args.cargo,
+        harness,
+        harness_words,
+        no_wait: args.recording.no_wait,
+        report_json: args.report_json,
+        junit: args.junit,
+    })
+}
+
+/// The run stage: the selected tests through the scheduler, each printed,
+/// recorded and counted as it finishes.
+fn run_tests(
+    session: &Session,
+    dirs: &RunDirs,
+    plan: &[Planned],
+    selected: &[&Planned],
+    tally: Tally,
+    recording: bool,
+    stdout: &mut impl Write,
+) -> Result<(Ended, Ran)> {
+    let config = run_config(session, dirs);
+    let expected = expected_durations(plan, selected);
+    let progress = Progress::new(expected.iter().sum(), selected.len(), config.jobs);
+    let cases: Vec<&TestCase> = selected.iter().map(|p| &p.case).collect();
+    let mut runner = Runner {
+        session,
+        selected,
+        expected,
+        jobs: config.jobs,
+        recording,
+        progress,
+        stdout,
+        parents: OnceCell::new(),
+        ran: Ran {
+            tally,
+            ..Ran::default()
+        },
+    };
+    let ended = scheduler::run_all(&session.suite(), &config, &cases, |event| {
+        runner.on_event(event)
+    })?;
+    runner.progress.finish();
+    Ok((ended, runner.ran))
+}
+
+/// The directories a run's tests need, removed when it ends.
+struct RunDirs {
+    /// The tests' own temporary directories go under it, if they get one.
+    tmp: Option<PathBuf>,
+    /// The directory `tmp` is, when it is this run's own.
+    _own_tmp: Option<tempfile::TempDir>,
+    /// Where the trace files go.
+    traces: tempfile::TempDir,
+}
+
+impl RunDirs {
+    fn make(session: &Session, recording: bool) -> Result<RunDirs> {
+        // In the tool's own root, when there is one: a test that lists the
+        // system's temporary directory must not see this run's come and go.
+        let traces = match &session.scratch {
+            Some(scratch) => scratch.run_dir("traces"),
+            None => tempfile::Builder::new().prefix("ekstazi-traces").tempdir(),
+        }
+        .context("cannot create a directory for traces")?;
+        let (tmp, _own_tmp) = tests_tmp(session, recording)?;
+        Ok(RunDirs {
+            tmp,
+            _own_tmp,
+            traces,
+        })
+    }
+}
+
+/// How the scheduler runs this run's tests.
+fn run_config(session: &Session, dirs: &RunDirs) -> RunConfig {
+    let options = &session.options;
+    let settings = &options.settings;
+    RunConfig {
+        jobs: options.jobs(),
         shim: (!settings.skipme).then(|| session.shim.clone()),
-        trace_dir: trace_dir.path().to_path_buf(),
-        tmp,
-        custom_harness_args,
+        trace_dir: dirs.traces.path().to_path_buf(),
+        tmp: dirs.tmp.clone(),
+        custom_harness_args: options.harness_words.clone(),
         timeout: settings.timeout,
         slow: settings.slow_timeout,
         fork_server: settings.fork_server,
-    };
-    let expected = expected_durations(&plan, &selected);
-    let mut progress = Progress::new(expected.iter().sum(), selected.len(), jobs);
-    let cases: Vec<&crate::list::TestCase> = selected.iter().map(|p| &p.case).collect();
-    let mut failures = Vec::new();
-    let mut record_errors = Vec::new();
-    let mut written = Vec::new();
-    let mut results: HashMap<usize, RunResult> = HashMap::new();
-    // At a merge, what was filed at each parent: a test that fails here and
-    // passed at every parent is labelled a merge conflict. Read at the
-    // first failure, not by every run at a merge.
-    let parents: std::cell::OnceCell<Vec<Option<ekstazi_core::history::Manifest>>> =
-        std::cell::OnceCell::new();
-    let parents_filed = || {
-        session
-            .repo
-            .as_ref()
-            .filter(|repo| repo.parents.len() >= 2)
-            .map(|repo| {
-                let history = session.store.history();
-                repo.parents.iter().map(|p| history.manifest(p)).collect()
-            })
-            .unwrap_or_default()
-    };
-    let run_clock = Instant::now();
-    let ended = run::run_all(&session, &config, &cases, |event| {
-        let finished = match event {
+    }
+}
+
+/// What the run gathered for the report.
+#[derive(Default)]
+struct Ran {
+    tally: Tally,
+    /// Each failed test's label and output.
+    failures: Vec<(String, Vec<u8>)>,
+    written: Written,
+    /// By job (position in the selected tests).
+    results: HashMap<usize, RunResult>,
+}
+
+/// The run stage's end of the scheduler: prints each event, records each
+/// finished test and gathers what the report needs.
+struct Runner<'a, W> {
+    session: &'a Session,
+    selected: &'a [&'a Planned],
+    /// Per job, its expected duration (for the progress bar).
+    expected: Vec<Duration>,
+    jobs: usize,
+    recording: bool,
+    progress: Progress,
+    stdout: &'a mut W,
+    /// At a merge, what was filed at each parent: a test that fails here
+    /// and passed at every parent is labelled a merge conflict. Read at the
+    /// first failure, not by every run at a merge.
+    parents: OnceCell<Vec<Option<Manifest>>>,
+    ran: Ran,
+}
+
+impl<W: Write> Runner<'_, W> {
+    fn on_event(&mut self, event: Event) {
+        match event {
             Event::Slow { job, elapsed } => {
-                let label = report::test_label(&session, selected[job]);
-                tally.slow.push(label.clone());
-                progress.suspend(|| {
-                    let _ = writeln!(stdout, "{}", report::slow_line(&label, elapsed));
-                });
-                return;
+                let label = report::test_label(self.session, self.selected[job]);
+                self.ran.tally.slow.push(label.clone());
+                self.print(report::slow_line(&label, elapsed));
             }
-            Event::Finished(finished) => finished,
-        };
-        let planned = selected[finished.job];
-        let label = report::test_label(&session, planned);
-        progress.advance(expected[finished.job], jobs);
+            Event::Finished(finished) => self.on_finished(finished),
+        }
+    }
+
+    fn on_finished(&mut self, finished: Finished) {
+        let planned = self.selected[finished.job];
+        let label = report::test_label(self.session, planned);
+        self.progress
+            .advance(self.expected[finished.job], self.jobs);
         if finished.interrupted {
             // It did not finish: no outcome, and its record stays as it was.
-            tally.interrupted += 1;
-            progress.suspend(|| {
-                let _ = writeln!(stdout, "{}", report::interrupted_line(&label, &finished));
-            });
+            self.ran.tally.interrupted += 1;
+            self.print(report::interrupted_line(&label, &finished));
             return;
         }
-        if finished.outcome == Outcome::Passed {
-            tally.passed += 1;
+        let passed = finished.outcome == Outcome::Passed;
+        if passed {
+            self.ran.tally.passed += 1;
         } else {
-            tally.failed += 1;
+            self.ran.tally.failed += 1;
         }
-        if recording && !finished.partial && !planned.never_recorded() {
-            let record = recording::record_of(&session, &planned.case, &finished);
-            match session.save_record(&record) {
-                Ok(sealed) => written.push((record, sealed)),
-                Err(e) => record_errors.push(format!("{label}: {e}")),
-            }
-        }
+        self.record(planned, &finished, &label);
+        let options = &self.session.options;
+        let (quiet, show_output) = (options.cargo.quiet, options.harness.show_output);
+        let (progress, stdout) = (&self.progress, &mut self.stdout);
         progress.suspend(|| {
-            if !args.cargo.quiet || finished.outcome != Outcome::Passed {
+            if !quiet || !passed {
                 let _ = writeln!(stdout, "{}", report::finished_line(&label, &finished));
             }
-            if finished.outcome == Outcome::Passed && harness.show_output {
+            if passed && show_output {
                 let _ = stdout.write_all(&finished.output);
             }
         });
-        let merge_conflict = finished.outcome != Outcome::Passed
-            && ekstazi_core::merge_check::passed_at_every_parent(
-                parents.get_or_init(parents_filed),
-                &session.built.binaries[planned.case.binary].key,
-                &planned.case.name,
-            );
+        let result = self.result(planned, finished, label);
+        self.ran.results.insert(result.0, result.1);
+    }
+
+    /// The record stage, for one test: its record written, unless this run
+    /// records nothing, the run was partial, or it is never recorded.
+    fn record(&mut self, planned: &Planned, finished: &Finished, label: &str) {
+        if self.recording && !finished.partial && !planned.never_recorded() {
+            let record = recording::record_of(self.session, &planned.case, finished);
+            self.ran.written.save(self.session, label, record);
+        }
+    }
+
+    /// What the report says of a test that ran; a failure's output is kept
+    /// for the failures' listing, labelled a merge conflict if it is one.
+    fn result(
+        &mut self,
+        planned: &Planned,
+        finished: Finished,
+        label: String,
+    ) -> (usize, RunResult) {
+        let merge_conflict =
+            finished.outcome != Outcome::Passed && self.passed_at_every_parent(planned);
         let output = if finished.outcome == Outcome::Passed {
             Vec::new()
         } else {
@@ -157,70 +265,116 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             } else {
                 label
             };
-            failures.push((label, finished.output.clone()));
+            self.ran.failures.push((label, finished.output.clone()));
             finished.output
         };
-        results.insert(
-            finished.job,
-            RunResult {
-                outcome: finished.outcome,
-                duration: finished.duration,
-                output,
-                merge_conflict,
-            },
-        );
-    })?;
-    progress.finish();
-
-    session.timings.push(("run", run_clock.elapsed()));
-    if recording {
-        super::finish_recording(&session, &plan, &written);
+        let result = RunResult {
+            outcome: finished.outcome,
+            duration: finished.duration,
+            output,
+            merge_conflict,
+        };
+        (finished.job, result)
     }
+
+    fn passed_at_every_parent(&self, planned: &Planned) -> bool {
+        let session = self.session;
+        let parents = self.parents.get_or_init(|| {
+            session
+                .repo
+                .as_ref()
+                .filter(|repo| repo.parents.len() >= 2)
+                .map(|repo| {
+                    let history = session.store.history();
+                    repo.parents.iter().map(|p| history.manifest(p)).collect()
+                })
+                .unwrap_or_default()
+        });
+        ekstazi_core::merge_check::passed_at_every_parent(
+            parents,
+            &session.built.binaries[planned.case.binary].key,
+            &planned.case.name,
+        )
+    }
+
+    /// A line between the progress bar's redraws.
+    fn print(&mut self, line: String) {
+        let (progress, stdout) = (&self.progress, &mut self.stdout);
+        progress.suspend(|| {
+            let _ = writeln!(stdout, "{line}");
+        });
+    }
+}
+
+/// The report stage: `--report-json`, `--junit`, the failures, the summary
+/// and the notes.
+fn report(
+    session: &Session,
+    plan: &[Planned],
+    selected: &[&Planned],
+    ran: &Ran,
+    elapsed: Duration,
+    stdout: &mut impl Write,
+) -> Result<()> {
+    let options = &session.options;
     // Results by position in the plan.
     let outcomes: Vec<Option<&RunResult>> = plan
         .iter()
         .map(|p| {
             let job = selected.iter().position(|s| std::ptr::eq(*s, p))?;
-            results.get(&job)
+            ran.results.get(&job)
         })
         .collect();
-    if let Some(path) = &args.report_json {
-        let json = report::run_json(&session, &plan, &outcomes, start.elapsed());
+    if let Some(path) = &options.report_json {
+        let json = report::run_json(session, plan, &outcomes, elapsed);
         std::fs::write(path, serde_json::to_vec_pretty(&json)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if let Some(path) = &args.junit {
-        junit::write(path, &session, &plan, &outcomes, start.elapsed())?;
+    if let Some(path) = &options.junit {
+        junit::write(path, session, plan, &outcomes, elapsed)?;
     }
-    report::print_failures(&mut stdout, &failures)?;
-    report::print_summary(&mut stdout, &record_errors, &tally, start.elapsed())?;
-    if !tally.slow.is_empty() {
+    report::print_failures(stdout, &ran.failures)?;
+    report::print_summary(stdout, &ran.written.errors, &ran.tally, elapsed)?;
+    let slow = &ran.tally.slow;
+    if !slow.is_empty() {
         writeln!(
             stdout,
             "{} slow test{} (over {}s): {}",
-            tally.slow.len(),
-            if tally.slow.len() == 1 { "" } else { "s" },
-            settings.slow_timeout.as_secs_f64(),
-            tally.slow.join(", ")
+            slow.len(),
+            if slow.len() == 1 { "" } else { "s" },
+            options.settings.slow_timeout.as_secs_f64(),
+            slow.join(", ")
         )?;
     }
-    if !recording && !settings.skipme {
+    Ok(())
+}
+
+/// The last notes, and the exit status: `cargo test`'s, or a shell's for
+/// the signal that interrupted the run.
+fn exit_code(
+    session: &Session,
+    ended: Ended,
+    tally: &Tally,
+    selected: usize,
+    recording: bool,
+) -> ExitCode {
+    if !recording && !session.options.settings.skipme {
         style::note("no record was written (--no-record, or the state directory is read-only)");
     }
-    if let run::Ended::Interrupted(signal) = ended {
+    if let Ended::Interrupted(signal) = ended {
         style::warn(format!(
             "interrupted by signal {signal}: {} test(s) did not finish and keep their previous \
              records, {} test(s) were not started; they run next time",
             tally.interrupted,
-            cases.len() - tally.passed - tally.failed - tally.interrupted,
+            selected - tally.passed - tally.failed - tally.interrupted,
         ));
-        return Ok(ExitCode::from(128 + signal as u8));
+        return ExitCode::from(128 + signal as u8);
     }
-    Ok(if tally.failed == 0 {
+    if tally.failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(crate::TESTS_FAILED)
-    })
+    }
 }
 
 /// Where the tests' own temporary directories go: in the root, where each

@@ -1,13 +1,15 @@
 //! `cargo ekstazi why <TEST>`: one test's verdict and the evidence for it.
 
 use crate::cli::WhyArgs;
-use crate::report::test_label;
+use crate::output::report::test_label;
+use crate::pipeline;
+use crate::session::options::Request;
 use crate::session::{Planned, Session};
 use crate::style::{BOLD, DIM, FAIL, PASS, SKIP};
 use anyhow::{Result, bail};
 use ekstazi_core::code::CodeUnit;
 use ekstazi_core::dep::{FileKind, Sum, Target};
-use ekstazi_core::filter::{Decision, Filter};
+use ekstazi_core::filter::Decision;
 use ekstazi_core::fingerprint;
 use ekstazi_core::record::Record;
 use ekstazi_core::select;
@@ -16,9 +18,14 @@ use std::io::Write;
 use std::process::ExitCode;
 
 pub fn run(args: WhyArgs) -> Result<ExitCode> {
-    let mut session = Session::prepare(&args.cargo, args.selection.layer())?;
-    super::note_missing_records(&session);
-    let plan = session.analyse(&Filter::default());
+    let request = Request {
+        cargo: args.cargo.clone(),
+        layer: args.selection.layer(),
+        ..Request::default()
+    };
+    let mut session = pipeline::prepare(request)?;
+    pipeline::records::note_missing_records(&session);
+    let plan = session.analyse();
     let found = find(&session, &plan, &args.name)?;
     let mut out = anstream::stdout().lock();
     for (i, planned) in found.iter().enumerate() {
@@ -81,7 +88,7 @@ fn explain(out: &mut impl Write, session: &Session, planned: &Planned, all: bool
     } else if let (true, Some(vouch)) = (planned.unaffected(), &planned.vouched) {
         format!(
             "{SKIP}skipped{SKIP:#}: {}: the record filed at that commit holds now",
-            crate::report::unaffected(Some(vouch))
+            crate::output::report::unaffected(Some(vouch))
         )
     } else if planned.unaffected() {
         format!("{SKIP}skipped{SKIP:#}: unaffected since it last passed")

@@ -89,48 +89,7 @@ pub fn parse(args: &[String]) -> Result<UserArgs> {
             continue;
         }
         let (name, inline) = split_option(arg);
-        if BUILD_OPTIONS.contains(&name) {
-            let hint = if name == "--cargo-profile" {
-                "--profile"
-            } else {
-                name
-            };
-            bail!(
-                "`{name}` changes what is built: give it before `--`, to cargo ekstazi \
-                 (`cargo ekstazi nextest {hint} ... -- ...`), so that the selection looks at the \
-                 build nextest runs"
-            );
-        }
-        match name {
-            "--target" | "--config" | "-Z" => bail!(
-                "`{name}` is not supported by cargo ekstazi nextest: tests are built for the host, \
-                 with cargo's own configuration"
-            ),
-            "--no-run" => {
-                bail!("`--no-run`: use `cargo ekstazi list` to build and see the selection")
-            }
-            "--archive-file"
-            | "--archive-format"
-            | "--extract-to"
-            | "--extract-overwrite"
-            | "--persist-extract-tempdir"
-            | "--cargo-metadata"
-            | "--binaries-metadata"
-            | "--workspace-remap"
-            | "--target-dir-remap"
-            | "--build-dir-remap" => bail!(
-                "reusing a build (`{name}`) is not supported: cargo ekstazi builds and analyses \
-                 the tests itself"
-            ),
-            "--stress-count" | "--stress-duration" => {
-                bail!("stress runs (`{name}`) are not supported: use plain `cargo nextest run`")
-            }
-            "-R" | "--rerun" => bail!(
-                "`{name}` reruns a recorded nextest run; cargo ekstazi already runs again every \
-                 test that did not pass"
-            ),
-            _ => {}
-        }
+        refuse(name)?;
         if !WITH_VALUE.contains(&name) {
             out.rest.push(arg.clone());
             continue;
@@ -163,6 +122,54 @@ pub fn parse(args: &[String]) -> Result<UserArgs> {
         out.rest.push(value);
     }
     Ok(out)
+}
+
+/// Fails, saying why, for an option cargo ekstazi nextest cannot pass on:
+/// one that changes what is built, or a kind of run it does not support.
+fn refuse(name: &str) -> Result<()> {
+    if BUILD_OPTIONS.contains(&name) {
+        let hint = if name == "--cargo-profile" {
+            "--profile"
+        } else {
+            name
+        };
+        bail!(
+            "`{name}` changes what is built: give it before `--`, to cargo ekstazi \
+             (`cargo ekstazi nextest {hint} ... -- ...`), so that the selection looks at the \
+             build nextest runs"
+        );
+    }
+    match name {
+        "--target" | "--config" | "-Z" => bail!(
+            "`{name}` is not supported by cargo ekstazi nextest: tests are built for the host, \
+             with cargo's own configuration"
+        ),
+        "--no-run" => {
+            bail!("`--no-run`: use `cargo ekstazi list` to build and see the selection")
+        }
+        "--archive-file"
+        | "--archive-format"
+        | "--extract-to"
+        | "--extract-overwrite"
+        | "--persist-extract-tempdir"
+        | "--cargo-metadata"
+        | "--binaries-metadata"
+        | "--workspace-remap"
+        | "--target-dir-remap"
+        | "--build-dir-remap" => bail!(
+            "reusing a build (`{name}`) is not supported: cargo ekstazi builds and analyses \
+             the tests itself"
+        ),
+        "--stress-count" | "--stress-duration" => {
+            bail!("stress runs (`{name}`) are not supported: use plain `cargo nextest run`")
+        }
+        "-R" | "--rerun" => bail!(
+            "`{name}` reruns a recorded nextest run; cargo ekstazi already runs again every \
+             test that did not pass"
+        ),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// `(name, attached value)` of an option: `--name=value`, `-Xvalue`.

@@ -17,7 +17,7 @@
 //! cannot list a binary that is not a libtest-style harness), and the test
 //! runs it without arguments, as `cargo ekstazi test` does.
 
-use crate::list::WHOLE_BINARY;
+use crate::cargo::libtest::WHOLE_BINARY;
 use ekstazi_core::store::escape;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -122,35 +122,10 @@ pub fn exec(args: Vec<OsString>) -> ! {
     }
 
     // The environment the test gets: ours undone, then the shim's.
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let restore = get(RESTORE_ENV).unwrap_or_default();
-    for entry in split(&restore) {
-        let bytes = entry.as_bytes();
-        let (name, value) = match bytes.iter().position(|&b| b == b'=') {
-            Some(eq) => (&bytes[..eq], Some(&bytes[eq + 1..])),
-            None => (bytes, None),
-        };
-        env.retain(|(k, _)| k.as_bytes() != name);
-        if let Some(value) = value {
-            env.push((
-                OsStr::from_bytes(name).into(),
-                OsStr::from_bytes(value).into(),
-            ));
-        }
-    }
-    for own in [
-        TRACE_DIR_ENV,
-        SHIM_ENV,
-        WHOLE_ENV,
-        INNER_ENV,
-        RESTORE_ENV,
-        TMP_ENV,
-    ] {
-        env.retain(|(k, _)| k != own);
-    }
+    let mut env = restored_env(get(RESTORE_ENV).unwrap_or_default());
     let identity = (!listing).then(|| test_identity(rest, whole)).flatten();
     if let (Some(parent), Some((id, test, _))) = (&tmp, &identity) {
-        match crate::scratch::prepare_test_dir(parent, id, test) {
+        match crate::run::scratch::prepare_test_dir(parent, id, test) {
             Ok(dir) => set(&mut env, "TMPDIR", dir.into_os_string()),
             Err(e) => {
                 eprintln!(
@@ -177,20 +152,7 @@ pub fn exec(args: Vec<OsString>) -> ! {
         _ => None,
     };
 
-    let (program, program_args): (&OsStr, Vec<&OsStr>) = match inner.split_first() {
-        Some((runner, runner_args)) => {
-            let mut all: Vec<&OsStr> = runner_args.iter().map(OsString::as_os_str).collect();
-            all.push(binary);
-            (runner.as_os_str(), all)
-        }
-        None => (binary.as_os_str(), Vec::new()),
-    };
-    let mut command = Command::new(program);
-    command.args(program_args);
-    // A `harness = false` binary runs as `cargo ekstazi test` runs it: alone.
-    if !whole {
-        command.args(rest);
-    }
+    let (program, mut command) = test_command(&inner, binary, rest, whole);
     command.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(trace) = &traced
         && let Err(e) = write_stamp(trace, &env)
@@ -208,6 +170,64 @@ pub fn exec(args: Vec<OsString>) -> ! {
         Path::new(program).display()
     );
     std::process::exit(126);
+}
+
+/// The environment nextest gave the runner, with what cargo-ekstazi set
+/// for nextest undone (`restore`: each variable as the user had it) and
+/// the runner's own variables removed.
+fn restored_env(restore: OsString) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    for entry in split(&restore) {
+        let bytes = entry.as_bytes();
+        let (name, value) = match bytes.iter().position(|&b| b == b'=') {
+            Some(eq) => (&bytes[..eq], Some(&bytes[eq + 1..])),
+            None => (bytes, None),
+        };
+        env.retain(|(k, _)| k.as_bytes() != name);
+        if let Some(value) = value {
+            env.push((
+                OsStr::from_bytes(name).into(),
+                OsStr::from_bytes(value).into(),
+            ));
+        }
+    }
+    for own in [
+        TRACE_DIR_ENV,
+        SHIM_ENV,
+        WHOLE_ENV,
+        INNER_ENV,
+        RESTORE_ENV,
+        TMP_ENV,
+    ] {
+        env.retain(|(k, _)| k != own);
+    }
+    env
+}
+
+/// The command that runs the test: the binary, behind the user's own
+/// runner if there is one; a `harness = false` binary without nextest's
+/// arguments.
+fn test_command<'a>(
+    inner: &'a [OsString],
+    binary: &'a OsString,
+    rest: &[OsString],
+    whole: bool,
+) -> (&'a OsStr, Command) {
+    let (program, program_args): (&OsStr, Vec<&OsStr>) = match inner.split_first() {
+        Some((runner, runner_args)) => {
+            let mut all: Vec<&OsStr> = runner_args.iter().map(OsString::as_os_str).collect();
+            all.push(binary);
+            (runner.as_os_str(), all)
+        }
+        None => (binary.as_os_str(), Vec::new()),
+    };
+    let mut command = Command::new(program);
+    command.args(program_args);
+    // A `harness = false` binary runs as `cargo ekstazi test` runs it: alone.
+    if !whole {
+        command.args(rest);
+    }
+    (program, command)
 }
 
 /// `(binary id, test name, attempt)` of the test this process is to run.

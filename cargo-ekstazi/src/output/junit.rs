@@ -4,7 +4,7 @@
 //! shard's, not started), so that a dashboard does not read a skipped test
 //! as a vanished one.
 
-use crate::commands::test::RunResult;
+use crate::run::scheduler::RunResult;
 use crate::session::{Planned, Session};
 use anyhow::{Context, Result};
 use ekstazi_core::filter::Decision;
@@ -92,6 +92,7 @@ fn case(
         None if planned.elsewhere => skipped(format!(
             "affected ({reasons}), run by another shard (--partition {})",
             session
+                .options
                 .settings
                 .partition
                 .map(|p| p.to_string())

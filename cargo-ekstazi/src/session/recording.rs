@@ -1,16 +1,18 @@
 //! Turning a finished test's trace into its record.
 
-use crate::list::TestCase;
-use crate::run::Finished;
+use crate::cargo::libtest::TestCase;
+use crate::run::scheduler::Finished;
 use crate::session::Session;
+use ekstazi_core::checksum::ListingWitness;
 use ekstazi_core::code::{self, Build, CodeDep, CodeUnit};
-use ekstazi_core::collect::{Context, collect};
+use ekstazi_core::collect::{Context, Observed, collect};
 use ekstazi_core::dep::{Dep, Sum, Target};
 use ekstazi_core::env::Environment;
 use ekstazi_core::record::Record;
 use ekstazi_core::trace;
 use ekstazi_core::trace::CoverageEvent;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -33,23 +35,9 @@ pub fn record_in(
     env: &Environment,
 ) -> Record {
     let binary = &session.built.binaries[case.binary];
-    let mut record = Record {
-        binary: binary.key.clone(),
-        test: case.name.clone(),
-        global: session.global.clone(),
-        outcome: finished.outcome,
-        duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
-        recorded_at_ms: SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        always: Vec::new(),
-        deps: Vec::new(),
-        code: Vec::new(),
-        network: Vec::new(),
-        ignored: Vec::new(),
-    };
+    let mut record = empty_record(session, case, finished);
     // A doctest unit's build files, and then what rustdoc and the
-    // doctests were seen to read (see `crate::rustdoc`).
+    // doctests were seen to read (see `crate::cargo::rustdoc`).
     if let Some(doctests) = &binary.doctests {
         doctest_deps(session, case, doctests, finished.started, &mut record);
     }
@@ -88,32 +76,13 @@ pub fn record_in(
     }
     record.network = collected.network;
     record.ignored = collected.ignored;
-    let witnesses = collected.witnesses;
-    let known: std::collections::HashSet<Target> =
-        record.deps.iter().map(|d| d.target.clone()).collect();
-    let observed = collected
-        .observed
-        .into_iter()
-        .filter(|observed| !known.contains(&observed.target))
-        .map(|observed| {
-            let sum = observed.known.unwrap_or_else(|| {
-                let checksums = &session.checksums;
-                match checksums.as_seen_since(&observed.target, finished.started) {
-                    // A directory the test changed itself, on its first run:
-                    // what it found there may still be what is there now.
-                    Sum::Unknown => match witnesses.get(&observed.target) {
-                        Some(Some(seen)) => checksums.witnessed(&observed.target, seen),
-                        _ => Sum::Unknown,
-                    },
-                    sum => sum,
-                }
-            });
-            Dep {
-                target: observed.target,
-                sum,
-            }
-        });
-    record.deps.extend(observed);
+    add_observed(
+        session,
+        finished,
+        collected.observed,
+        &collected.witnesses,
+        &mut record,
+    );
     if binary.doctests.is_some() {
         // Rustdoc's own executables: no code dependencies, no test binary.
         return record;
@@ -135,6 +104,60 @@ pub fn record_in(
     record
 }
 
+/// A record of the finished test with no dependencies yet.
+fn empty_record(session: &Session, case: &TestCase, finished: &Finished) -> Record {
+    Record {
+        binary: session.built.binaries[case.binary].key.clone(),
+        test: case.name.clone(),
+        global: session.global.clone(),
+        outcome: finished.outcome,
+        duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
+        recorded_at_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        always: Vec::new(),
+        deps: Vec::new(),
+        code: Vec::new(),
+        network: Vec::new(),
+        ignored: Vec::new(),
+    }
+}
+
+/// Adds what the test was observed to access (and the record does not
+/// name already) with its checksum as the test saw it.
+fn add_observed(
+    session: &Session,
+    finished: &Finished,
+    observed: Vec<Observed>,
+    witnesses: &HashMap<Target, Option<ListingWitness>>,
+    record: &mut Record,
+) {
+    let known: std::collections::HashSet<Target> =
+        record.deps.iter().map(|d| d.target.clone()).collect();
+    let observed = observed
+        .into_iter()
+        .filter(|observed| !known.contains(&observed.target))
+        .map(|observed| {
+            let sum = observed.known.unwrap_or_else(|| {
+                let checksums = &session.checksums;
+                match checksums.as_seen_since(&observed.target, finished.started) {
+                    // A directory the test changed itself, on its first run:
+                    // what it found there may still be what is there now.
+                    Sum::Unknown => match witnesses.get(&observed.target) {
+                        Some(Some(seen)) => checksums.witnessed(&observed.target, seen),
+                        _ => Sum::Unknown,
+                    },
+                    sum => sum,
+                }
+            });
+            Dep {
+                target: observed.target,
+                sum,
+            }
+        });
+    record.deps.extend(observed);
+}
+
 /// What a library's doctests were compiled from: the sources its dep-info
 /// files name (its own and its path dependencies'), the dep-info files
 /// themselves (they hold the values of the environment variables read at
@@ -146,7 +169,7 @@ pub fn record_in(
 fn doctest_deps(
     session: &Session,
     case: &TestCase,
-    doctests: &crate::build::Doctests,
+    doctests: &crate::cargo::test_build::Doctests,
     since: SystemTime,
     record: &mut Record,
 ) {
@@ -186,7 +209,7 @@ fn doctest_deps(
         record.deps.push(Dep { target, sum });
     }
     // `RUSTDOC` is read by cargo alone (rustdoc's children never see ours,
-    // see `crate::rustdoc`).
+    // see `crate::cargo::rustdoc`).
     for name in [&b"RUSTDOCFLAGS"[..], b"RUSTDOC"] {
         let name = ekstazi_core::dep::EnvName(name.to_vec());
         let sum = session.environments[case.binary].sum(&name);

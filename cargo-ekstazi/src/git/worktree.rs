@@ -12,7 +12,7 @@
 //! what their `cargo ekstazi test` would.
 
 use crate::cli::CargoOpts;
-use crate::git::Repo;
+use crate::git::repo::Repo;
 use crate::style;
 use anyhow::{Context, Result, bail};
 use ekstazi_core::record::Outcome;

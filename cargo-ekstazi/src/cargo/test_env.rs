@@ -1,8 +1,8 @@
 //! The environment cargo gives a test process, reproduced so that a test
 //! behaves under cargo-ekstazi as it does under `cargo test`.
 
-use crate::build::{Built, TestBinary};
-use crate::workspace::Workspace;
+use crate::cargo::test_build::{Built, TestBinary};
+use crate::cargo::workspace::Workspace;
 use std::ffi::OsString;
 use std::path::PathBuf;
 

@@ -2,9 +2,9 @@
 //! and learning from cargo's messages where each binary is and what its
 //! tests need at run time.
 
+use crate::cargo::instrument;
+use crate::cargo::workspace::{Workspace, binary_key, primary_kind};
 use crate::cli::CargoOpts;
-use crate::instrument;
-use crate::workspace::{Workspace, binary_key, primary_kind};
 use anyhow::{Context, Result};
 use cargo_metadata::{Message, PackageId};
 use std::collections::HashMap;

@@ -1,9 +1,11 @@
 //! Running the selected tests: one process per test, `-j` at a time, each
 //! under the shim with its own trace file.
 
-use crate::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
-use crate::list::{TestCase, WHOLE_BINARY};
-use crate::session::Session;
+use crate::cargo::libtest::{TestCase, WHOLE_BINARY};
+use crate::cargo::test_build::TestBinary;
+use crate::cargo::workspace::Workspace;
+use crate::cli::CargoOpts;
+use crate::run::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
 use anyhow::{Context, Result};
 use ekstazi_core::record::Outcome;
 use std::collections::HashMap;
@@ -18,6 +20,17 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime};
+
+/// What the tests run from: the built binaries, the variables cargo gives
+/// each binary's tests, and the workspace and cargo options doctests are
+/// run with (`cargo test --doc`).
+pub struct Suite<'a> {
+    pub ws: &'a Workspace,
+    pub cargo: &'a CargoOpts,
+    pub binaries: &'a [TestBinary],
+    /// Per binary, the variables cargo would set for its tests.
+    pub envs: &'a [Vec<(OsString, OsString)>],
+}
 
 /// How a run is set up.
 pub struct RunConfig {
@@ -67,6 +80,16 @@ pub struct Finished {
     /// Stopped because the run was interrupted: it did not finish, so it
     /// has no outcome and must leave its record alone.
     pub interrupted: bool,
+}
+
+/// How a test that ran ended, as the reports tell it.
+pub struct RunResult {
+    pub outcome: Outcome,
+    pub duration: Duration,
+    /// Its output, kept for tests that did not pass.
+    pub output: Vec<u8>,
+    /// It failed at a merge, and passed at every parent.
+    pub merge_conflict: bool,
 }
 
 /// How a run ended.
@@ -127,40 +150,13 @@ impl Running {
 /// (their process groups) and reported interrupted; a second signal exits
 /// at once.
 pub fn run_all(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
     jobs: &[&TestCase],
     mut on_event: impl FnMut(Event),
 ) -> Result<Ended> {
     let signal = Arc::new(AtomicUsize::new(0));
-    let mut handlers = Vec::new();
-    // A second signal while the first is being handled ends the process,
-    // whichever the two are (Ctrl-C, then a CI job's SIGTERM). One action
-    // per signal, testing and setting the flag at once: two signals sent
-    // together can be handled at the same time on two threads, and with
-    // signal-hook's separate "exit if set" and "set" actions neither saw
-    // the other's, the second was taken for the first and the run ended
-    // as if sent one. The end-to-end test that sends two at once
-    // (`faults::sigterm_and_sighup_…`) failed 7 runs in 40 so, and 0 in 40
-    // with this.
-    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        let (signal, seen) = (signal.clone(), seen.clone());
-        handlers.push(unsafe {
-            // SAFETY: the action only touches atomics, and
-            // `low_level::exit` is `_exit`, safe in a signal handler.
-            signal_hook::low_level::register(sig, move || {
-                if seen.swap(true, Ordering::SeqCst) {
-                    signal_hook::low_level::exit(130);
-                }
-                signal.store(sig as usize, Ordering::SeqCst)
-            })
-        }?);
-    }
+    let handlers = catch_signals(&signal)?;
     let interrupted = || signal.load(Ordering::SeqCst) != 0;
 
     let next = AtomicUsize::new(0);
@@ -173,19 +169,7 @@ pub fn run_all(
         // The watcher: timeouts, slow tests, and the signal.
         let watcher_tx = tx.clone();
         let (running, working) = (&running, &working);
-        scope.spawn(move || {
-            while working.load(Ordering::SeqCst) > 0 {
-                if interrupted() {
-                    running.kill(|_| true, Kill::Interrupt);
-                } else if let Some(timeout) = config.timeout {
-                    running.kill(|started| started.elapsed() > timeout, Kill::Timeout);
-                }
-                for (job, elapsed) in running.newly_slow(config.slow) {
-                    let _ = watcher_tx.send(Ok(Event::Slow { job, elapsed }));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
+        scope.spawn(move || watch(config, running, working, &interrupted, &watcher_tx));
         for _ in 0..workers {
             let tx = tx.clone();
             let (next, interrupted) = (&next, &interrupted);
@@ -197,7 +181,7 @@ pub fn run_all(
                     }
                     let job = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = jobs.get(job) else { break };
-                    let result = run_one(session, config, running, &mut servers, job, case);
+                    let result = run_one(suite, config, running, &mut servers, job, case);
                     if tx.send(result.map(Event::Finished)).is_err() {
                         break;
                     }
@@ -229,18 +213,18 @@ pub fn run_all(
 }
 
 fn run_one(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
     running: &Running,
     servers: &mut Servers,
     job: usize,
     case: &TestCase,
 ) -> Result<Finished> {
-    let binary = &session.built.binaries[case.binary];
+    let binary = &suite.binaries[case.binary];
     let trace = config.trace_dir.join(format!("{job}.trace"));
     let tmpdir = match &config.tmp {
         Some(parent) => Some(
-            crate::scratch::prepare_test_dir(parent, &binary.key, &case.name).with_context(
+            crate::run::scratch::prepare_test_dir(parent, &binary.key, &case.name).with_context(
                 || format!("cannot make a temporary directory in {}", parent.display()),
             )?,
         ),
@@ -248,26 +232,10 @@ fn run_one(
     };
     let _removed = RemoveOnDrop(tmpdir.clone());
     if let Some(doctests) = &binary.doctests {
-        let mut command = doctests_command(session, config, doctests);
-        if let Some(dir) = &tmpdir {
-            command.env("TMPDIR", dir);
-        }
-        if let Some(shim) = &config.shim {
-            crate::rustdoc::wrap_doctests(&mut command, &session.ws.sysroot, preload(shim), &trace)
-                .context("cannot find cargo-ekstazi's own executable")?;
-        }
-        let ran = supervise(running, job, |output| {
-            spawn(command, output, Path::new("cargo"))
-        })?;
-        let outcome = match ran.killed {
-            Some(Kill::Timeout) => Outcome::TimedOut,
-            _ => exit_outcome(ran.status),
-        };
-        let partial = !config.custom_harness_args.is_empty();
-        return Ok(ran.finished(job, outcome, trace, tmpdir, partial, config));
+        return run_doctests(suite, config, running, job, doctests, trace, tmpdir);
     }
     let whole = case.name == WHOLE_BINARY && binary.custom_harness;
-    let mut command = test_command(session, config, case.binary, &trace, tmpdir.as_deref());
+    let mut command = test_command(suite, config, case.binary, &trace, tmpdir.as_deref());
     if whole {
         command.args(&config.custom_harness_args);
     } else {
@@ -281,7 +249,7 @@ fn run_one(
             servers.get(case.binary, || {
                 let placeholder = config.trace_dir.join("fork-server.placeholder");
                 let mut server = test_command(
-                    session,
+                    suite,
                     config,
                     case.binary,
                     &placeholder,
@@ -317,17 +285,108 @@ fn run_one(
     ))
 }
 
+/// Stores the first of SIGINT, SIGTERM and SIGHUP received in `signal`;
+/// a second ends the process. Returns the handlers, to unregister.
+fn catch_signals(signal: &Arc<AtomicUsize>) -> Result<Vec<signal_hook::SigId>> {
+    let mut handlers = Vec::new();
+    // A second signal while the first is being handled ends the process,
+    // whichever the two are (Ctrl-C, then a CI job's SIGTERM). One action
+    // per signal, testing and setting the flag at once: two signals sent
+    // together can be handled at the same time on two threads, and with
+    // signal-hook's separate "exit if set" and "set" actions neither saw
+    // the other's, the second was taken for the first and the run ended
+    // as if sent one. The end-to-end test that sends two at once
+    // (`faults::sigterm_and_sighup_…`) failed 7 runs in 40 so, and 0 in 40
+    // with this.
+    let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        let (signal, seen) = (signal.clone(), seen.clone());
+        handlers.push(unsafe {
+            // SAFETY: the action only touches atomics, and
+            // `low_level::exit` is `_exit`, safe in a signal handler.
+            signal_hook::low_level::register(sig, move || {
+                if seen.swap(true, Ordering::SeqCst) {
+                    signal_hook::low_level::exit(130);
+                }
+                signal.store(sig as usize, Ordering::SeqCst)
+            })
+        }?);
+    }
+    Ok(handlers)
+}
+
+/// The watcher, until the last worker has stopped: kills every test at
+/// the signal, and a test past its timeout; reports slow tests once.
+fn watch(
+    config: &RunConfig,
+    running: &Running,
+    working: &AtomicUsize,
+    interrupted: &impl Fn() -> bool,
+    tx: &mpsc::Sender<Result<Event>>,
+) {
+    while working.load(Ordering::SeqCst) > 0 {
+        if interrupted() {
+            running.kill(|_| true, Kill::Interrupt);
+        } else if let Some(timeout) = config.timeout {
+            running.kill(|started| started.elapsed() > timeout, Kill::Timeout);
+        }
+        for (job, elapsed) in running.newly_slow(config.slow) {
+            let _ = tx.send(Ok(Event::Slow { job, elapsed }));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A doctest unit's run: `cargo test --doc` for the library, rustdoc and
+/// the doctests under the shim.
+fn run_doctests(
+    suite: &Suite<'_>,
+    config: &RunConfig,
+    running: &Running,
+    job: usize,
+    doctests: &crate::cargo::test_build::Doctests,
+    trace: PathBuf,
+    tmpdir: Option<PathBuf>,
+) -> Result<Finished> {
+    let mut command = doctests_command(suite, config, doctests);
+    if let Some(dir) = &tmpdir {
+        command.env("TMPDIR", dir);
+    }
+    if let Some(shim) = &config.shim {
+        crate::cargo::rustdoc::wrap_doctests(
+            &mut command,
+            &suite.ws.sysroot,
+            preload(shim),
+            &trace,
+        )
+        .context("cannot find cargo-ekstazi's own executable")?;
+    }
+    let ran = supervise(running, job, |output| {
+        spawn(command, output, Path::new("cargo"))
+    })?;
+    let outcome = match ran.killed {
+        Some(Kill::Timeout) => Outcome::TimedOut,
+        _ => exit_outcome(ran.status),
+    };
+    let partial = !config.custom_harness_args.is_empty();
+    Ok(ran.finished(job, outcome, trace, tmpdir, partial, config))
+}
+
 /// The command that runs a test of `binary` (its arguments are the
 /// caller's): the binary in its package's directory, with cargo's
 /// environment for it, its own `TMPDIR` and trace file, under the shim.
 fn test_command(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
     binary: usize,
     trace: &Path,
     tmpdir: Option<&Path>,
 ) -> Command {
-    let built = &session.built.binaries[binary];
+    let built = &suite.binaries[binary];
     let mut command = Command::new(&built.path);
     if let Some(dir) = tmpdir {
         command.env("TMPDIR", dir);
@@ -341,7 +400,7 @@ fn test_command(
     }
     command
         .current_dir(built.manifest_dir())
-        .envs(session.envs[binary].iter().map(|(k, v)| (k, v)));
+        .envs(suite.envs[binary].iter().map(|(k, v)| (k, v)));
     if let Some(shim) = &config.shim {
         command
             .env("LD_PRELOAD", preload(shim))
@@ -401,24 +460,24 @@ struct RemoveOnDrop(Option<PathBuf>);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         if let Some(dir) = &self.0 {
-            let _ = crate::scratch::remove_tree(dir);
+            let _ = crate::run::scratch::remove_tree(dir);
         }
     }
 }
 
 /// A library's doctests, run as `cargo test --doc` runs them (in the
 /// user's target directory; rustdoc and the doctests under the shim, cargo
-/// not: see `rustdoc`). With a filter, the run is partial.
+/// not: see `crate::cargo::rustdoc`). With a filter, the run is partial.
 fn doctests_command(
-    session: &Session,
+    suite: &Suite<'_>,
     config: &RunConfig,
-    doctests: &crate::build::Doctests,
+    doctests: &crate::cargo::test_build::Doctests,
 ) -> Command {
-    let mut command = Command::new(&session.ws.cargo);
+    let mut command = Command::new(&suite.ws.cargo);
     command
-        .args(session.cargo.doctest_args(&doctests.package))
+        .args(suite.cargo.doctest_args(&doctests.package))
         .args(crate::style::cargo_color_arg())
-        .current_dir(&session.ws.root)
+        .current_dir(&suite.ws.root)
         .stdin(Stdio::null())
         .process_group(0);
     if !config.custom_harness_args.is_empty() {

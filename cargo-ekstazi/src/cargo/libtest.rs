@@ -1,6 +1,6 @@
 //! Listing the tests of each binary, the way libtest reports them.
 
-use crate::build::TestBinary;
+use crate::cargo::test_build::TestBinary;
 use anyhow::{Context, Result, bail};
 use std::ffi::OsString;
 use std::process::Command;

@@ -1,9 +1,9 @@
 //! What the user sees: the selection, a line per finished test, failures
 //! and the summary; and the `list` output, as a table or as JSON.
 
-use crate::commands::test::RunResult;
-use crate::list::WHOLE_BINARY;
-use crate::run::Finished;
+use crate::cargo::libtest::WHOLE_BINARY;
+use crate::run::scheduler::Finished;
+use crate::run::scheduler::RunResult;
 use crate::session::{Planned, Session};
 use crate::style::{BOLD, FAIL, PASS, SKIP, SLOW};
 use ekstazi_core::filter::Decision;

@@ -1,0 +1,90 @@
+//! The run path `test`, `list` and `nextest` share, as its stages:
+//!
+//! 1. [`prepare`]: resolve the options (once, into the session's
+//!    [`Options`](crate::session::options::Options)) → open the workspace
+//!    → build → list → checksum and fingerprint ([`Session::prepare`]);
+//! 2. [`open_records`]: the notes about the records, and the state
+//!    directory's lock for a run that records;
+//! 3. [`analyse`] (`list`), or [`plan`] (`test`, `nextest`): the analysis,
+//!    the housekeeping before a recording run, the selection line;
+//! 4. run → record → report: the command's own (the scheduler for `test`,
+//!    `cargo nextest run` for `nextest`), each finished test's record
+//!    written through [`records::Written`], and [`records::finish_recording`]
+//!    after the last.
+//!
+//! Main types: [`Session`], [`Planned`], [`Tally`]. Invariant: every stage
+//! reads the options from the session, never from the command line; the
+//! pipeline imports `session`, `run` and `output`, and only `commands`
+//! imports it.
+
+pub mod records;
+
+use crate::output::report::{self, Tally};
+use crate::session::options::Request;
+use crate::session::{Planned, Session};
+use anyhow::Result;
+use ekstazi_core::store::StoreLock;
+use std::io::Write;
+
+/// Resolve the options → open the workspace → build → list → checksum and
+/// fingerprint: the session every later stage reads.
+pub fn prepare(request: Request) -> Result<Session> {
+    Session::prepare(request)
+}
+
+/// Says when there are no records to select from; for a command that
+/// records (`records`), takes the state directory's lock unless the
+/// options say not to record (`None`: nothing is recorded); then notes
+/// records of other formats and binaries that fall back to binary
+/// granularity.
+pub fn open_records(session: &Session, records: bool) -> Result<Option<StoreLock>> {
+    records::note_missing_records(session);
+    let settings = &session.options.settings;
+    let lock = if !records || settings.no_record || settings.skipme {
+        None
+    } else {
+        records::lock_store(session, !session.options.no_wait)?
+    };
+    records::note_other_versions(session);
+    // With `--skipme` the granularity is binary: nothing falls back.
+    records::note_fallbacks(session);
+    Ok(lock)
+}
+
+/// The analysis alone (`list`): every test the filter keeps, decided; and
+/// with `-v`, where the time went.
+pub fn analyse(session: &mut Session) -> Vec<Planned> {
+    let plan = session.analyse();
+    if session.options.verbose() {
+        records::print_timings(session);
+    }
+    plan
+}
+
+/// The plan of a run that runs tests (`test`, `nextest`): the analysis, the
+/// housekeeping a recording run does before running (records of removed
+/// tests forgotten, vouching records adopted), and the selection line
+/// printed. Also returns the tally so far and, when nothing is selected,
+/// the sentence that says why.
+pub fn plan(
+    session: &mut Session,
+    recording: bool,
+) -> Result<(Vec<Planned>, Tally, Option<String>)> {
+    let plan = session.analyse();
+    if recording {
+        records::forget_removed_tests(session)?;
+        records::adopt_vouching_records(session, &plan);
+    }
+    if session.options.verbose() {
+        records::print_timings(session);
+    }
+    let selected = plan.iter().filter(|p| p.selected()).count();
+    let tally = Tally::of_plan(&plan);
+    writeln!(
+        anstream::stdout(),
+        "{}",
+        report::selection_line(&tally, selected, session.options.settings.partition)
+    )?;
+    let nothing = report::nothing_to_run(&tally, selected, plan.len());
+    Ok((plan, tally, nothing))
+}

@@ -1,0 +1,239 @@
+//! The housekeeping of the records around a run: the state directory's
+//! lock, the notes about the records, the records written as tests finish,
+//! and what a recording run does before and after its tests.
+
+use crate::session::{self, Planned, Session};
+use crate::style;
+use anyhow::{Context, Result};
+use ekstazi_core::dep::Hash;
+use ekstazi_core::history::{Filing, Known};
+use ekstazi_core::record::Record;
+use ekstazi_core::settings::Granularity;
+
+/// What a recording run wrote: each record with the digest its file is
+/// sealed with; and, for the summary, the records it could not write.
+#[derive(Default)]
+pub struct Written {
+    pub records: Vec<(Record, Hash)>,
+    pub errors: Vec<String>,
+}
+
+impl Written {
+    /// Writes the record of the test labelled `label`.
+    pub fn save(&mut self, session: &Session, label: &str, record: Record) {
+        match session.save_record(&record) {
+            Ok(sealed) => self.records.push((record, sealed)),
+            Err(e) => self.errors.push(format!("{label}: {e}")),
+        }
+    }
+}
+
+/// Takes the state directory's run lock, saying so when another run holds
+/// it (and failing at once without `wait`). A state directory that cannot be
+/// written is not fatal: the run selects from the records it can read, runs,
+/// and records nothing (`None`), and says so.
+pub fn lock_store(session: &Session, wait: bool) -> Result<Option<ekstazi_core::store::StoreLock>> {
+    let root = session.store.root();
+    let unwritable = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::PermissionDenied
+                | std::io::ErrorKind::ReadOnlyFilesystem
+                | std::io::ErrorKind::StorageFull
+        )
+    };
+    match session.store.lock(true, false) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && !wait => Err(anyhow::anyhow!(
+            "another cargo-ekstazi run holds the state directory {} (--no-wait)",
+            root.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            style::note(format!(
+                "waiting for another cargo-ekstazi run to release {}",
+                root.display()
+            ));
+            session
+                .store
+                .lock(true, true)
+                .map(Some)
+                .with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
+        Err(e) if unwritable(&e) => {
+            style::warn(format!(
+                "the state directory {} cannot be written ({e}): tests are selected from the records \
+                 that can be read, and none is recorded",
+                root.display()
+            ));
+            Ok(None)
+        }
+        Err(e) => {
+            Err(e).with_context(|| format!("cannot lock the state directory {}", root.display()))
+        }
+    }
+}
+
+/// Says which binaries fall back to binary granularity, and why.
+pub fn note_fallbacks(session: &Session) {
+    if session.options.granularity != Granularity::Function {
+        return;
+    }
+    for (binary, code) in session.built.binaries.iter().zip(&session.code) {
+        if let Err(why) = code
+            && binary.doctests.is_none()
+        {
+            style::note(format!(
+                "{} depends on its whole binary (binary granularity): {why}",
+                binary.key
+            ));
+        }
+    }
+}
+
+pub fn note_other_versions(session: &Session) {
+    for version in session.store.other_versions() {
+        style::note(format!(
+            "records of format {version} in {} are ignored (this cargo-ekstazi writes v{}); \
+             they are left in place",
+            session.store.root().display(),
+            ekstazi_core::record::FORMAT_VERSION
+        ));
+    }
+}
+
+/// A test that a record filed under another commit vouched for takes that
+/// record as its current one: the next run starts from it.
+pub fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
+    for planned in plan
+        .iter()
+        .filter(|p| p.unaffected() && p.vouched.is_some())
+    {
+        if let Some(record) = &planned.last {
+            // Not fatal: the filed record vouches again next time.
+            let _ = session.store.save(record);
+        }
+    }
+}
+
+/// What a recording run does once its tests have finished: files the
+/// records that held for each test it decided under `HEAD` (see
+/// [`file_history`]), drops the fingerprints of builds it did not use, and,
+/// when the function table has grown well past what records name, collects
+/// it (`ekstazi_core::gc`).
+/// `written` holds each record this run wrote, with the digest its file
+/// is sealed with.
+pub fn finish_recording(session: &Session, plan: &[Planned], written: &[(Record, Hash)]) {
+    file_history(session, plan, written);
+    forget_unused_snapshots(session);
+    let table = session.snapshots.table();
+    if ekstazi_core::gc::due(&session.store, table) {
+        // Not fatal: what is left over costs only disk until the next time.
+        let _ = ekstazi_core::gc::collect(&session.store, table);
+    }
+}
+
+/// Files under `HEAD`, for every test this run decided, the record that
+/// holds there: the one it wrote (`written`), or the one that vouched for a
+/// skipped test. Only when the run saw one clean `HEAD` from start to end;
+/// then the history is pruned to its bound.
+fn file_history(session: &Session, plan: &[Planned], written: &[(Record, Hash)]) {
+    let Some(repo) = &session.repo else {
+        return;
+    };
+    if !repo.clean {
+        return;
+    }
+    if !repo.unchanged() {
+        style::note(
+            "HEAD or the work tree changed while the tests ran: this run's records are not filed \
+             under a commit",
+        );
+        return;
+    }
+    let mut records: Vec<Filing<'_>> = written
+        .iter()
+        .map(|(record, sealed)| Filing {
+            record,
+            ran: true,
+            known: Known::Current(*sealed),
+        })
+        .collect();
+    records.extend(plan.iter().filter(|p| p.unaffected()).filter_map(|p| {
+        Some(Filing {
+            record: p.last.as_deref()?,
+            ran: false,
+            known: p.last_known,
+        })
+    }));
+    let history = session.store.history();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let filed = history
+        .file_known(&repo.head, &records, now)
+        .and_then(|()| history.prune(session.options.settings.history_commits));
+    if let Err(e) = filed {
+        style::warn(format!(
+            "cannot file this run's records under {}: {e} (the current records are kept)",
+            &repo.head[..12]
+        ));
+    }
+}
+
+/// Keeps the function fingerprints of the builds this run used (the next
+/// run's cache) and removes the others: no record names a build's
+/// fingerprints, so the others are only cache.
+fn forget_unused_snapshots(session: &Session) {
+    let _ = session.store.retain_snapshots(&session.snapshots.used());
+}
+
+/// Removes the records of tests and targets that no longer exist.
+pub fn forget_removed_tests(session: &Session) -> Result<()> {
+    for (index, binary) in session.built.binaries.iter().enumerate() {
+        let names = session
+            .tests
+            .iter()
+            .filter(|t| t.binary == index)
+            .map(|t| t.name.as_str());
+        session
+            .store
+            .retain_tests(&binary.key, names)
+            .with_context(|| format!("cannot clean the records of {}", binary.key))?;
+    }
+    let keys = session.ws.all_binary_keys();
+    session
+        .store
+        .retain_binaries(keys.iter().map(String::as_str))
+        .context("cannot clean the records of removed targets")?;
+    Ok(())
+}
+
+/// Never select from nothing silently: says when there are no records to
+/// select from. Loudly on CI, where it usually means the state directory
+/// was not restored from the cache.
+pub fn note_missing_records(session: &Session) {
+    let settings = &session.options.settings;
+    if settings.skipme || settings.forceall || session.store.has_records() {
+        return;
+    }
+    let root = session.store.root().display();
+    if style::on_ci() {
+        style::warn(format!(
+            "no records in {root} on this CI machine: every test runs. Restore the state \
+             directory from a cache before `cargo ekstazi` runs (README, \"In CI\") to run \
+             only the affected tests"
+        ));
+    } else {
+        style::note(format!(
+            "no records yet in {root}: every test runs, and is recorded"
+        ));
+    }
+}
+
+/// `-v`: where the time went.
+pub fn print_timings(session: &Session) {
+    eprintln!(
+        "cargo-ekstazi: {}",
+        session::describe_timings(&session.timings)
+    );
+}

@@ -1,0 +1,433 @@
+//! The analysis: for every test the filter keeps, whether it runs and why,
+//! from its current record or, failing that, a record filed under another
+//! commit; with `--partition`, which shard runs it.
+
+use super::Session;
+use crate::cargo::libtest::{self, TestCase};
+use ekstazi_core::code::CodeUnit;
+use ekstazi_core::dep::{Hash, Sum, Target};
+use ekstazi_core::env::Environment;
+use ekstazi_core::filter::{Decision, Filter};
+use ekstazi_core::history::{Known, Vouch};
+use ekstazi_core::record::{Outcome, Record};
+use ekstazi_core::select::{self, Present, Reason};
+use ekstazi_core::settings::External;
+use ekstazi_core::store::Loaded;
+use ekstazi_core::vouch::{Verdicts, filed_vouches};
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::time::Instant;
+
+/// A test and what the analysis decided about it.
+pub struct Planned {
+    pub case: TestCase,
+    pub decision: Decision,
+    /// Empty: skipped as unaffected.
+    pub reasons: Vec<Reason>,
+    /// The previous record, if intact (for its duration); for a test a
+    /// filed record vouched for, that record.
+    pub last: Option<Box<Record>>,
+    /// What names `last` in the history already, for filing it again.
+    pub last_known: Known,
+    /// A record filed under a commit (not the current one) vouched for it.
+    pub vouched: Option<Vouch>,
+    /// Affected, but another shard of a `--partition`ed run runs it.
+    pub elsewhere: bool,
+}
+
+impl Planned {
+    /// It runs in this run.
+    pub fn selected(&self) -> bool {
+        self.affected() && !self.elsewhere
+    }
+
+    /// Something it depends on changed (or nothing is known): it runs in
+    /// this run, or in another shard's.
+    pub fn affected(&self) -> bool {
+        self.decision == Decision::Run && !self.reasons.is_empty()
+    }
+
+    /// Its record holds: skipped as unaffected.
+    pub fn unaffected(&self) -> bool {
+        self.decision == Decision::Run && self.reasons.is_empty()
+    }
+
+    /// Its record is not to be written (a never-record pattern).
+    pub fn never_recorded(&self) -> bool {
+        self.reasons
+            .iter()
+            .any(|r| matches!(r, Reason::NeverRecorded(_) | Reason::Skipme))
+    }
+}
+
+impl Session {
+    /// Decides, for every test the filter keeps, whether it runs and why;
+    /// with `--partition`, which of the affected tests this shard runs.
+    /// The filter is the options' (libtest's, or nextest's `--ignored`).
+    pub fn analyse(&mut self) -> Vec<Planned> {
+        let clock = Instant::now();
+        let mut plan = self.plan(&self.options.harness.filter);
+        self.partition(&mut plan);
+        self.timings.push(("analysis", clock.elapsed()));
+        plan
+    }
+
+    /// The analysis's stages: the tests the filter keeps, their current
+    /// records (or those filed under `--vouch-only-from`), what those
+    /// records name checksummed ahead, each record judged, and then each
+    /// test decided.
+    fn plan(&self, filter: &Filter) -> Vec<Planned> {
+        let scoped = self.scope(filter);
+        let only_filed = self.only_filed();
+        let loaded = self.load_records(&scoped, only_filed.as_ref());
+        self.prefetch(&loaded);
+        // Judged in parallel, in two passes: the current records first, then
+        // the tests they do not vouch for, which try the records filed in
+        // the history in turn.
+        let judged = self.judge_current(scoped, loaded, only_filed.is_some());
+        if judged.iter().flat_map(|(.., j)| j).any(|j| j.may_vouch) {
+            self.read_history();
+        }
+        judged
+            .into_par_iter()
+            .map(|(case, decision, judged)| self.decide(case, decision, judged))
+            .collect()
+    }
+
+    /// With `--partition`, marks the affected tests another shard runs.
+    fn partition(&self, plan: &mut [Planned]) {
+        if let Some(partition) = &self.options.settings.partition {
+            let affected = plan.iter_mut().filter(|p| p.affected());
+            for (position, planned) in affected.enumerate() {
+                let key = &self.built.binaries[planned.case.binary].key;
+                planned.elsewhere = !partition.contains(position, key, &planned.case.name);
+            }
+        }
+    }
+
+    /// The tests the filter keeps, with what it decided for each.
+    fn scope(&self, filter: &Filter) -> Vec<(TestCase, Decision)> {
+        self.tests
+            .iter()
+            .filter_map(|case| {
+                // A `harness = false` binary, and doctests, receive the
+                // filter themselves.
+                let decision =
+                    if case.name == libtest::WHOLE_BINARY || case.name == libtest::DOCTESTS {
+                        Decision::Run
+                    } else {
+                        filter.decide(&case.name, case.ignored)
+                    };
+                (decision != Decision::Out).then(|| (case.clone(), decision))
+            })
+            .collect()
+    }
+
+    /// The record of each test that is to run, with the digest its file is
+    /// sealed with: the current one, or with `--vouch-only-from`, the one
+    /// filed under that commit.
+    fn load_records(
+        &self,
+        scoped: &[(TestCase, Decision)],
+        only_filed: Option<&Filed>,
+    ) -> Vec<Option<(Loaded, Option<Hash>)>> {
+        scoped
+            .par_iter()
+            .map(|(case, decision)| {
+                (*decision == Decision::Run).then(|| {
+                    let key = &self.built.binaries[case.binary].key;
+                    match only_filed {
+                        Some(filed) => (filed.load(key, &case.name), None),
+                        None => self.store.load_sealed(key, &case.name),
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Checksums, ahead and in parallel, what the records name: their
+    /// dependencies, and the programs they ran.
+    fn prefetch(&self, loaded: &[Option<(Loaded, Option<Hash>)>]) {
+        let records: Vec<&Record> = loaded
+            .iter()
+            .flatten()
+            .filter_map(|(l, _)| match l {
+                Loaded::Found(record) => Some(&**record),
+                _ => None,
+            })
+            .collect();
+        let programs: Vec<Target> = records
+            .iter()
+            .flat_map(|r| &r.code)
+            .filter_map(|c| match &c.unit {
+                CodeUnit::Program(path) => Some(Target::Program(path.clone())),
+                CodeUnit::TestBinary => None,
+            })
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let targets = records
+            .iter()
+            .flat_map(|r| r.deps.iter().map(|d| &d.target));
+        self.checksums.prefetch(
+            targets
+                .chain(&programs)
+                .filter(|t| !matches!(t, Target::TestBinary)),
+        );
+        // Programs the records ran that were rebuilt since: fingerprint each
+        // once, in parallel, before the tests that ran them are compared.
+        programs.par_iter().for_each(|target| {
+            if let (Sum::Hash(id), Target::Program(path)) = (self.checksums.get(target), target)
+                && records
+                    .iter()
+                    .flat_map(|r| &r.code)
+                    .any(|c| c.unit == CodeUnit::Program(path.clone()) && c.build != id)
+                && let Some(path) = self.checksums.anchors().resolve(path)
+            {
+                let _ = self.snapshots.of_binary(&path, &id);
+            }
+        });
+    }
+
+    /// The first pass: each test's current record judged, where the
+    /// history may be tried, and whether a filed record may vouch instead.
+    fn judge_current(
+        &self,
+        scoped: Vec<(TestCase, Decision)>,
+        loaded: Vec<Option<(Loaded, Option<Hash>)>>,
+        only_filed: bool,
+    ) -> Vec<(TestCase, Decision, Option<Judged<'_>>)> {
+        scoped
+            .into_par_iter()
+            .zip(loaded)
+            .map(|((case, decision), loaded)| {
+                let Some((loaded, sealed)) = loaded else {
+                    return (case, decision, None);
+                };
+                let env = self.selection_environment_of(&case);
+                let present = self.present(case.binary, &env);
+                let rules = self.rules(&case);
+                // A failure last time runs again, whatever passed elsewhere:
+                // a failed run records no dependencies, so nothing says it
+                // failed in another world than this one.
+                let history =
+                    self.repo.is_some() && !only_filed && !present.forced && rules.is_empty();
+                let holds = history
+                    && matches!(&loaded, Loaded::Found(record) if select::vouches(record, &present));
+                let may_vouch = history
+                    && !holds
+                    && match &loaded {
+                        Loaded::Found(record) => record.outcome == Outcome::Passed,
+                        Loaded::Missing | Loaded::Invalid(_) => true,
+                    };
+                let judged = Judged {
+                    loaded,
+                    sealed,
+                    env,
+                    rules,
+                    holds,
+                    may_vouch,
+                };
+                (case, decision, Some(judged))
+            })
+            .collect()
+    }
+
+    /// The second pass: a test decided, from a filed record that vouches
+    /// for it, or else from its current record's reasons.
+    fn decide(&self, case: TestCase, decision: Decision, judged: Option<Judged<'_>>) -> Planned {
+        let Some(Judged {
+            loaded,
+            sealed,
+            env,
+            rules,
+            holds,
+            may_vouch,
+        }) = judged
+        else {
+            return Planned {
+                case,
+                decision,
+                reasons: Vec::new(),
+                last: None,
+                last_known: Known::Nothing,
+                vouched: None,
+                elsewhere: false,
+            };
+        };
+        let present = self.present(case.binary, &env);
+        // The reasons are worked out only for a test that runs: at a
+        // branch switch, most tests whose current record fails have
+        // a filed one that vouches, and naming every changed
+        // function of the current record cost them more than the
+        // history's own reading (ripgrep, `perf`).
+        let filed = if may_vouch {
+            self.vouching(&case, &present)
+        } else {
+            None
+        };
+        let (mut reasons, last, last_known, vouched) = match filed {
+            Some((record, id, vouch)) => (Vec::new(), Some(record), Known::Filed(id), Some(vouch)),
+            None => {
+                // Judged already: `select::reasons` finds none
+                // exactly when `select::vouches` holds (not forced).
+                let reasons = if holds {
+                    Vec::new()
+                } else {
+                    select::reasons(&loaded, &present)
+                };
+                let last = match loaded {
+                    Loaded::Found(record) => Some(record),
+                    _ => None,
+                };
+                // The store gives a digest with a found record only.
+                let last_known = sealed.map_or(Known::Nothing, Known::Current);
+                (reasons, last, last_known, None)
+            }
+        };
+        reasons.extend(rules);
+        Planned {
+            case,
+            decision,
+            reasons,
+            last,
+            last_known,
+            vouched,
+            elsewhere: false,
+        }
+    }
+
+    /// Reads what trying the history needs, the manifests and the packs'
+    /// indexes, with every core at it. Read lazily by the first test to
+    /// need them, they kept one core busy while the other judging thread
+    /// waited for them: at a branch switch on ripgrep's 100 commits, a
+    /// fifth of the history's cost.
+    fn read_history(&self) {
+        let Some(repo) = &self.repo else {
+            return;
+        };
+        let (history, _) = self
+            .filed
+            .get_or_init(|| (self.store.history(), Verdicts::default()));
+        rayon::join(
+            || {
+                self.candidates
+                    .get_or_init(|| history.candidates(Some(&repo.head), &repo.parents));
+            },
+            || history.read_index(),
+        );
+    }
+
+    /// With `--vouch-only-from`, the records filed under that commit, which
+    /// then stand for the current records.
+    fn only_filed(&self) -> Option<Filed> {
+        let commit = self.options.settings.vouch_only_from.as_deref()?;
+        let history = self.store.history();
+        let entries = history
+            .manifest(commit)
+            .map(|m| {
+                m.entries
+                    .into_iter()
+                    .map(|e| ((e.binary, e.test), e.record))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(Filed { history, entries })
+    }
+
+    /// A record filed under a commit that vouches for the test now, if any
+    /// (see `ekstazi_core::history::Candidates` for the order they are
+    /// tried in).
+    fn vouching(
+        &self,
+        case: &TestCase,
+        present: &Present<'_>,
+    ) -> Option<(Box<Record>, Hash, Vouch)> {
+        let repo = self.repo.as_ref()?;
+        let (history, verdicts) = self
+            .filed
+            .get_or_init(|| (self.store.history(), Verdicts::default()));
+        let candidates = self
+            .candidates
+            .get_or_init(|| history.candidates(Some(&repo.head), &repo.parents));
+        let key = &self.built.binaries[case.binary].key;
+        // The current record's own filed copy is tried too, rather than
+        // cutting the current record to find its id (which cost more than
+        // a candidate): it fails where the current record failed, and the
+        // chunk verdicts it leaves serve the candidates after it.
+        candidates.of(key, &case.name).find_map(|(id, vouch)| {
+            let record = filed_vouches(history, id, key, &case.name, present, verdicts)?;
+            Some((Box::new(record), *id, vouch.clone()))
+        })
+    }
+
+    /// What the selection compares a record of a test of `binary`, given
+    /// `env`, with.
+    pub fn present<'a>(&'a self, binary: usize, env: &'a Environment) -> Present<'a> {
+        Present {
+            global: &self.global,
+            binary: &self.binary_sums[binary],
+            binary_path: &self.built.binaries[binary].path,
+            checksums: &self.checksums,
+            snapshots: &self.snapshots,
+            env,
+            network: &self.network_policy,
+            always_run_external: self.options.settings.external == External::AlwaysRun,
+            forced: self.options.settings.forceall,
+        }
+    }
+
+    /// The reasons the settings give to run a test whatever its record says.
+    fn rules(&self, case: &TestCase) -> Vec<Reason> {
+        let key = &self.built.binaries[case.binary].key;
+        let settings = &self.options.settings;
+        let mut reasons = Vec::new();
+        if settings.skipme {
+            reasons.push(Reason::Skipme);
+        }
+        if let Some(pattern) = settings.always_run.matching(key, &case.name) {
+            reasons.push(Reason::AlwaysRunPattern(pattern.to_owned()));
+        }
+        if let Some(pattern) = settings.never_record.matching(key, &case.name) {
+            reasons.push(Reason::NeverRecorded(pattern.to_owned()));
+        }
+        reasons
+    }
+}
+
+/// A test's current record, judged, between the two passes of the plan.
+struct Judged<'a> {
+    loaded: Loaded,
+    /// The digest the current record's file is sealed with, when found.
+    sealed: Option<Hash>,
+    env: Cow<'a, Environment>,
+    rules: Vec<Reason>,
+    /// Its current record vouches for it (judged only where the history
+    /// may be tried; else its reasons are worked out in the second pass).
+    holds: bool,
+    /// Its current record does not vouch for it, and a filed one may.
+    may_vouch: bool,
+}
+
+/// The records filed under one commit, by test.
+struct Filed {
+    history: ekstazi_core::history::History,
+    entries: std::collections::HashMap<(String, String), ekstazi_core::dep::Hash>,
+}
+
+impl Filed {
+    fn load(&self, binary: &str, test: &str) -> Loaded {
+        let Some(id) = self.entries.get(&(binary.to_owned(), test.to_owned())) else {
+            return Loaded::Missing;
+        };
+        match self.history.object(id) {
+            Some(record) if record.binary == binary && record.test == test => {
+                Loaded::Found(Box::new(record))
+            }
+            _ => Loaded::Invalid(ekstazi_core::store::Invalid::Decode(
+                ekstazi_core::record::DecodeError::BadDigest,
+            )),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! One invocation's view of the world, and what the analysis decides.
+//!
+//! [`Session`] holds the workspace, the built binaries, their tests, the
+//! store and the present checksums; [`Session::prepare`] makes it stage by
+//! stage from the [`options::Options`] resolved once from a
+//! [`options::Request`] ([`prepare`]); [`Session::analyse`] turns it into
+//! the plan, a [`analysis::Planned`] per test ([`analysis`]); and
+//! [`recording`] turns a finished test's trace into its record.
+//!
+//! Invariant: the session decides and records, but runs nothing and prints
+//! no report: it imports `cargo`, `git` and `run`, never `output`,
+//! `pipeline` or `commands`.
+
+pub mod analysis;
+pub mod options;
+mod prepare;
+pub mod recording;
+
+pub use analysis::Planned;
+
+use crate::cargo::libtest::TestCase;
+use crate::cargo::test_build::Built;
+use crate::cargo::workspace::Workspace;
+use crate::git::repo::Repo;
+use crate::run::scheduler::Suite;
+use crate::run::scratch::Scratch;
+use ekstazi_core::checksum::Checksums;
+use ekstazi_core::code::{Build, Snapshots};
+use ekstazi_core::dep::{Hash, Sum};
+use ekstazi_core::env::Environment;
+use ekstazi_core::history::{Candidates, History};
+use ekstazi_core::ignore::Ignore;
+use ekstazi_core::network::{NetworkPolicy, Service};
+use ekstazi_core::record::{Global, Record};
+use ekstazi_core::store::Store;
+use ekstazi_core::vouch::Verdicts;
+use options::Options;
+use std::borrow::Cow;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+pub struct Session {
+    pub ws: Workspace,
+    /// The run's options, resolved once.
+    pub options: Options,
+    pub built: Built,
+    /// Per binary, the variables cargo would set for its tests.
+    pub envs: Vec<Vec<(OsString, OsString)>>,
+    /// Every test of every built binary, unfiltered.
+    pub tests: Vec<TestCase>,
+    pub store: Store,
+    pub global: Global,
+    pub checksums: Checksums,
+    /// Per binary, its smart checksum now.
+    pub binary_sums: Vec<Sum>,
+    pub ignore: Ignore,
+    /// The runtime shim, written out for this build.
+    pub shim: PathBuf,
+    pub snapshots: Snapshots,
+    /// Per binary, with function granularity, the fingerprints of its
+    /// functions now — or why it falls back to binary granularity.
+    pub code: Vec<Result<Arc<Build>, String>>,
+    pub network_policy: NetworkPolicy,
+    /// The local services `.config/ekstazi.toml` declares.
+    pub services: Vec<Service>,
+    /// Per binary, the environment its tests are given (what `getenv`
+    /// dependencies are compared with), but for each test's own `TMPDIR`
+    /// ([`Session::environment_of`]).
+    pub environments: Vec<Environment>,
+    /// cargo-ekstazi's temporary directories; `None` if the root could not
+    /// be made (tests then share the environment's `TMPDIR`).
+    pub scratch: Option<Scratch>,
+    /// How long each stage took, for `-v`.
+    pub timings: Vec<(&'static str, Duration)>,
+    /// The repository, when the history is on and the workspace is in one.
+    pub repo: Option<Repo>,
+    /// The filed records that may vouch for a test, read when the first
+    /// test needs them.
+    candidates: OnceLock<Candidates>,
+    /// The history they are read from, and what was found of their chunks.
+    filed: OnceLock<(History, Verdicts)>,
+}
+
+impl Session {
+    /// What the scheduler runs tests from.
+    pub fn suite(&self) -> Suite<'_> {
+        Suite {
+            ws: &self.ws,
+            cargo: &self.options.cargo,
+            binaries: &self.built.binaries,
+            envs: &self.envs,
+        }
+    }
+
+    /// The root under which tests get their own temporary directories, if
+    /// they get one (a run that records nothing, and so holds no lock, puts
+    /// them in a directory of its own under it).
+    pub fn private_tmp(&self) -> Option<&Path> {
+        let scratch = self.scratch.as_ref()?;
+        (self.options.settings.private_tmpdir && !self.options.settings.skipme)
+            .then(|| scratch.root())
+    }
+
+    /// The `TMPDIR` a test is given when its directory is under `parent`.
+    pub fn tmpdir_of(&self, case: &TestCase, parent: &Path) -> PathBuf {
+        let key = &self.built.binaries[case.binary].key;
+        crate::run::scratch::test_dir(parent, key, &case.name)
+    }
+
+    /// The environment a test is given: its binary's, with its own `TMPDIR`.
+    pub fn environment_of(&self, case: &TestCase, tmpdir: Option<&Path>) -> Cow<'_, Environment> {
+        let env = &self.environments[case.binary];
+        match tmpdir {
+            Some(dir) => Cow::Owned(env.with_var(b"TMPDIR", dir.as_os_str().as_bytes())),
+            None => Cow::Borrowed(env),
+        }
+    }
+
+    /// The environment the selection compares a test's record with: the
+    /// one a run that records gives it.
+    pub fn selection_environment_of(&self, case: &TestCase) -> Cow<'_, Environment> {
+        let tmpdir = self.private_tmp().map(|root| self.tmpdir_of(case, root));
+        self.environment_of(case, tmpdir.as_deref())
+    }
+
+    /// Writes a test's record, after the functions it names: a record never
+    /// names a function the table on disk does not hold.
+    /// Returns the digest its file is sealed with.
+    pub fn save_record(&self, record: &Record) -> std::io::Result<Hash> {
+        self.snapshots.table().flush()?;
+        self.store.save(record)
+    }
+}
+
+/// `build 0.31s, list 0.02s, ...` for `-v`.
+pub fn describe_timings(timings: &[(&'static str, Duration)]) -> String {
+    timings
+        .iter()
+        .map(|(stage, took)| format!("{stage} {:.3}s", took.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,309 @@
+//! Preparing a session, stage by stage: open the workspace, resolve the
+//! options, build the tests, list them, open the store, checksum the
+//! binaries, fingerprint their functions, and set up what the tests are
+//! given (ignored paths, temporary directories, environments).
+
+use super::Session;
+use super::options::{self, Options, Request};
+use crate::cargo::libtest::{self, TestCase};
+use crate::cargo::test_build::{self, Built};
+use crate::cargo::test_env::test_env;
+use crate::cargo::workspace::Workspace;
+use crate::run::scratch::Scratch;
+use anyhow::Context as _;
+use anyhow::Result;
+use ekstazi_core::checksum::Checksums;
+use ekstazi_core::code::{Build, Snapshots};
+use ekstazi_core::dep::Sum;
+use ekstazi_core::env::Environment;
+use ekstazi_core::ignore::Ignore;
+use ekstazi_core::path::Anchors;
+use ekstazi_core::record::{FORMAT_VERSION, Global};
+use ekstazi_core::settings::Granularity;
+use ekstazi_core::store::Store;
+use rayon::prelude::*;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Per binary, the variables cargo would set for its tests.
+type CargoEnvs = Vec<Vec<(OsString, OsString)>>;
+
+impl Session {
+    /// Builds the test binaries and lists their tests. `request` is what
+    /// the command line asks; the configuration file and environment fill
+    /// in the rest.
+    pub fn prepare(request: Request) -> Result<Session> {
+        let mut laps = Laps::start();
+        let ws = open_workspace(&request)?;
+        let (options, repo) = options::resolve(request, &ws)?;
+        let shim = crate::run::shim::install(&ws.target_dir)?;
+        laps.lap("workspace");
+        let built = build_tests(&ws, &options, &shim)?;
+        laps.lap("build");
+        let (envs, tests) = list_tests(&ws, &built)?;
+        laps.lap("list");
+        let state_dir = state_dir(&ws, &options)?;
+        let store = Store::new(&state_dir);
+        let global = global_fingerprint(&ws, &options);
+        let checksums = Checksums::new(Anchors::new(
+            &ws.root,
+            &ws.target_dir,
+            ws.cargo_home.as_deref(),
+        ))
+        .with_toolchain(&ws.sysroot);
+        let binary_sums = checksum_binaries(&built, &checksums);
+        laps.lap("binary checksums");
+        let snapshots = Snapshots::new(store.clone());
+        let code = fingerprint_functions(&built, &binary_sums, &snapshots, options.granularity);
+        laps.lap("function fingerprints");
+        let mut ignore = ignored_paths(&options, &ws, &state_dir, &shim)?;
+        // Made before the analysis: a test that lists the system's temporary
+        // directory saw the root there, and must find it there again.
+        let scratch = open_scratch(&ws, &state_dir, &mut ignore);
+        let environments = test_environments(&envs, &shim, &checksums, &ws, &ignore, &scratch);
+        let services = options
+            .config
+            .services(&ws.root)
+            .map_err(anyhow::Error::msg)
+            .context("in the declared services (.config/ekstazi.toml)")?;
+        Ok(Session {
+            network_policy: options.config.network_policy(),
+            ws,
+            options,
+            built,
+            envs,
+            tests,
+            store,
+            global,
+            checksums,
+            binary_sums,
+            ignore,
+            shim,
+            snapshots,
+            code,
+            services,
+            environments,
+            scratch,
+            timings: laps.timings,
+            repo,
+            candidates: OnceLock::new(),
+            filed: OnceLock::new(),
+        })
+    }
+}
+
+/// How long each stage took, for `-v`.
+struct Laps {
+    clock: Instant,
+    timings: Vec<(&'static str, Duration)>,
+}
+
+impl Laps {
+    fn start() -> Laps {
+        Laps {
+            clock: Instant::now(),
+            timings: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self, stage: &'static str) {
+        self.timings.push((stage, self.clock.elapsed()));
+        self.clock = Instant::now();
+    }
+}
+
+/// The workspace the command line names (`cargo metadata`, the toolchain).
+fn open_workspace(request: &Request) -> Result<Workspace> {
+    Workspace::load(&request.cargo)
+}
+
+/// The test binaries, built as `cargo test` would (instrumented with
+/// function granularity), and the doctest units when doctests are on.
+fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> {
+    let instrumentation = crate::cargo::instrument::Instrumentation {
+        shim,
+        debuginfo: options.debuginfo(),
+    };
+    let instrumented = (options.granularity == Granularity::Function).then_some(instrumentation);
+    let only_doctests = options.only_doctests();
+    // `--doc` builds the libraries alone, for their dep-info.
+    let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
+    let mut built = test_build::build(ws, &options.cargo, instrumented, extra)?;
+    if only_doctests {
+        built.binaries.clear();
+    }
+    if options.with_doctests() {
+        let units = crate::cargo::doctests::units(ws, &options.cargo, &built);
+        built.binaries.extend(units);
+    }
+    Ok(built)
+}
+
+/// Every test of every binary, as libtest lists them, sorted by binary and
+/// name; and per binary, the variables cargo gives its tests.
+fn list_tests(ws: &Workspace, built: &Built) -> Result<(CargoEnvs, Vec<TestCase>)> {
+    let envs: CargoEnvs = built
+        .binaries
+        .iter()
+        .map(|b| test_env(ws, built, b))
+        .collect();
+    let listed: Vec<Vec<TestCase>> = built
+        .binaries
+        .par_iter()
+        .enumerate()
+        .map(|(i, binary)| libtest::list(i, binary, &envs[i]))
+        .collect::<Result<_>>()?;
+    let mut tests: Vec<TestCase> = listed.into_iter().flatten().collect();
+    tests.sort_by(|a, b| {
+        (&built.binaries[a.binary].key, &a.name).cmp(&(&built.binaries[b.binary].key, &b.name))
+    });
+    Ok((envs, tests))
+}
+
+/// The state directory: `--state-dir` (or its other sources), else
+/// `.ekstazi` in the workspace.
+fn state_dir(ws: &Workspace, options: &Options) -> Result<PathBuf> {
+    Ok(match &options.settings.state_dir {
+        Some(dir) => std::path::absolute(dir)?,
+        None => ws.root.join(".ekstazi"),
+    })
+}
+
+/// What every record of this build shares.
+fn global_fingerprint(ws: &Workspace, options: &Options) -> Global {
+    Global {
+        rustc: ws.rustc_version.clone(),
+        target: ws.host.clone(),
+        profile: options.cargo.profile_name(),
+        features: options.cargo.feature_request(),
+        rustflags: rustflags(),
+        tool: format!(
+            "cargo-ekstazi {} format {FORMAT_VERSION} shim {}",
+            env!("CARGO_PKG_VERSION"),
+            crate::run::shim::digest()
+        ),
+        granularity: options.granularity.as_str().to_owned(),
+        config: options.config.recording_digest(),
+    }
+}
+
+/// Per binary, its smart checksum now: `Unknown` for a binary that cannot
+/// be read, whose tests always run (and for doctests, which no record
+/// makes depend on a binary).
+fn checksum_binaries(built: &Built, checksums: &Checksums) -> Vec<Sum> {
+    built
+        .binaries
+        .par_iter()
+        .map(|b| match b.doctests {
+            Some(_) => Sum::Unknown,
+            None => checksums.test_binary(&b.path),
+        })
+        .collect()
+}
+
+/// Per binary, with function granularity, the fingerprints of its
+/// functions now — or why it falls back to binary granularity.
+fn fingerprint_functions(
+    built: &Built,
+    binary_sums: &[Sum],
+    snapshots: &Snapshots,
+    granularity: Granularity,
+) -> Vec<Result<Arc<Build>, String>> {
+    built
+        .binaries
+        .par_iter()
+        .zip(binary_sums)
+        .map(|(binary, sum)| match (granularity, sum) {
+            _ if binary.doctests.is_some() => Err("doctests".to_owned()),
+            (Granularity::Binary, _) => Err("binary granularity".to_owned()),
+            (Granularity::Function, Sum::Hash(id)) => snapshots
+                .of_binary(&binary.path, id)
+                .map_err(|e| e.to_string()),
+            (Granularity::Function, _) => Err("the binary cannot be read".to_owned()),
+        })
+        .collect()
+}
+
+/// The paths whose accesses are not dependencies: the configured ones, the
+/// state directory, the toolchain and the shim.
+fn ignored_paths(
+    options: &Options,
+    ws: &Workspace,
+    state_dir: &Path,
+    shim: &Path,
+) -> Result<Ignore> {
+    let mut ignore = Ignore::defaults()
+        .with_config(&options.config, &ws.root)
+        .map_err(anyhow::Error::msg)
+        .context(
+            "in the ignored paths (.config/ekstazi.toml, --ignore-path, EKSTAZI_IGNORE_PATHS)",
+        )?;
+    ignore.add(ekstazi_core::path::normalize(state_dir), "state directory");
+    ignore.add(
+        ekstazi_core::path::normalize(&ws.sysroot),
+        "toolchain (part of the global fingerprint)",
+    );
+    ignore.add(ekstazi_core::path::normalize(shim), "cargo-ekstazi's shim");
+    Ok(ignore)
+}
+
+/// cargo-ekstazi's temporary directories, ignored as dependencies; `None`
+/// (said) if they cannot be made.
+fn open_scratch(ws: &Workspace, state_dir: &Path, ignore: &mut Ignore) -> Option<Scratch> {
+    match Scratch::open(&ws.root, state_dir) {
+        Ok(scratch) => {
+            ignore.add(
+                ekstazi_core::path::normalize(scratch.root()),
+                "cargo-ekstazi's temporary directories (a test's own starts empty)",
+            );
+            Some(scratch)
+        }
+        Err(e) => {
+            crate::style::warn(format!(
+                "{e:#}: tests share the temporary directory of the environment"
+            ));
+            None
+        }
+    }
+}
+
+/// Per binary, the environment its tests are given, as the selection
+/// compares it.
+fn test_environments(
+    envs: &CargoEnvs,
+    shim: &Path,
+    checksums: &Checksums,
+    ws: &Workspace,
+    ignore: &Ignore,
+    scratch: &Option<Scratch>,
+) -> Vec<Environment> {
+    envs.iter()
+        .map(|vars| {
+            let env = Environment::new(
+                crate::run::scheduler::test_environment(vars, shim),
+                checksums.anchors(),
+                Some(&ws.sysroot),
+                shim.parent().unwrap_or(&ws.target_dir),
+            )
+            .ignoring(ignore.env_patterns().cloned());
+            match scratch {
+                Some(scratch) => env.with_private_tmp(scratch.root()),
+                None => env,
+            }
+        })
+        .collect()
+}
+
+fn rustflags() -> String {
+    [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+    ]
+    .iter()
+    .filter_map(|var| std::env::var(var).ok().map(|v| format!("{var}={v}")))
+    .collect::<Vec<_>>()
+    .join(" ")
+}
