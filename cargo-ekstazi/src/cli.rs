@@ -63,7 +63,7 @@ Options also come from .config/ekstazi.toml and EKSTAZI_* variables
 Examples:
   cargo ekstazi list                    a table of tests, selected or not, with reasons
   cargo ekstazi list --selected         only the tests that would run
-  cargo ekstazi list --json             the same as one JSON object (docs/json.md)")]
+  cargo ekstazi list --json             the same as one JSON object (docs/reference/json.md)")]
     List(ListArgs),
     /// Explain one test's verdict: what changed, or why nothing did
     ///
@@ -120,7 +120,7 @@ Examples:
   cargo ekstazi bisect tests::totals                   from HEAD back to the newest good commit the history knows
   cargo ekstazi bisect it::parses --good v1.2.0        from HEAD back to a known good tag
   cargo ekstazi bisect tests::a --bad main --bad dev   each bad branch gets its own regression point
-  cargo ekstazi bisect tests::a --json                 one JSON object (docs/json.md)")]
+  cargo ekstazi bisect tests::a --json                 one JSON object (docs/reference/json.md)")]
     Bisect(BisectArgs),
     /// Check a merge for semantic conflicts: the tests that meet both sides
     ///
@@ -138,7 +138,7 @@ Examples:
   cargo ekstazi merge-check                  the merge commit at HEAD
   cargo ekstazi merge-check 1a2b3c4          an existing merge commit
   cargo ekstazi merge-check main feature     the merge of two branches, made in a scratch worktree
-  cargo ekstazi merge-check main a b --json  an octopus merge, as one JSON object (docs/json.md)
+  cargo ekstazi merge-check main a b --json  an octopus merge, as one JSON object (docs/reference/json.md)
 
 Exit status: 101 on a semantic conflict or lost behaviour (or, with
 --fail-on-untested, an untested interaction), 0 otherwise.")]
@@ -251,7 +251,7 @@ pub struct ListArgs {
     pub cargo: CargoOpts,
     #[command(flatten)]
     pub selection: SelectionOpts,
-    /// Print one JSON object instead of a table (schema: docs/json.md)
+    /// Print one JSON object instead of a table (schema: docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
     /// Only the tests that would run
@@ -324,7 +324,7 @@ pub struct BisectArgs {
     /// the same answers (commits the search did not judge are built for it)
     #[arg(long)]
     pub compare_git_bisect: bool,
-    /// Print one JSON object (schema: docs/json.md)
+    /// Print one JSON object (schema: docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -346,7 +346,7 @@ pub struct MergeCheckArgs {
     /// test executed: untested interactions need the builds)
     #[arg(long)]
     pub build: bool,
-    /// Print one JSON object (schema: docs/json.md)
+    /// Print one JSON object (schema: docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -388,7 +388,7 @@ pub struct HistoryArgs {
 pub enum HistoryAction {
     /// List the commits that have records (the default)
     List {
-        /// One JSON object instead of a table (schema: docs/json.md)
+        /// One JSON object instead of a table (schema: docs/reference/json.md)
         #[arg(long)]
         json: bool,
     },

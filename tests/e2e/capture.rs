@@ -1,4 +1,4 @@
-//! What the shim sees (issue 4): each door a test observes the world
+//! What the shim sees: each door a test observes the world
 //! through — directory listings, environment variables, helper programs,
 //! existence checks, its own output, the network, C's stdio — on the
 //! `capture` fixture.

@@ -1,7 +1,7 @@
-//! Every door of the shim that the README's "What is recorded" table names
-//! and no other fixture opens (issue 22), on the `doors` fixture: for each,
-//! changing what its probe observed selects that probe alone, for exactly
-//! the reason the README lists, and changing what it did not observe
+//! Every door of the shim that "What is recorded"
+//! (docs/reference/recorded.md) names and no other fixture opens, on the
+//! `doors` fixture: for each, changing what its probe observed selects that
+//! probe alone, for exactly the reason the docs list, and changing what it did not observe
 //! selects nothing. One recorded fixture serves every door: each change is
 //! undone before the next, and the records still hold after it.
 
@@ -310,7 +310,7 @@ fn each_door_selects_its_probe_alone(f: &Fixture) {
         || (),
     );
 
-    // A helper killed before it exits (a README blind spot): it reported
+    // A helper killed before it exits (a documented blind spot): it reported
     // no functions, so the test depends on the whole program. An edit of a
     // function no run of it executed selects that test alone; an edit of
     // one the finished run executed selects both, each for its reason.

@@ -1,5 +1,5 @@
 //! The setups a new user meets that the shim cannot see through a libc
-//! call of the test's own (issue 40), on the `field` fixture: a service on
+//! call of the test's own, on the `field` fixture: a service on
 //! loopback that the test did not start, a script's executable bit, a
 //! constructor that reads a file before `main`, a walk of the whole
 //! environment, a `linkme`-style slice that gains an element, and a trace

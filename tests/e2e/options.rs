@@ -1,5 +1,5 @@
-//! Options the README documents that no other module exercises (issue
-//! 22): `--no-record`, `--report-json`, `EKSTAZI_PARTITION`, the
+//! Options the configuration reference (docs/reference/configuration.md)
+//! documents that no other module exercises: `--no-record`, `--report-json`, `EKSTAZI_PARTITION`, the
 //! recording rules `--ignore-path`, `[ignore] env`, `[ignore] absolute`
 //! and `[libraries] system`, and `[build] debuginfo`.
 

@@ -1,4 +1,4 @@
-//! System calls made outside libc (issue 40), on the `rawsys` fixture: a
+//! System calls made outside libc, on the `rawsys` fixture: a
 //! test that reads a file through rustix's `linux_raw` backend depends on
 //! it as one that reads through libc does (syscall user dispatch shows the
 //! shim the call), and a test that sets io_uring up, whose file accesses

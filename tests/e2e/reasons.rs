@@ -1,5 +1,5 @@
 //! Every reason the usage guide lists is produced by some end-to-end test and
-//! asserted verbatim (issue 22). The doors' reasons are in `doors`,
+//! asserted verbatim. The doors' reasons are in `doors`,
 //! `capture`, `selection` and `functions`; here are the rest: each
 //! component of the global fingerprint, `new` and `forced`, and the few
 //! reasons no record this version writes can hold (shown on a record

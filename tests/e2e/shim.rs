@@ -167,7 +167,8 @@ fn child() {
                 let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
                 let _ = socket.connect("192.0.2.11:9");
             }
-            // The README's blind spots, each as it is written there.
+            // The documented blind spots (docs/reference/limitations.md), each as
+            // it is written there.
             "raw-syscall" => {
                 let fd = libc::syscall(
                     libc::SYS_openat,
@@ -392,13 +393,13 @@ fn without_a_trace_file_the_shim_writes_nothing() {
     );
 }
 
-/// The README's "Blind spots, honestly", as written: if one of these starts
-/// being recorded, this test fails and the README must say so.
+/// The blind spots of docs/reference/limitations.md, as written: if one of
+/// these starts being recorded, this test fails and the docs must say so.
 #[test]
 fn the_blind_spots_are_as_the_readme_says() {
     let tmp = scratch();
     let dir = std::fs::canonicalize(tmp.path()).unwrap();
-    // No longer a blind spot (issue 40): a system call made through libc's
+    // No longer a blind spot: a system call made through libc's
     // `syscall()` is seen as the wrapper's would be.
     let events = traced("raw-syscall", &dir);
     assert!(

@@ -28,7 +28,7 @@
 //!   - `eval bisect`: `cargo ekstazi bisect` against `git bisect run` on
 //!     real and injected regressions (`eval::bisect`).
 //!   - `eval merges`: `cargo ekstazi merge-check` on merges built to
-//!     conflict (seed 003's MCon4J recipe) and on real merges that pass
+//!     conflict (TOM's MCon4J recipe) and on real merges that pass
 //!     (`eval::merges`).
 //!   - `eval noise`: what reruns with nothing changed (`eval::noise`).
 //!   - `eval plot`: redraws a replay's SVG figure from its CSV files, and
@@ -250,7 +250,7 @@ enum Eval {
         granularity: Vec<String>,
         /// Replay every commit of the window in topological order, merges
         /// and their branches alike, with the history carried, and compare
-        /// at merges, reverts and cherry-picks what seed 000's options
+        /// at merges, reverts and cherry-picks what the history paper's options
         /// select (linearisation, S¹, Sᵏ, S⁰) with the tool
         #[arg(long)]
         graph: bool,

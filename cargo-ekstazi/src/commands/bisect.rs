@@ -184,7 +184,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `bisect --json` (docs/json.md).
+/// `bisect --json` (docs/reference/json.md).
 #[derive(Serialize)]
 struct BisectJson {
     regressions: Vec<RegressionJson>,

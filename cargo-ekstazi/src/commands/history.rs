@@ -29,7 +29,7 @@ pub fn run(args: HistoryArgs) -> Result<ExitCode> {
     }
 }
 
-/// `history list --json` (docs/json.md).
+/// `history list --json` (docs/reference/json.md).
 #[derive(Serialize)]
 struct HistoryJson {
     version: u32,

@@ -1,6 +1,7 @@
 //! `cargo ekstazi merge-check [<MERGE> | <REV> <REV>...]`: the tests where
 //! the changes of a merge's sides meet, run at the merge, and their
-//! failures classified (`ekstazi_core::merge_check`, seed 003).
+//! failures classified (`ekstazi_core::merge_check`, after TOM's
+//! semantic conflicts).
 //!
 //! Everything happens in a scratch git worktree (`worktree`), so the
 //! user's checkout and branches are never touched. A prospective merge of

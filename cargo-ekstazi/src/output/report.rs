@@ -227,7 +227,7 @@ pub struct ListJson {
     pub tests: Vec<ListedTest>,
 }
 
-/// The version of `list --json`'s output (docs/json.md).
+/// The version of `list --json`'s output (docs/reference/json.md).
 pub const LIST_JSON_VERSION: u32 = 1;
 
 /// Which tests `list` shows.

@@ -220,7 +220,7 @@ pub fn note_missing_records(session: &Session) {
     if style::on_ci() {
         style::warn(format!(
             "no records in {root} on this CI machine: every test runs. Restore the state \
-             directory from a cache before `cargo ekstazi` runs (README, \"In CI\") to run \
+             directory from a cache before `cargo ekstazi` runs (docs/guide/ci.md) to run \
              only the affected tests"
         ));
     } else {

@@ -236,7 +236,7 @@ pub unsafe extern "C" fn renameat2(
 
 /// Whether a path of this kind carries content that a new name would give
 /// the test without a read of the old one (a file, or a symbolic link to
-/// one). A renamed directory's files are not followed (see the README).
+/// one). A renamed directory's files are not followed (see docs/reference/limitations.md).
 fn content_moves(kind: u8) -> bool {
     let kind = kind >> trace::KIND_SHIFT;
     kind == trace::KIND_FILE || kind == trace::KIND_SYMLINK

@@ -1,5 +1,5 @@
 //! `cargo xtask bench-edit --parts`: what each part of the instrumented
-//! build adds to a rebuild after a one-function edit (issue 17: the
+//! build adds to a rebuild after a one-function edit (the goal: the
 //! instrumented build at most 1.05× a plain one).
 //!
 //! Each round makes the edit of `bench-edit` (a new value each round), then

@@ -1,6 +1,6 @@
 //! `cargo xtask bench-edit`: end to end after a one-function edit, the case
-//! where building weighs most (issue 17: "never above 100 % on a
-//! build-dominated crate").
+//! where building weighs most (the goal: never above 100 % of
+//! `cargo test` on a build-dominated crate).
 //!
 //! Each round inserts `std::hint::black_box(<round>u32);` before one line of
 //! one source file, a statement that changes the function's code (and so

@@ -151,7 +151,7 @@ pub struct ReportTest {
     pub vouched_by: Option<VouchedBy>,
 }
 
-/// The commit whose filed record vouched for a skipped test (`docs/json.md`;
+/// The commit whose filed record vouched for a skipped test (`docs/reference/json.md`;
 /// its `parent` is not needed: the replay knows every commit's parents).
 #[derive(Clone, Debug, Deserialize)]
 pub struct VouchedBy {

@@ -1,7 +1,8 @@
 //! `cargo xtask eval replay --graph`: replays every commit of a window of a
 //! project's history, merges and their branches alike, and measures at
-//! merges (and at reverts and cherry-picks) what seed 000 (Gligoric et al.,
-//! "Regression Test Selection for Distributed Software Histories") compares:
+//! merges (and at reverts and cherry-picks) what Gligoric et al.'s history
+//! paper ("Regression Test Selection for Distributed Software Histories")
+//! compares:
 //!
 //! - the **linearisation**: today's rule, the current records alone (the
 //!   state the previously replayed commit left: `list --no-history`);
@@ -559,7 +560,7 @@ struct Row {
 
 const CSV_HEADER: &str = "commit,parents,kind,auto_merge,tests,tool,linearisation,s1,sk,s0,stored_selection,tool_beyond_sk,misses,skipped_compared,skipped_unknown,subject,notes";
 
-/// What `cargo ekstazi list --json` printed (`docs/json.md`).
+/// What `cargo ekstazi list --json` printed (`docs/reference/json.md`).
 #[derive(Deserialize)]
 struct ListJson {
     tests: Vec<ListTest>,

@@ -1,7 +1,7 @@
 //! `cargo xtask eval merges`: does `cargo ekstazi merge-check` find and
 //! name the conflicts of merges, and is it quiet where a merge passes?
 //!
-//! **Built conflicts**, as TOM built MCon4J (seed 003), from a real
+//! **Built conflicts**, as TOM built MCon4J, from a real
 //! project's history:
 //!
 //! 1. **Side A** is a real commit that changes non-test source and adds or

@@ -4,7 +4,7 @@
 //! (no test that had to run was skipped) as well as measuring the savings.
 //!
 //! - `eval replay`: history replay with a safety check (`replay`); with
-//!   `--graph`, every commit of a window, merges included, and seed 000's
+//!   `--graph`, every commit of a window, merges included, and the history paper's
 //!   options at merges, reverts and cherry-picks (`graph_replay`).
 //! - `eval mutate`: a mutation campaign with a safety check (`mutate`,
 //!   whose `Mutant`s and operators `bisect` and `merges` reuse).

@@ -92,7 +92,7 @@ const REBUILD_SECONDS: f64 = 3.0;
 /// Where the time went, one line per granularity: cargo-ekstazi's stages
 /// and `cargo test`'s own build as shares of `cargo test`'s build and test
 /// run (means over commits), and the instrumented build against the plain
-/// one at the commits that rebuild (issue 17's goal: at most 1.05×).
+/// one at the commits that rebuild (the goal: at most 1.05×).
 pub fn time_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) -> String {
     let mut out = String::new();
     out.push_str(
