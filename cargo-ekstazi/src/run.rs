@@ -5,7 +5,7 @@ use crate::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
 use crate::list::{TestCase, WHOLE_BINARY};
 use crate::session::Session;
 use anyhow::{Context, Result};
-use ekstazi_core::record::Outcome;
+use ekstazi_core::model::record::Outcome;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;

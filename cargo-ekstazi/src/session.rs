@@ -11,21 +11,25 @@ use crate::scratch::Scratch;
 use crate::workspace::Workspace;
 use anyhow::Context as _;
 use anyhow::Result;
-use ekstazi_core::checksum::Checksums;
-use ekstazi_core::code::{Build, CodeUnit, Snapshots};
-use ekstazi_core::config::{Config, DebugInfo};
-use ekstazi_core::dep::{Hash, Sum, Target};
-use ekstazi_core::env::Environment;
-use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::history::{Candidates, History, Known, Vouch};
-use ekstazi_core::ignore::Ignore;
-use ekstazi_core::network::{NetworkPolicy, Service};
-use ekstazi_core::path::Anchors;
-use ekstazi_core::record::{FORMAT_VERSION, Global, Outcome, Record};
-use ekstazi_core::select::{self, Present, Reason};
-use ekstazi_core::settings::{Doctests, External, Granularity, Layer, Settings};
-use ekstazi_core::store::{Loaded, Store};
-use ekstazi_core::vouch::{Verdicts, filed_vouches};
+use ekstazi_core::capture::environment::Environment;
+use ekstazi_core::capture::ignore::Ignore;
+use ekstazi_core::digests::checksum::Checksums;
+use ekstazi_core::digests::program::Build;
+use ekstazi_core::files::sealed::FORMAT_VERSION;
+use ekstazi_core::model::code_dep::CodeUnit;
+use ekstazi_core::model::dep::{Hash, Sum, Target};
+use ekstazi_core::model::path::Anchors;
+use ekstazi_core::model::record::{Global, Outcome, Record};
+use ekstazi_core::options::config::{Config, DebugInfo};
+use ekstazi_core::options::config::{NetworkPolicy, Service};
+use ekstazi_core::options::settings::{Doctests, External, Granularity, Layer, Settings};
+use ekstazi_core::selection::filter::{Decision, Filter};
+use ekstazi_core::selection::select::{self, Present, Reason};
+use ekstazi_core::selection::vouch::{Verdicts, filed_vouches};
+use ekstazi_core::storage::history::candidates::{Candidates, Vouch};
+use ekstazi_core::storage::history::{History, Known};
+use ekstazi_core::storage::snapshots::Snapshots;
+use ekstazi_core::storage::store::{Loaded, Store};
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -255,18 +259,24 @@ impl Session {
             .context(
                 "in the ignored paths (.config/ekstazi.toml, --ignore-path, EKSTAZI_IGNORE_PATHS)",
             )?;
-        ignore.add(ekstazi_core::path::normalize(&state_dir), "state directory");
         ignore.add(
-            ekstazi_core::path::normalize(&ws.sysroot),
+            ekstazi_core::model::path::normalize(&state_dir),
+            "state directory",
+        );
+        ignore.add(
+            ekstazi_core::model::path::normalize(&ws.sysroot),
             "toolchain (part of the global fingerprint)",
         );
-        ignore.add(ekstazi_core::path::normalize(&shim), "cargo-ekstazi's shim");
+        ignore.add(
+            ekstazi_core::model::path::normalize(&shim),
+            "cargo-ekstazi's shim",
+        );
         // Made before the analysis: a test that lists the system's temporary
         // directory saw the root there, and must find it there again.
         let scratch = match Scratch::open(&ws.root, &state_dir) {
             Ok(scratch) => {
                 ignore.add(
-                    ekstazi_core::path::normalize(scratch.root()),
+                    ekstazi_core::model::path::normalize(scratch.root()),
                     "cargo-ekstazi's temporary directories (a test's own starts empty)",
                 );
                 Some(scratch)
@@ -589,7 +599,7 @@ impl Session {
     }
 
     /// A record filed under a commit that vouches for the test now, if any
-    /// (see `ekstazi_core::history::Candidates` for the order they are
+    /// (see `ekstazi_core::storage::history::candidates::Candidates` for the order they are
     /// tried in).
     fn vouching(
         &self,
@@ -728,11 +738,11 @@ fn doctest_units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<build:
 }
 
 /// Whether the library whose dep-info comes first may have doctests (see
-/// [`ekstazi_core::doctests`]); a dep-info that cannot be read says yes.
+/// [`ekstazi_core::capture::doctests`]); a dep-info that cannot be read says yes.
 fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
     let sources = |path: &PathBuf| -> Option<Vec<PathBuf>> {
         let text = std::fs::read_to_string(path).ok()?;
-        Some(ekstazi_core::depinfo::parse(&text, root).sources)
+        Some(ekstazi_core::capture::depinfo::parse(&text, root).sources)
     };
     let Some((own, deps)) = dep_info.split_first() else {
         return true;
@@ -747,7 +757,7 @@ fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
             None => return true,
         }
     }
-    ekstazi_core::doctests::may_have_doctests(
+    ekstazi_core::capture::doctests::may_have_doctests(
         own.iter().map(PathBuf::as_path),
         dep_sources.iter().map(PathBuf::as_path),
     )
@@ -777,8 +787,8 @@ impl Session {
 
 /// The records filed under one commit, by test.
 struct Filed {
-    history: ekstazi_core::history::History,
-    entries: std::collections::HashMap<(String, String), ekstazi_core::dep::Hash>,
+    history: ekstazi_core::storage::history::History,
+    entries: std::collections::HashMap<(String, String), ekstazi_core::model::dep::Hash>,
 }
 
 impl Filed {
@@ -790,8 +800,8 @@ impl Filed {
             Some(record) if record.binary == binary && record.test == test => {
                 Loaded::Found(Box::new(record))
             }
-            _ => Loaded::Invalid(ekstazi_core::store::Invalid::Decode(
-                ekstazi_core::record::DecodeError::BadDigest,
+            _ => Loaded::Invalid(ekstazi_core::storage::store::Invalid::Decode(
+                ekstazi_core::files::sealed::DecodeError::BadDigest,
             )),
         }
     }

@@ -16,7 +16,7 @@
 //!    checksummed (as the test saw them) into a new record.
 //!
 //! ```
-//! use ekstazi_core::path::Anchors;
+//! use ekstazi_core::model::path::Anchors;
 //! use std::path::Path;
 //!
 //! // Paths are stored relative to the workspace, so records move with it.
@@ -24,35 +24,13 @@
 //! assert_eq!(anchors.store(Path::new("/ws/data/a.txt")).to_string(), "data/a.txt");
 //! ```
 
-pub mod archive;
-pub mod bisect;
-pub mod checksum;
-pub mod code;
-pub mod collect;
-pub mod config;
-pub mod coverage_table;
-pub mod dep;
-pub mod depinfo;
-pub mod doctests;
-pub mod env;
-pub mod filter;
-pub mod fingerprint;
+pub mod capture;
+pub mod digests;
+pub mod files;
 pub mod fork_request;
-pub mod functions;
-pub mod gc;
-pub mod history;
-pub mod ignore;
-pub mod key;
 mod listing_hash;
-pub mod mapped;
-pub mod merge;
-pub mod merge_check;
-pub mod network;
-pub mod path;
-mod prehashed;
-pub mod record;
-pub mod select;
-pub mod settings;
-pub mod store;
-pub mod trace;
-pub mod vouch;
+pub mod model;
+pub mod options;
+pub mod selection;
+pub mod storage;
+pub mod workflows;

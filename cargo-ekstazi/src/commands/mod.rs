@@ -14,11 +14,11 @@ use crate::report::{self, Tally};
 use crate::session::{self, Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
-use ekstazi_core::dep::Hash;
-use ekstazi_core::filter::Filter;
-use ekstazi_core::history::{Filing, Known};
-use ekstazi_core::record::Record;
-use ekstazi_core::settings::Granularity;
+use ekstazi_core::model::dep::Hash;
+use ekstazi_core::model::record::Record;
+use ekstazi_core::options::settings::Granularity;
+use ekstazi_core::selection::filter::Filter;
+use ekstazi_core::storage::history::{Filing, Known};
 use std::io::Write;
 
 /// The plan of a run that runs tests (`test`, `nextest`): the analysis, the
@@ -54,7 +54,10 @@ pub fn plan_run(
 /// it (and failing at once without `wait`). A state directory that cannot be
 /// written is not fatal: the run selects from the records it can read, runs,
 /// and records nothing (`None`), and says so.
-pub fn lock_store(session: &Session, wait: bool) -> Result<Option<ekstazi_core::store::StoreLock>> {
+pub fn lock_store(
+    session: &Session,
+    wait: bool,
+) -> Result<Option<ekstazi_core::storage::store::StoreLock>> {
     let root = session.store.root();
     let unwritable = |e: &std::io::Error| {
         matches!(
@@ -118,7 +121,7 @@ pub fn note_other_versions(session: &Session) {
             "records of format {version} in {} are ignored (this cargo-ekstazi writes v{}); \
              they are left in place",
             session.store.root().display(),
-            ekstazi_core::record::FORMAT_VERSION
+            ekstazi_core::files::sealed::FORMAT_VERSION
         ));
     }
 }
@@ -141,16 +144,16 @@ fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
 /// records that held for each test it decided under `HEAD` (see
 /// [`file_history`]), drops the fingerprints of builds it did not use, and,
 /// when the function table has grown well past what records name, collects
-/// it (`ekstazi_core::gc`).
+/// it (`ekstazi_core::storage::gc`).
 /// `written` holds each record this run wrote, with the digest its file
 /// is sealed with.
 pub fn finish_recording(session: &Session, plan: &[Planned], written: &[(Record, Hash)]) {
     file_history(session, plan, written);
     forget_unused_snapshots(session);
     let table = session.snapshots.table();
-    if ekstazi_core::gc::due(&session.store, table) {
+    if ekstazi_core::storage::gc::due(&session.store, table) {
         // Not fatal: what is left over costs only disk until the next time.
-        let _ = ekstazi_core::gc::collect(&session.store, table);
+        let _ = ekstazi_core::storage::gc::collect(&session.store, table);
     }
 }
 
@@ -269,15 +272,15 @@ pub fn locked_state(
     opts: &crate::cli::StateOpts,
 ) -> Result<(
     std::path::PathBuf,
-    ekstazi_core::store::Store,
-    ekstazi_core::store::StoreLock,
+    ekstazi_core::storage::store::Store,
+    ekstazi_core::storage::store::StoreLock,
 )> {
     let (root, state) = workspace_state_dir(opts.cargo.manifest_path.as_deref())?;
     let state = match &opts.state_dir {
         Some(dir) => std::path::absolute(dir)?,
         None => state,
     };
-    let store = ekstazi_core::store::Store::new(&state);
+    let store = ekstazi_core::storage::store::Store::new(&state);
     let lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", state.display()))?;
@@ -297,9 +300,9 @@ pub fn workspace_state_dir(
         .exec()
         .context("cannot find the workspace (give --state-dir to work outside one)")?;
     let root = metadata.workspace_root.into_std_path_buf();
-    let config = ekstazi_core::config::Config::load(&root)?;
-    let file = ekstazi_core::settings::Layer::from_config(&config, &root)?;
-    let env = ekstazi_core::settings::Layer::from_env(|name| std::env::var(name).ok())?;
+    let config = ekstazi_core::options::config::Config::load(&root)?;
+    let file = ekstazi_core::options::settings::Layer::from_config(&config, &root)?;
+    let env = ekstazi_core::options::settings::Layer::from_env(|name| std::env::var(name).ok())?;
     let state = file
         .state_dir
         .or(env.state_dir)

@@ -7,7 +7,7 @@ use crate::run::{self, Event};
 use crate::session::{Planned, Session};
 use crate::{junit, recording, style};
 use anyhow::{Context, Result};
-use ekstazi_core::record::Outcome;
+use ekstazi_core::model::record::Outcome;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     // At a merge, what was filed at each parent: a test that fails here and
     // passed at every parent is labelled a merge conflict. Read at the
     // first failure, not by every run at a merge.
-    let parents: std::cell::OnceCell<Vec<Option<ekstazi_core::history::Manifest>>> =
+    let parents: std::cell::OnceCell<Vec<Option<ekstazi_core::storage::history::Manifest>>> =
         std::cell::OnceCell::new();
     let parents_filed = || {
         session
@@ -144,7 +144,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
             }
         });
         let merge_conflict = finished.outcome != Outcome::Passed
-            && ekstazi_core::merge_check::passed_at_every_parent(
+            && ekstazi_core::workflows::merge_check::passed_at_every_parent(
                 parents.get_or_init(parents_filed),
                 &session.built.binaries[planned.case.binary].key,
                 &planned.case.name,

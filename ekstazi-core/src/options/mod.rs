@@ -1,0 +1,3 @@
+//! Options.
+pub mod config;
+pub mod settings;

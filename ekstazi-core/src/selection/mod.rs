@@ -1,0 +1,5 @@
+//! Selection.
+pub mod changed_code;
+pub mod filter;
+pub mod select;
+pub mod vouch;

@@ -1,0 +1,3 @@
+//! Workflows.
+pub mod bisect;
+pub mod merge_check;
