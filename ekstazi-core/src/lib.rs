@@ -3,17 +3,34 @@
 //!
 //! The data flow of a run, and the module that owns each step:
 //!
-//! 1. [`store`] loads each test's [`record::Record`] (or says why it cannot);
-//! 2. [`checksum`] computes the present checksum of every dependency named in
-//!    the records, once each, in parallel;
-//! 3. [`select`] compares record and present and names every [`select::Reason`]
-//!    to run a test; [`filter`] applies libtest's name filters;
-//! 4. the selected tests run under the shim, which writes a [`trace`];
-//! 5. [`collect`] turns the trace into dependency targets, leaving out what
-//!    [`ignore`] (with the workspace's [`config`]) and the test's own files
-//!    say are not inputs; [`env`] normalises environment variables and
-//!    [`network`] judges the peers a test reached. The targets are
-//!    checksummed (as the test saw them) into a new record.
+//! 1. [`storage`] loads each test's [`model::record::Record`] (or says why it
+//!    cannot) from the [`storage::store::Store`];
+//! 2. [`digests`] computes the present checksum of every dependency named in
+//!    the records, once each, in parallel ([`digests::checksum::Checksums`]),
+//!    and the fingerprints of the programs' functions
+//!    ([`digests::fingerprint`], [`digests::program::Build`]);
+//! 3. [`selection`] compares record and present and names every
+//!    [`selection::select::Reason`] to run a test; [`selection::filter`]
+//!    applies libtest's name filters, and [`selection::vouch`] asks the
+//!    [`storage::history`] for a record of another commit that vouches;
+//! 4. the selected tests run under the shim, which writes a
+//!    [`capture::trace`];
+//! 5. [`capture`] turns the trace into dependency targets
+//!    ([`capture::collect`]), leaving out what [`capture::ignore`] (with the
+//!    workspace's [`options::config`]) and the test's own files say are not
+//!    inputs; [`capture::environment`] normalises environment variables and
+//!    [`capture::network`] judges the peers a test reached. The targets are
+//!    checksummed (as the test saw them) into a new record, which storage
+//!    keeps, sealed ([`files::sealed`]), and files in the history.
+//!
+//! [`workflows`] builds git workflows on the history: bisecting a
+//! regression, checking a merge.
+//!
+//! The top-level modules import one way, each only the ones before it:
+//! `files` < [`model`] < [`options`] < [`digests`] < [`capture`] <
+//! [`storage`] < [`selection`], [`workflows`]. A type two of them share
+//! lives in the lower one. (`fork_request` and `listing_hash`, the shim's
+//! wire formats, import nothing.)
 //!
 //! ```
 //! use ekstazi_core::model::path::Anchors;

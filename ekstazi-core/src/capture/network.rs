@@ -13,7 +13,7 @@
 //! read. So a loopback port is the test's own ([`Peer::Own`]) only when a
 //! process of the test's tree bound it during the test; any other loopback
 //! peer is external, unless the workspace declares the service behind the
-//! port ([`Service`]): then the peer is [`Peer::Service`], and the test
+//! port ([`crate::options::config::Service`]): then the peer is [`Peer::Service`], and the test
 //! depends on the files the user named as that service's state instead.
 
 use crate::model::path::{Anchor, StoredPath};

@@ -10,7 +10,7 @@
 //! on it, and no id — and the history can keep it once, content-addressed,
 //! for every commit it holds at. The table maps ids back to names and
 //! fingerprints, for reasons people read; whether a function is still there
-//! is decided from the build alone (`code::Build`), never from the table.
+//! is decided from the build alone (`digests::program::Build`), never from the table.
 //!
 //! ```text
 //! .functions/<digest>     a segment: sealed (id, name, fingerprint) entries

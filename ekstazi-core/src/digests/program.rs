@@ -2,7 +2,7 @@
 //! program a test executed, and whether any of them changed.
 //!
 //! A record keeps, per program, the smart checksum of the build the test ran
-//! ([`CodeDep::build`]), the ids of the functions it executed (a digest of
+//! ([`crate::model::code_dep::CodeDep::build`]), the ids of the functions it executed (a digest of
 //! name and fingerprint each, resolved by the [`FunctionTable`]) and the
 //! digest of the table of the program's uninstrumented functions. Nothing in
 //! it depends on where a function sat in one build, so a rebuild that leaves
@@ -164,7 +164,7 @@ impl Build {
     }
 
     /// The ids of the functions of these coverage flags (their addresses,
-    /// sorted and without repeats, as [`coverage`] gives them), added to
+    /// sorted and without repeats, as `capture::coverage::coverage` gives them), added to
     /// the table, sorted; `Ok(None)` if one is not a function of this build
     /// (the coverage is not of this build, and cannot be trusted).
     pub fn executed(

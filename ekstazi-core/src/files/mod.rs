@@ -1,10 +1,10 @@
 //! How every file cargo-ekstazi keeps is written and read: the seal each
-//! one is wrapped in ([`sealed`]: [`sealed::seal`], [`sealed::open`],
-//! [`sealed::pack`], [`sealed::unpack`], [`sealed::FORMAT_VERSION`],
-//! [`sealed::DecodeError`]), the one way a file is replaced
-//! ([`write_atomic`]: a temporary file, then a rename), the one way a file
-//! of ours is read ([`read_bounded`]: a regular file, and no more than a
-//! limit), and [`real_dirs`], which makes the directories written into.
+//! one is wrapped in ([`sealed`]: `seal`, `open`, `pack`, `unpack`,
+//! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the one way a file
+//! is replaced (`write_atomic`: a temporary file, then a rename), the one
+//! way a file of ours is read (`read_bounded`: a regular file, and no more
+//! than a limit), and `real_dirs`, which makes the directories written
+//! into.
 //!
 //! Invariant: the bottom of the crate. `files` imports no other module of
 //! the crate; everything that keeps a file (the record model, the function

@@ -2,7 +2,7 @@
 //! cheapest first.
 //!
 //! A test the current record does not vouch for has every distinct record
-//! filed for it tried in turn (`history::Candidates`), and on a real
+//! filed for it tried in turn (`storage::history::candidates::Candidates`), and on a real
 //! project most of them fail: the change that made the current record fail
 //! is usually in them too. So a filed record is first judged by its
 //! skeleton — outcome, toolchain, programs, and the chunks of executed
@@ -12,7 +12,7 @@
 //! whether every function in it is in a build does not depend on which
 //! record holds it: it is decided once per chunk and build in a run, and
 //! read once ([`Verdicts`]). A chunk's verdict is exactly what
-//! `code::holds` decides for those ids against that build, and the body is
+//! `changed_code::holds` decides for those ids against that build, and the body is
 //! judged by [`select::vouches`] itself, the rule a current record is
 //! judged by: so a record that passes both is one `select::vouches` would
 //! pass whole, and it is put back together from its parts (each checked

@@ -1,4 +1,6 @@
-//! candidates
+//! Which filed records may vouch for a test now ([`Candidates`]): those of
+//! `HEAD`, then of its parents, then the newest others, never a failure;
+//! and what a vouching record says about where it was filed ([`Vouch`]).
 
 use super::ManifestView;
 use crate::model::dep::Hash;

@@ -20,9 +20,9 @@
 //! Records are content-addressed: a test unaffected across a hundred
 //! commits is one object. A record is kept as a skeleton, and its long
 //! lists of executed functions as chunks shared between records
-//! ([`Skeleton`]). Each part is named by the digest its seal ends with, and
+//! ([`objects::Skeleton`]). Each part is named by the digest its seal ends with, and
 //! the skeleton names its chunks, so a record's id is its skeleton's name
-//! ([`record_id`]): reading a part checks it against its name, and nothing
+//! ([`objects::record_id`]): reading a part checks it against its name, and nothing
 //! hashes a record whole again (a Merkle tree, as git's trees are). What one run files goes
 //! into one pack file, so the history is a few files per commit, not one
 //! per object (each file costs a filesystem block). Manifests and objects
@@ -35,6 +35,11 @@
 //! again under one commit leave a pack each). A run files mostly the
 //! records it found: those the last filing filed are named by the object
 //! it remembered for them ([`Known`]), not cut again.
+//!
+//! Here: the [`History`], its manifests and filing. In [`objects`]: how a
+//! record is cut into named parts and put back. In `packs`: the pack files,
+//! reading them and pruning. In [`candidates`]: which filed records may
+//! vouch for a test.
 
 use crate::model::dep::Hash;
 use crate::model::record::{Outcome, Record};

@@ -1,4 +1,8 @@
-//! objects
+//! The history's objects: a record kept as a [`Skeleton`] (everything but
+//! its long lists of executed functions) and chunks of those lists shared
+//! between records, each named by the digest its seal ends with; a
+//! record's id is its skeleton's name ([`record_id`]). Cutting a record
+//! into parts (`cut`) and putting them back ([`History::assemble`]).
 
 use super::History;
 use crate::model::code_dep::FnId;

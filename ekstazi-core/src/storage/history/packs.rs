@@ -1,4 +1,7 @@
-//! packs
+//! The history's pack files: what one filing wrote, in one file with an
+//! index of where each object is ([`Packs`]), mapped to be read; and
+//! [`History::prune`], which keeps the newest commits, drops the objects no
+//! kept commit names and rewrites a pack mostly dropped.
 
 use super::{History, Pruned, SWEPT, is_commit_id};
 use crate::model::dep::Hash;
