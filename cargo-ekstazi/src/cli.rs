@@ -2,10 +2,10 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use ekstazi_core::filter::{Filter, RunIgnored};
-use ekstazi_core::settings::{
+use ekstazi_core::options::settings::{
     Doctests, External, Granularity, Layer, Partition, parse_jobs, parse_seconds,
 };
+use ekstazi_core::selection::filter::{Filter, RunIgnored};
 use std::path::PathBuf;
 
 /// Cargo runs `cargo-ekstazi ekstazi ...`; the first word is the subcommand's name.
@@ -30,7 +30,7 @@ fn version() -> &'static str {
     concat!(
         env!("CARGO_PKG_VERSION"),
         " (record format ",
-        // Kept in step with ekstazi_core::record::FORMAT_VERSION by a test.
+        // Kept in step with ekstazi_core::files::sealed::FORMAT_VERSION by a test.
         "11",
         ")"
     )
@@ -870,7 +870,7 @@ mod tests {
     fn the_version_names_the_record_format() {
         assert!(version().ends_with(&format!(
             "(record format {})",
-            ekstazi_core::record::FORMAT_VERSION
+            ekstazi_core::files::sealed::FORMAT_VERSION
         )));
     }
 

@@ -2,10 +2,11 @@
 //! restored from a shared cache holds, decoding never panics, never
 //! allocates without bound, and accepts nothing that is not an intact record.
 
-use ekstazi_core::code::{CodeDep, CodeUnit};
-use ekstazi_core::dep::{Dep, FileKind, Sum, Target};
-use ekstazi_core::path::{Anchor, StoredPath};
-use ekstazi_core::record::{DecodeError, Global, Outcome, Record};
+use ekstazi_core::files::sealed::DecodeError;
+use ekstazi_core::model::code_dep::{CodeDep, CodeUnit};
+use ekstazi_core::model::dep::{Dep, FileKind, Sum, Target};
+use ekstazi_core::model::path::{Anchor, StoredPath};
+use ekstazi_core::model::record::{Global, Outcome, Record};
 use proptest::prelude::*;
 
 fn path(anchor: Anchor, rel: &str) -> StoredPath {
@@ -66,7 +67,7 @@ fn sample(name: &str, functions: Vec<u64>) -> Record {
 /// attacker who knows the format (the digest is no secret) can write.
 fn sealed(body: &[u8]) -> Vec<u8> {
     let mut out = b"EKZR".to_vec();
-    out.extend_from_slice(&ekstazi_core::record::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&ekstazi_core::files::sealed::FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(body);
     let digest = blake3::hash(&out);

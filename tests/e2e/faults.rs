@@ -359,7 +359,7 @@ fn hostile_records_are_refused_and_nothing_escapes_the_state_directory() {
     f.test_ok(&[]);
     let dir = f.file(&format!(
         ".ekstazi/v{}/faults%3A%3Afaults",
-        ekstazi_core::record::FORMAT_VERSION
+        ekstazi_core::files::sealed::FORMAT_VERSION
     ));
     // A record of a_quick that claims a 4 GiB body.
     let record = dir.join("a_quick");
@@ -376,7 +376,7 @@ fn hostile_records_are_refused_and_nothing_escapes_the_state_directory() {
         .write(true)
         .open(dir.join("c_slow"))
         .unwrap()
-        .set_len(ekstazi_core::record::MAX_RECORD_BYTES + 1)
+        .set_len(ekstazi_core::model::record::MAX_RECORD_BYTES + 1)
         .unwrap();
 
     assert_eq!(

@@ -131,7 +131,7 @@ fn only_tests_that_executed_the_changed_function_run() {
     // fingerprints are kept, as the next run's cache.
     let snapshots = std::fs::read_dir(f.file(&format!(
         ".ekstazi/v{}/.code",
-        ekstazi_core::record::FORMAT_VERSION
+        ekstazi_core::files::sealed::FORMAT_VERSION
     )))
     .unwrap()
     .filter(|e| {
@@ -154,9 +154,9 @@ fn the_coverage_constructor_is_no_dependency() {
     let f = recorded();
     let code = f.file(&format!(
         ".ekstazi/v{}/.code",
-        ekstazi_core::record::FORMAT_VERSION
+        ekstazi_core::files::sealed::FORMAT_VERSION
     ));
-    let store = ekstazi_core::store::Store::new(&f.file(".ekstazi"));
+    let store = ekstazi_core::storage::store::Store::new(&f.file(".ekstazi"));
     let mut snapshots = 0;
     for entry in std::fs::read_dir(code).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();

@@ -210,7 +210,7 @@ fn the_history_is_bounded_and_damage_is_no_record() {
     f.git(&["checkout", "-q", &gold]);
     let history = f.file(&format!(
         ".ekstazi/v{}/.history",
-        ekstazi_core::record::FORMAT_VERSION
+        ekstazi_core::files::sealed::FORMAT_VERSION
     ));
     std::fs::write(history.join("commits").join(&gold), b"not a manifest").unwrap();
     assert_eq!(selected(&f, &[]), labels(&[LABELS]));

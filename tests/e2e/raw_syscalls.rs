@@ -58,7 +58,7 @@ fn a_file_read_with_raw_system_calls_selects_its_reader_alone() {
 /// instruction of its own.
 #[cfg(target_arch = "x86_64")]
 mod dispatch {
-    use ekstazi_core::trace::{Access, Event, parse};
+    use ekstazi_core::capture::trace::{Access, Event, parse};
     use std::path::{Path, PathBuf};
     use std::process::Command;
 

@@ -8,10 +8,10 @@
 //! of tests from drifting apart.
 
 use crate::support::{Fixture, assert_each_selected_for};
-use ekstazi_core::dep::{Dep, Sum, Target};
-use ekstazi_core::path::{Anchor, StoredPath};
-use ekstazi_core::record::Record;
-use ekstazi_core::store::Store;
+use ekstazi_core::model::dep::{Dep, Sum, Target};
+use ekstazi_core::model::path::{Anchor, StoredPath};
+use ekstazi_core::model::record::Record;
+use ekstazi_core::storage::store::Store;
 use std::collections::BTreeMap;
 use std::path::Path;
 

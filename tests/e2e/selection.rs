@@ -268,7 +268,10 @@ fn cargo_options_and_the_state_directory_are_honoured() {
     );
     assert!(
         state
-            .join(format!("v{}/alpha", ekstazi_core::record::FORMAT_VERSION))
+            .join(format!(
+                "v{}/alpha",
+                ekstazi_core::files::sealed::FORMAT_VERSION
+            ))
             .is_dir(),
         "records in the requested state directory"
     );

@@ -1,13 +1,13 @@
 //! `ekstazi-runtime`'s own test: the shim on its own, without cargo-ekstazi.
 //! This test binary runs itself again with the shim preloaded (the one
 //! cargo-ekstazi's build script built and embeds), one probe per door, and
-//! reads the trace the shim wrote with `ekstazi_core::trace`, the reader
+//! reads the trace the shim wrote with `ekstazi_core::capture::trace`, the reader
 //! cargo-ekstazi uses. Each door's hook must name what its call observed.
 //! The `doors` module shows the same doors through selection. (It lives
 //! here because cargo builds no `cdylib` for a package's own integration
 //! tests.)
 
-use ekstazi_core::trace::{Access, Event, parse};
+use ekstazi_core::capture::trace::{Access, Event, parse};
 use std::ffi::OsStr;
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
@@ -297,7 +297,7 @@ fn each_door_names_what_its_call_observed() {
     assert!(!about(&events, Access::Created, &at("new-link")).is_empty());
     let events = has("chdir", Access::Exists, &at("dir"));
     let kind = about(&events, Access::Exists, &at("dir"))[0].kind();
-    assert_eq!(kind, Some(ekstazi_core::dep::FileKind::Dir));
+    assert_eq!(kind, Some(ekstazi_core::model::dep::FileKind::Dir));
 
     // A program run: the child's own trace names it.
     let events = traced("exec", &dir);

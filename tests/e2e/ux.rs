@@ -3,7 +3,7 @@
 //! nothing runs, slow tests, colour, help.
 
 use crate::support::{Fixture, copy_tree, labels};
-use ekstazi_core::store::Store;
+use ekstazi_core::storage::store::Store;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -139,8 +139,8 @@ fn case<'r>(report: &'r quick_junit::Report, suite: &str, name: &str) -> &'r qui
 fn comparable_state(
     dir: &Path,
 ) -> (
-    BTreeMap<String, ekstazi_core::record::Record>,
-    Vec<ekstazi_core::functions::FnId>,
+    BTreeMap<String, ekstazi_core::model::record::Record>,
+    Vec<ekstazi_core::model::code_dep::FnId>,
 ) {
     let store = Store::new(dir);
     let records = store
@@ -157,7 +157,7 @@ fn comparable_state(
             )
         })
         .collect();
-    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    let table = ekstazi_core::digests::functions::FunctionTable::load(&store.functions_dir());
     (records, table.ids())
 }
 
@@ -229,8 +229,11 @@ fn options_come_from_the_command_line_then_the_file_then_the_environment() {
     let f = Fixture::new("basic");
     let env = [("EKSTAZI_DIR", "from-env")];
     let records_in = |dir: &str| {
-        f.file(&format!("{dir}/v{}", ekstazi_core::record::FORMAT_VERSION))
-            .is_dir()
+        f.file(&format!(
+            "{dir}/v{}",
+            ekstazi_core::files::sealed::FORMAT_VERSION
+        ))
+        .is_dir()
     };
     f.test_ok_with(&["-p", "alpha"], &env);
     assert!(records_in("from-env"));
@@ -396,7 +399,7 @@ fn every_command_has_help_with_examples_and_the_version_names_the_format() {
     assert!(
         version.stdout.contains(&format!(
             "(record format {})",
-            ekstazi_core::record::FORMAT_VERSION
+            ekstazi_core::files::sealed::FORMAT_VERSION
         )),
         "{version:?}"
     );

@@ -64,11 +64,11 @@ pub fn units(ws: &Workspace, cargo: &CargoOpts, built: &Built) -> Vec<test_build
 }
 
 /// Whether the library whose dep-info comes first may have doctests (see
-/// [`ekstazi_core::doctests`]); a dep-info that cannot be read says yes.
+/// [`ekstazi_core::capture::doctests`]); a dep-info that cannot be read says yes.
 fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
     let sources = |path: &PathBuf| -> Option<Vec<PathBuf>> {
         let text = std::fs::read_to_string(path).ok()?;
-        Some(ekstazi_core::depinfo::parse(&text, root).sources)
+        Some(ekstazi_core::capture::depinfo::parse(&text, root).sources)
     };
     let Some((own, deps)) = dep_info.split_first() else {
         return true;
@@ -83,7 +83,7 @@ fn may_have_doctests(root: &std::path::Path, dep_info: &[PathBuf]) -> bool {
             None => return true,
         }
     }
-    ekstazi_core::doctests::may_have_doctests(
+    ekstazi_core::capture::doctests::may_have_doctests(
         own.iter().map(PathBuf::as_path),
         dep_sources.iter().map(PathBuf::as_path),
     )

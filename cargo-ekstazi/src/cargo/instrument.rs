@@ -12,7 +12,7 @@
 //!   exact extent of every anonymous constant), and the runtime shim (which
 //!   defines the coverage callbacks), found through an rpath; and once an
 //!   executable is linked, its coverage PC table's load-time relocations
-//!   taken out (`ekstazi_core::coverage_table`);
+//!   taken out (`ekstazi_core::digests::coverage_table`);
 //! - unless `[build] debuginfo = "profile"`, debug information cut to line
 //!   tables where the profile asks for more: file and line in panics and
 //!   backtraces are what a test run shows, and full debug information is
@@ -26,7 +26,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ekstazi_core::config::DebugInfo;
+use ekstazi_core::options::config::DebugInfo;
 
 /// Set in the environment of the instrumented build: this process is the
 /// rustc wrapper.
@@ -120,7 +120,7 @@ pub fn wrap_rustc() -> ! {
     {
         // The executable works either way; unrelocated, its every start
         // skips relocating and copying the coverage PC table.
-        if let Err(e) = ekstazi_core::coverage_table::unrelocate(&executable) {
+        if let Err(e) = ekstazi_core::digests::coverage_table::unrelocate(&executable) {
             eprintln!(
                 "cargo-ekstazi: warning: {}: its coverage table stays relocated at load time: {e}",
                 executable.display()
@@ -174,7 +174,7 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
     {
         return Vec::new();
     }
-    let mut extra: Vec<OsString> = ekstazi_core::coverage_table::RUSTC_FLAGS
+    let mut extra: Vec<OsString> = ekstazi_core::digests::coverage_table::RUSTC_FLAGS
         .iter()
         .map(OsString::from)
         .collect();

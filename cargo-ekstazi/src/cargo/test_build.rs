@@ -117,9 +117,9 @@ pub fn build(
                 let kind = primary_kind(&artifact.target.kind);
                 if kind == "lib" {
                     let first = artifact.executable.as_ref().or(artifact.filenames.first());
-                    if let Some(dep_info) =
-                        first.and_then(|f| ekstazi_core::depinfo::path_of_artifact(f.as_std_path()))
-                    {
+                    if let Some(dep_info) = first.and_then(|f| {
+                        ekstazi_core::capture::depinfo::path_of_artifact(f.as_std_path())
+                    }) {
                         // The ordinary build's over the unit tests': the
                         // doctests link that one.
                         if !artifact.profile.test

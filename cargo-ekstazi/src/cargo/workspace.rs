@@ -159,12 +159,12 @@ impl Workspace {
 /// The key of a library's doctests: `doc` is no cargo target kind, so it
 /// names no binary.
 pub fn doctest_key(package: &str, lib: &str) -> String {
-    ekstazi_core::key::binary_key(package, "doc", lib)
+    ekstazi_core::model::key::binary_key(package, "doc", lib)
 }
 
-/// The stable name of a test binary (see [`ekstazi_core::key::binary_key`]).
+/// The stable name of a test binary (see [`ekstazi_core::model::key::binary_key`]).
 pub fn binary_key(package: &str, kinds: &[TargetKind], target: &str) -> String {
-    ekstazi_core::key::binary_key(package, primary_kind(kinds), target)
+    ekstazi_core::model::key::binary_key(package, primary_kind(kinds), target)
 }
 
 /// The one kind that names a target: every library crate type is `lib`.

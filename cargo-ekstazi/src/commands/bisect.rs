@@ -1,7 +1,7 @@
 //! `cargo ekstazi bisect <TEST>...`: the latest commit that broke the
 //! tests, with as few builds as possible.
 //!
-//! The search is `ekstazi_core::bisect` (the Regression Predecessors
+//! The search is `ekstazi_core::workflows::bisect` (the Regression Predecessors
 //! Algorithm). A commit is good when every named test passes there, bad
 //! when one fails. Each question is answered cheapest first: from the
 //! history (a record of the test filed at that commit: `history` if it ran
@@ -18,10 +18,10 @@ use crate::git::repo::Repo;
 use crate::git::worktree::{TestId, Worktree, short};
 use crate::style;
 use anyhow::{Context, Result, bail};
-use ekstazi_core::bisect::{self, Answer, Dag, Oracle, Regression, Search, Unsolved};
-use ekstazi_core::history::History;
-use ekstazi_core::record::{Outcome, Record};
-use ekstazi_core::store::Store;
+use ekstazi_core::model::record::{Outcome, Record};
+use ekstazi_core::storage::history::History;
+use ekstazi_core::storage::store::Store;
+use ekstazi_core::workflows::bisect::{self, Answer, Dag, Oracle, Regression, Search, Unsolved};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -123,7 +123,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     };
     drop(oracle);
 
-    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    let table = ekstazi_core::digests::functions::FunctionTable::load(&store.functions_dir());
     let subjects = repo.subjects(
         found
             .iter()
@@ -389,7 +389,7 @@ fn explain(
     history: &History,
     tests: &[TestId],
     r: &Regression,
-    table: &ekstazi_core::functions::FunctionTable,
+    table: &ekstazi_core::digests::functions::FunctionTable,
 ) -> Vec<String> {
     let record_at = |commit: &str, test: &TestId| -> Option<Record> {
         let manifest = history.manifest(commit)?;

@@ -5,9 +5,9 @@ use crate::cli::{HistoryAction, HistoryArgs};
 use crate::git::repo::Repo;
 use crate::style::{self, BOLD, DIM};
 use anyhow::{Context, Result};
-use ekstazi_core::history::Manifest;
-use ekstazi_core::record::Outcome;
-use ekstazi_core::store::Store;
+use ekstazi_core::model::record::Outcome;
+use ekstazi_core::storage::history::Manifest;
+use ekstazi_core::storage::store::Store;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -164,7 +164,7 @@ fn export(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
     let _lock = store
         .lock(false, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
-    let counted = ekstazi_core::archive::export(store, file)
+    let counted = ekstazi_core::storage::archive::export(store, file)
         .with_context(|| format!("cannot write {}", file.display()))?;
     let written = std::fs::metadata(file).map_or(0, |m| m.len());
     println!(
@@ -185,9 +185,9 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
         .prefix(".import")
         .tempdir_in(store.root())
         .context("cannot make a scratch directory in the state directory")?;
-    let counted = ekstazi_core::archive::unpack(file, scratch.path())
+    let counted = ekstazi_core::storage::archive::unpack(file, scratch.path())
         .with_context(|| format!("cannot import {}", file.display()))?;
-    let merged = ekstazi_core::merge::merge(store, &Store::new(scratch.path()))
+    let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(scratch.path()))
         .with_context(|| format!("cannot import {}", file.display()))?;
     println!(
         "cargo-ekstazi: imported {}: {} records added, {} newer, {} kept; {} commits of history; \

@@ -1,6 +1,6 @@
 //! `cargo ekstazi merge-check [<MERGE> | <REV> <REV>...]`: the tests where
 //! the changes of a merge's sides meet, run at the merge, and their
-//! failures classified (`ekstazi_core::merge_check`, after TOM's
+//! failures classified (`ekstazi_core::workflows::merge_check`, after TOM's
 //! semantic conflicts).
 //!
 //! Everything happens in a scratch git worktree (`worktree`), so the
@@ -20,13 +20,14 @@ use crate::git::repo::Repo;
 use crate::git::worktree::{Ran, TestId, Worktree, short};
 use crate::style;
 use anyhow::{Context, Result, bail};
-use ekstazi_core::dep::Target;
-use ekstazi_core::fingerprint::Fp;
-use ekstazi_core::functions::{FnId, FunctionTable};
-use ekstazi_core::merge_check::{self, Evidence, Functions, Side, Untested, Verdict};
-use ekstazi_core::path::Anchor;
-use ekstazi_core::record::Outcome;
-use ekstazi_core::store::Store;
+use ekstazi_core::digests::fingerprint::Fp;
+use ekstazi_core::digests::functions::FunctionTable;
+use ekstazi_core::model::code_dep::FnId;
+use ekstazi_core::model::dep::Target;
+use ekstazi_core::model::path::Anchor;
+use ekstazi_core::model::record::Outcome;
+use ekstazi_core::storage::store::Store;
+use ekstazi_core::workflows::merge_check::{self, Evidence, Functions, Side, Untested, Verdict};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -408,7 +409,7 @@ fn survey_built(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Sur
 /// they executed.
 fn from_records(
     outcomes: HashMap<TestId, Outcome>,
-    records: &[ekstazi_core::record::Record],
+    records: &[ekstazi_core::model::record::Record],
     table: &FunctionTable,
 ) -> Survey {
     // Each function looked up and demangled once, however many tests
@@ -426,7 +427,7 @@ fn from_records(
                 table.get(id).map(|f| {
                     (
                         f.stable,
-                        ekstazi_core::fingerprint::stable_name(&f.name),
+                        ekstazi_core::digests::fingerprint::stable_name(&f.name),
                         f.fp,
                     )
                 })
@@ -468,7 +469,7 @@ fn calls_of(ran: &Ran) -> Vec<(u64, u64)> {
         .iter()
         .filter_map(|path| {
             let map = PathBuf::from(format!("{}.map", path.display()));
-            ekstazi_core::fingerprint::calls::direct_calls_file(path, &map).ok()
+            ekstazi_core::digests::fingerprint::calls::direct_calls_file(path, &map).ok()
         })
         .flatten()
         .collect();
@@ -488,7 +489,11 @@ fn functions_of(ran: &Ran) -> Result<Functions> {
         for (stable, index) in &snapshot.stable {
             let index = *index as usize;
             if let (Some(name), Some(fp)) = (snapshot.names.get(index), snapshot.fps.get(index)) {
-                functions.add(*stable, &ekstazi_core::fingerprint::stable_name(name), *fp);
+                functions.add(
+                    *stable,
+                    &ekstazi_core::digests::fingerprint::stable_name(name),
+                    *fp,
+                );
             }
         }
     }

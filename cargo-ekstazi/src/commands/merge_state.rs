@@ -4,8 +4,8 @@
 use crate::cli::MergeStateArgs;
 use crate::style;
 use anyhow::{Context, Result, bail};
-use ekstazi_core::merge::merge;
-use ekstazi_core::store::Store;
+use ekstazi_core::storage::merge_state::merge;
+use ekstazi_core::storage::store::Store;
 use std::process::ExitCode;
 
 pub fn run(args: MergeStateArgs) -> Result<ExitCode> {
@@ -36,7 +36,7 @@ pub fn run(args: MergeStateArgs) -> Result<ExitCode> {
                     "{} holds records of format {} only; this cargo-ekstazi reads v{}",
                     dir.display(),
                     others.join(", "),
-                    ekstazi_core::record::FORMAT_VERSION
+                    ekstazi_core::files::sealed::FORMAT_VERSION
                 );
             }
             continue;

@@ -26,15 +26,15 @@ pub fn locked_state(
     opts: &crate::cli::StateOpts,
 ) -> Result<(
     std::path::PathBuf,
-    ekstazi_core::store::Store,
-    ekstazi_core::store::StoreLock,
+    ekstazi_core::storage::store::Store,
+    ekstazi_core::storage::store::StoreLock,
 )> {
     let (root, state) = workspace_state_dir(opts.cargo.manifest_path.as_deref())?;
     let state = match &opts.state_dir {
         Some(dir) => std::path::absolute(dir)?,
         None => state,
     };
-    let store = ekstazi_core::store::Store::new(&state);
+    let store = ekstazi_core::storage::store::Store::new(&state);
     let lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", state.display()))?;
@@ -54,9 +54,9 @@ pub fn workspace_state_dir(
         .exec()
         .context("cannot find the workspace (give --state-dir to work outside one)")?;
     let root = metadata.workspace_root.into_std_path_buf();
-    let config = ekstazi_core::config::Config::load(&root)?;
-    let file = ekstazi_core::settings::Layer::from_config(&config, &root)?;
-    let env = ekstazi_core::settings::Layer::from_env(|name| std::env::var(name).ok())?;
+    let config = ekstazi_core::options::config::Config::load(&root)?;
+    let file = ekstazi_core::options::settings::Layer::from_config(&config, &root)?;
+    let env = ekstazi_core::options::settings::Layer::from_env(|name| std::env::var(name).ok())?;
     let state = file
         .state_dir
         .or(env.state_dir)

@@ -16,8 +16,8 @@ use crate::session::recording;
 use crate::session::{Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
-use ekstazi_core::history::Manifest;
-use ekstazi_core::record::Outcome;
+use ekstazi_core::model::record::Outcome;
+use ekstazi_core::storage::history::Manifest;
 use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::io::Write;
@@ -290,7 +290,7 @@ impl<W: Write> Runner<'_, W> {
                 })
                 .unwrap_or_default()
         });
-        ekstazi_core::merge_check::passed_at_every_parent(
+        ekstazi_core::workflows::merge_check::passed_at_every_parent(
             parents,
             &session.built.binaries[planned.case.binary].key,
             &planned.case.name,

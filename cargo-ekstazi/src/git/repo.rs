@@ -42,11 +42,11 @@ impl Repo {
         let line = line?;
         let mut ids = line.split_whitespace();
         let head = ids.next()?.to_owned();
-        if !ekstazi_core::history::is_commit_id(&head) {
+        if !ekstazi_core::storage::history::is_commit_id(&head) {
             return None;
         }
         let parents = ids
-            .filter(|id| ekstazi_core::history::is_commit_id(id))
+            .filter(|id| ekstazi_core::storage::history::is_commit_id(id))
             .map(str::to_owned)
             .collect();
         Some(Repo {
@@ -81,7 +81,7 @@ impl Repo {
             ],
         )?;
         let id = id.trim();
-        ekstazi_core::history::is_commit_id(id).then(|| id.to_owned())
+        ekstazi_core::storage::history::is_commit_id(id).then(|| id.to_owned())
     }
 
     /// The subject lines of these commits (those the repository has).

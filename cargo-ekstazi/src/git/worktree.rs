@@ -15,8 +15,8 @@ use crate::cli::CargoOpts;
 use crate::git::repo::Repo;
 use crate::style;
 use anyhow::{Context, Result, bail};
-use ekstazi_core::record::Outcome;
-use ekstazi_core::store::Store;
+use ekstazi_core::model::record::Outcome;
+use ekstazi_core::storage::store::Store;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -187,7 +187,7 @@ impl Worktree {
                 }
             } else {
                 for binary in binaries {
-                    command.args(ekstazi_core::key::cargo_target_args(binary));
+                    command.args(ekstazi_core::model::key::cargo_target_args(binary));
                 }
             }
             command.args(["--", "--exact"]);
@@ -214,7 +214,7 @@ impl Worktree {
             state,
         };
         // What the run filed at this commit joins the history.
-        ekstazi_core::merge::merge_filed(&self.store, &ran.store())
+        ekstazi_core::storage::merge_state::merge_filed(&self.store, &ran.store())
             .context("cannot keep what the build learnt")?;
         let Ok(text) = std::fs::read_to_string(&report) else {
             return Ok(ran);

@@ -7,8 +7,8 @@
 use crate::run::scheduler::RunResult;
 use crate::session::{Planned, Session};
 use anyhow::{Context, Result};
-use ekstazi_core::filter::Decision;
-use ekstazi_core::record::Outcome;
+use ekstazi_core::model::record::Outcome;
+use ekstazi_core::selection::filter::Decision;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::path::Path;
 use std::time::Duration;

@@ -6,9 +6,9 @@ use crate::run::scheduler::Finished;
 use crate::run::scheduler::RunResult;
 use crate::session::{Planned, Session};
 use crate::style::{BOLD, FAIL, PASS, SKIP, SLOW};
-use ekstazi_core::filter::Decision;
-use ekstazi_core::record::Outcome;
-use ekstazi_core::settings::Partition;
+use ekstazi_core::model::record::Outcome;
+use ekstazi_core::options::settings::Partition;
+use ekstazi_core::selection::filter::Decision;
 use serde::Serialize;
 use std::io::Write;
 use std::time::Duration;
@@ -249,7 +249,7 @@ pub struct ListedTest {
     pub other_shard: bool,
     /// Skipped on the word of a record filed under another commit.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vouched_by: Option<ekstazi_core::history::Vouch>,
+    pub vouched_by: Option<ekstazi_core::storage::history::candidates::Vouch>,
     /// Seconds its last recorded run took.
     pub last_duration: Option<f64>,
     /// The test reached another machine (or what `.config/ekstazi.toml`
@@ -265,7 +265,7 @@ pub struct ListedTest {
 
 /// `unaffected`, or `unaffected (as at 1a2b3c4, parent 2)` when a record
 /// filed under another commit vouched.
-pub fn unaffected(vouch: Option<&ekstazi_core::history::Vouch>) -> String {
+pub fn unaffected(vouch: Option<&ekstazi_core::storage::history::candidates::Vouch>) -> String {
     match vouch {
         Some(vouch) => format!("unaffected ({vouch})"),
         None => "unaffected".to_owned(),
@@ -295,7 +295,7 @@ pub fn list_json(session: &Session, plan: &[Planned], verbose: bool, show: Show)
             let external_peers = p
                 .last
                 .as_ref()
-                .map(|r| ekstazi_core::select::external_peers(r, policy))
+                .map(|r| ekstazi_core::selection::select::external_peers(r, policy))
                 .unwrap_or_default();
             ListedTest {
                 binary: session.built.binaries[p.case.binary].key.clone(),
@@ -399,7 +399,7 @@ pub struct RunTest {
     pub duration: Option<f64>,
     /// Skipped on the word of a record filed under another commit.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vouched_by: Option<ekstazi_core::history::Vouch>,
+    pub vouched_by: Option<ekstazi_core::storage::history::candidates::Vouch>,
 }
 
 pub fn run_json(

@@ -23,7 +23,7 @@ use crate::output::report::{self, Tally};
 use crate::session::options::Request;
 use crate::session::{Planned, Session};
 use anyhow::Result;
-use ekstazi_core::store::StoreLock;
+use ekstazi_core::storage::store::StoreLock;
 use std::io::Write;
 
 /// Resolve the options → open the workspace → build → list → checksum and

@@ -5,10 +5,10 @@
 use crate::session::{self, Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
-use ekstazi_core::dep::Hash;
-use ekstazi_core::history::{Filing, Known};
-use ekstazi_core::record::Record;
-use ekstazi_core::settings::Granularity;
+use ekstazi_core::model::dep::Hash;
+use ekstazi_core::model::record::Record;
+use ekstazi_core::options::settings::Granularity;
+use ekstazi_core::storage::history::{Filing, Known};
 
 /// What a recording run wrote: each record with the digest its file is
 /// sealed with; and, for the summary, the records it could not write.
@@ -32,7 +32,10 @@ impl Written {
 /// it (and failing at once without `wait`). A state directory that cannot be
 /// written is not fatal: the run selects from the records it can read, runs,
 /// and records nothing (`None`), and says so.
-pub fn lock_store(session: &Session, wait: bool) -> Result<Option<ekstazi_core::store::StoreLock>> {
+pub fn lock_store(
+    session: &Session,
+    wait: bool,
+) -> Result<Option<ekstazi_core::storage::store::StoreLock>> {
     let root = session.store.root();
     let unwritable = |e: &std::io::Error| {
         matches!(
@@ -96,7 +99,7 @@ pub fn note_other_versions(session: &Session) {
             "records of format {version} in {} are ignored (this cargo-ekstazi writes v{}); \
              they are left in place",
             session.store.root().display(),
-            ekstazi_core::record::FORMAT_VERSION
+            ekstazi_core::files::sealed::FORMAT_VERSION
         ));
     }
 }
@@ -119,16 +122,16 @@ pub fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
 /// records that held for each test it decided under `HEAD` (see
 /// [`file_history`]), drops the fingerprints of builds it did not use, and,
 /// when the function table has grown well past what records name, collects
-/// it (`ekstazi_core::gc`).
+/// it (`ekstazi_core::storage::gc`).
 /// `written` holds each record this run wrote, with the digest its file
 /// is sealed with.
 pub fn finish_recording(session: &Session, plan: &[Planned], written: &[(Record, Hash)]) {
     file_history(session, plan, written);
     forget_unused_snapshots(session);
     let table = session.snapshots.table();
-    if ekstazi_core::gc::due(&session.store, table) {
+    if ekstazi_core::storage::gc::due(&session.store, table) {
         // Not fatal: what is left over costs only disk until the next time.
-        let _ = ekstazi_core::gc::collect(&session.store, table);
+        let _ = ekstazi_core::storage::gc::collect(&session.store, table);
     }
 }
 

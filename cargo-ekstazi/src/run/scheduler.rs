@@ -7,7 +7,7 @@ use crate::cargo::workspace::Workspace;
 use crate::cli::CargoOpts;
 use crate::run::fork_server::{ForkServer, SERVER_ARGS, Servers, Start};
 use anyhow::{Context, Result};
-use ekstazi_core::record::Outcome;
+use ekstazi_core::model::record::Outcome;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;

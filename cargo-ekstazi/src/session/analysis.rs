@@ -4,16 +4,17 @@
 
 use super::Session;
 use crate::cargo::libtest::{self, TestCase};
-use ekstazi_core::code::CodeUnit;
-use ekstazi_core::dep::{Hash, Sum, Target};
-use ekstazi_core::env::Environment;
-use ekstazi_core::filter::{Decision, Filter};
-use ekstazi_core::history::{Known, Vouch};
-use ekstazi_core::record::{Outcome, Record};
-use ekstazi_core::select::{self, Present, Reason};
-use ekstazi_core::settings::External;
-use ekstazi_core::store::Loaded;
-use ekstazi_core::vouch::{Verdicts, filed_vouches};
+use ekstazi_core::capture::environment::Environment;
+use ekstazi_core::model::code_dep::CodeUnit;
+use ekstazi_core::model::dep::{Hash, Sum, Target};
+use ekstazi_core::model::record::{Outcome, Record};
+use ekstazi_core::options::settings::External;
+use ekstazi_core::selection::filter::{Decision, Filter};
+use ekstazi_core::selection::select::{self, Present, Reason};
+use ekstazi_core::selection::vouch::{Verdicts, filed_vouches};
+use ekstazi_core::storage::history::Known;
+use ekstazi_core::storage::history::candidates::Vouch;
+use ekstazi_core::storage::store::Loaded;
 use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -337,7 +338,7 @@ impl Session {
     }
 
     /// A record filed under a commit that vouches for the test now, if any
-    /// (see `ekstazi_core::history::Candidates` for the order they are
+    /// (see `ekstazi_core::storage::history::candidates::Candidates` for the order they are
     /// tried in).
     fn vouching(
         &self,
@@ -412,8 +413,8 @@ struct Judged<'a> {
 
 /// The records filed under one commit, by test.
 struct Filed {
-    history: ekstazi_core::history::History,
-    entries: std::collections::HashMap<(String, String), ekstazi_core::dep::Hash>,
+    history: ekstazi_core::storage::history::History,
+    entries: std::collections::HashMap<(String, String), ekstazi_core::model::dep::Hash>,
 }
 
 impl Filed {
@@ -425,8 +426,8 @@ impl Filed {
             Some(record) if record.binary == binary && record.test == test => {
                 Loaded::Found(Box::new(record))
             }
-            _ => Loaded::Invalid(ekstazi_core::store::Invalid::Decode(
-                ekstazi_core::record::DecodeError::BadDigest,
+            _ => Loaded::Invalid(ekstazi_core::storage::store::Invalid::Decode(
+                ekstazi_core::files::sealed::DecodeError::BadDigest,
             )),
         }
     }

@@ -7,8 +7,8 @@ use crate::cargo::workspace::Workspace;
 use crate::cli::{CargoOpts, HarnessArgs};
 use crate::git::repo::Repo;
 use anyhow::{Context as _, Result};
-use ekstazi_core::config::{Config, DebugInfo};
-use ekstazi_core::settings::{Doctests, Granularity, Layer, Settings};
+use ekstazi_core::options::config::{Config, DebugInfo};
+use ekstazi_core::options::settings::{Doctests, Granularity, Layer, Settings};
 use std::path::PathBuf;
 
 /// What a command line asks of the run path, before the configuration

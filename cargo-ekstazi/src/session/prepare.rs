@@ -12,15 +12,17 @@ use crate::cargo::workspace::Workspace;
 use crate::run::scratch::Scratch;
 use anyhow::Context as _;
 use anyhow::Result;
-use ekstazi_core::checksum::Checksums;
-use ekstazi_core::code::{Build, Snapshots};
-use ekstazi_core::dep::Sum;
-use ekstazi_core::env::Environment;
-use ekstazi_core::ignore::Ignore;
-use ekstazi_core::path::Anchors;
-use ekstazi_core::record::{FORMAT_VERSION, Global};
-use ekstazi_core::settings::Granularity;
-use ekstazi_core::store::Store;
+use ekstazi_core::capture::environment::Environment;
+use ekstazi_core::capture::ignore::Ignore;
+use ekstazi_core::digests::checksum::Checksums;
+use ekstazi_core::digests::program::Build;
+use ekstazi_core::files::sealed::FORMAT_VERSION;
+use ekstazi_core::model::dep::Sum;
+use ekstazi_core::model::path::Anchors;
+use ekstazi_core::model::record::Global;
+use ekstazi_core::options::settings::Granularity;
+use ekstazi_core::storage::snapshots::Snapshots;
+use ekstazi_core::storage::store::Store;
 use rayon::prelude::*;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -240,12 +242,18 @@ fn ignored_paths(
         .context(
             "in the ignored paths (.config/ekstazi.toml, --ignore-path, EKSTAZI_IGNORE_PATHS)",
         )?;
-    ignore.add(ekstazi_core::path::normalize(state_dir), "state directory");
     ignore.add(
-        ekstazi_core::path::normalize(&ws.sysroot),
+        ekstazi_core::model::path::normalize(state_dir),
+        "state directory",
+    );
+    ignore.add(
+        ekstazi_core::model::path::normalize(&ws.sysroot),
         "toolchain (part of the global fingerprint)",
     );
-    ignore.add(ekstazi_core::path::normalize(shim), "cargo-ekstazi's shim");
+    ignore.add(
+        ekstazi_core::model::path::normalize(shim),
+        "cargo-ekstazi's shim",
+    );
     Ok(ignore)
 }
 
@@ -255,7 +263,7 @@ fn open_scratch(ws: &Workspace, state_dir: &Path, ignore: &mut Ignore) -> Option
     match Scratch::open(&ws.root, state_dir) {
         Ok(scratch) => {
             ignore.add(
-                ekstazi_core::path::normalize(scratch.root()),
+                ekstazi_core::model::path::normalize(scratch.root()),
                 "cargo-ekstazi's temporary directories (a test's own starts empty)",
             );
             Some(scratch)

@@ -3,14 +3,15 @@
 use crate::cargo::libtest::TestCase;
 use crate::run::scheduler::Finished;
 use crate::session::Session;
-use ekstazi_core::checksum::ListingWitness;
-use ekstazi_core::code::{self, Build, CodeDep, CodeUnit};
-use ekstazi_core::collect::{Context, Observed, collect};
-use ekstazi_core::dep::{Dep, Sum, Target};
-use ekstazi_core::env::Environment;
-use ekstazi_core::record::Record;
-use ekstazi_core::trace;
-use ekstazi_core::trace::CoverageEvent;
+use ekstazi_core::capture::collect::{Context, Observed, collect};
+use ekstazi_core::capture::environment::Environment;
+use ekstazi_core::capture::trace;
+use ekstazi_core::capture::trace::CoverageEvent;
+use ekstazi_core::digests::checksum::ListingWitness;
+use ekstazi_core::digests::program::Build;
+use ekstazi_core::model::code_dep::{CodeDep, CodeUnit};
+use ekstazi_core::model::dep::{Dep, Sum, Target};
+use ekstazi_core::model::record::Record;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -178,7 +179,8 @@ fn doctest_deps(
     for dep_info in &doctests.dep_info {
         match std::fs::read_to_string(dep_info) {
             Ok(text) => {
-                let sources = ekstazi_core::depinfo::parse(&text, &session.ws.root).sources;
+                let sources =
+                    ekstazi_core::capture::depinfo::parse(&text, &session.ws.root).sources;
                 targets.extend(sources.iter().map(|f| Target::Content(anchors.store(f))));
                 targets.push(Target::BuildFile(anchors.store(dep_info)));
             }
@@ -211,7 +213,7 @@ fn doctest_deps(
     // `RUSTDOC` is read by cargo alone (rustdoc's children never see ours,
     // see `crate::cargo::rustdoc`).
     for name in [&b"RUSTDOCFLAGS"[..], b"RUSTDOC"] {
-        let name = ekstazi_core::dep::EnvName(name.to_vec());
+        let name = ekstazi_core::model::dep::EnvName(name.to_vec());
         let sum = session.environments[case.binary].sum(&name);
         record.deps.push(Dep {
             target: Target::Env(name),
@@ -231,9 +233,9 @@ fn doctest_deps(
 /// build of another package to the next: as dependencies they would only
 /// rerun doctests for nothing.
 fn ignore_built_crates(
-    ignore: &ekstazi_core::ignore::Ignore,
+    ignore: &ekstazi_core::capture::ignore::Ignore,
     target_dir: &Path,
-) -> ekstazi_core::ignore::Ignore {
+) -> ekstazi_core::capture::ignore::Ignore {
     let mut ignore = ignore.clone();
     let subdirs = |dir: &Path| -> Vec<PathBuf> {
         std::fs::read_dir(dir)
@@ -244,7 +246,7 @@ fn ignore_built_crates(
             .map(|e| e.path())
             .collect()
     };
-    let target = ekstazi_core::path::normalize(target_dir);
+    let target = ekstazi_core::model::path::normalize(target_dir);
     for dir in subdirs(&target) {
         let nested = subdirs(&dir);
         for candidate in std::iter::once(dir).chain(nested) {
@@ -273,7 +275,7 @@ fn code_deps(
         return true;
     };
     let test_binary = canonical(&session.built.binaries[case.binary].path);
-    let coverage = code::coverage(events);
+    let coverage = ekstazi_core::capture::coverage::coverage(events);
     let mut whole_binary = true;
     let mut walks_environment = false;
     for (program, flags) in &coverage.complete {
@@ -362,7 +364,7 @@ fn canonical(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ekstazi_core::ignore::Ignore;
+    use ekstazi_core::capture::ignore::Ignore;
 
     #[test]
     fn doctests_leave_out_the_crates_cargo_compiled_and_nothing_else() {

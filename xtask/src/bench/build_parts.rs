@@ -141,7 +141,7 @@ fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
         .unwrap_or_default();
 
     let mut coverage = Vec::new();
-    coverage.extend(owned(&ekstazi_core::coverage_table::RUSTC_FLAGS));
+    coverage.extend(owned(&ekstazi_core::digests::coverage_table::RUSTC_FLAGS));
     coverage.extend(link(format!("-L{}", shim_dir.display())));
     coverage.extend(link(format!("-l:{shim_file}")));
     coverage.extend(link(format!("-Wl,-rpath,{}", shim_dir.display())));

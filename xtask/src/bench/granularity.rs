@@ -82,7 +82,7 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
         let data = std::fs::read(&binary)?;
         let map = std::fs::read(format!("{}.map", binary.display()))?;
         let start = std::time::Instant::now();
-        if ekstazi_core::fingerprint::fingerprint(&data, &map).is_ok() {
+        if ekstazi_core::digests::fingerprint::fingerprint(&data, &map).is_ok() {
             seconds += start.elapsed().as_secs_f64();
             megabytes += data.len() as f64 / 1e6;
         }

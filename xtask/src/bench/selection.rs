@@ -7,11 +7,11 @@
 
 use crate::common::stats::median;
 use anyhow::{Result, bail};
-use ekstazi_core::checksum::Checksums;
-use ekstazi_core::code::Snapshots;
-use ekstazi_core::dep::Sum;
-use ekstazi_core::path::Anchors;
-use ekstazi_core::store::Store;
+use ekstazi_core::digests::checksum::Checksums;
+use ekstazi_core::model::dep::Sum;
+use ekstazi_core::model::path::Anchors;
+use ekstazi_core::storage::snapshots::Snapshots;
+use ekstazi_core::storage::store::Store;
 use rayon::prelude::*;
 use std::path::Path;
 use std::time::Instant;

@@ -749,7 +749,7 @@ exit 125
         .env("EVAL_COUNTER", &counter)
         .env(
             "EVAL_TARGET",
-            ekstazi_core::key::cargo_target_args(&case.test.0).join(" "),
+            ekstazi_core::model::key::cargo_target_args(&case.test.0).join(" "),
         )
         .env("EVAL_NAME", &case.test.1)
         .env(

@@ -6,9 +6,9 @@
 
 use crate::common::process::run_ok;
 use anyhow::{Context, Result};
-use ekstazi_core::code::CodeUnit;
-use ekstazi_core::dep::Sum;
-use ekstazi_core::store::{Loaded, Store};
+use ekstazi_core::model::code_dep::CodeUnit;
+use ekstazi_core::model::dep::Sum;
+use ekstazi_core::storage::store::{Loaded, Store};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -326,7 +326,7 @@ pub fn describe_record(state: &Path, binary: &str, test: &str) -> String {
         Loaded::Invalid(e) => return format!("record not accepted: {e}"),
         Loaded::Found(record) => record,
     };
-    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    let table = ekstazi_core::digests::functions::FunctionTable::load(&store.functions_dir());
     let _ = writeln!(
         out,
         "record of {binary} {test}: {} in {:.3}s, granularity {}",
@@ -367,7 +367,7 @@ pub fn describe_record(state: &Path, binary: &str, test: &str) -> String {
                     let _ = writeln!(
                         out,
                         "    {}",
-                        ekstazi_core::fingerprint::demangle(&function.name)
+                        ekstazi_core::digests::fingerprint::demangle(&function.name)
                     );
                 }
                 None => {
@@ -379,8 +379,8 @@ pub fn describe_record(state: &Path, binary: &str, test: &str) -> String {
     out
 }
 
-fn kind_of(target: &ekstazi_core::dep::Target) -> &'static str {
-    use ekstazi_core::dep::Target;
+fn kind_of(target: &ekstazi_core::model::dep::Target) -> &'static str {
+    use ekstazi_core::model::dep::Target;
     match target {
         Target::Content(_) => "content",
         Target::Kind { .. } => "kind",
@@ -413,7 +413,7 @@ pub fn report_miss(
     let record = describe_record(state, &id.0, &id.1);
     let file = dir.join(format!(
         "{}.txt",
-        ekstazi_core::store::escape(&format!("{what}-{}-{}", id.0, id.1))
+        ekstazi_core::storage::store::escape(&format!("{what}-{}-{}", id.0, id.1))
     ));
     std::fs::write(&file, format!("{detail}\n\n{record}"))?;
     let bar = "!".repeat(78);
@@ -544,7 +544,7 @@ fn executable_keys(mut command: Command) -> Result<HashMap<PathBuf, String>> {
             };
             let package = artifact.package_id.repr.clone();
             let name = package_name(&package);
-            let key = ekstazi_core::key::binary_key(&name, kind, &artifact.target.name);
+            let key = ekstazi_core::model::key::binary_key(&name, kind, &artifact.target.name);
             keys.insert(executable.into_std_path_buf(), key);
         }
     }

@@ -858,18 +858,18 @@ fn function_spans(text: &str) -> Vec<(usize, usize, String)> {
 /// The names (last path segment) of the functions a test's record says it
 /// executed, in its own binary and in the programs it ran.
 fn executed_functions(state: &Path, (binary, test): &TestId) -> BTreeSet<String> {
-    use ekstazi_core::store::{Loaded, Store};
+    use ekstazi_core::storage::store::{Loaded, Store};
     let store = Store::new(state);
     let Loaded::Found(record) = store.load(binary, test) else {
         return BTreeSet::new();
     };
-    let table = ekstazi_core::functions::FunctionTable::load(&store.functions_dir());
+    let table = ekstazi_core::digests::functions::FunctionTable::load(&store.functions_dir());
     record
         .code
         .iter()
         .flat_map(|code| code.functions.iter())
         .filter_map(|id| table.get(id))
-        .filter_map(|f| function_name(&ekstazi_core::fingerprint::demangle(&f.name)))
+        .filter_map(|f| function_name(&ekstazi_core::digests::fingerprint::demangle(&f.name)))
         .collect()
 }
 

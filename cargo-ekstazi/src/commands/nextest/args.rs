@@ -4,7 +4,7 @@
 
 use crate::cli::CargoOpts;
 use anyhow::{Result, bail};
-use ekstazi_core::filter::RunIgnored;
+use ekstazi_core::selection::filter::RunIgnored;
 use std::path::PathBuf;
 
 /// What the user's nextest arguments say that matters here.

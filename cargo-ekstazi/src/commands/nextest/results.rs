@@ -1,7 +1,7 @@
 //! Reading each test's outcome and duration back from nextest's JUnit report.
 
 use anyhow::{Context, Result};
-use ekstazi_core::record::Outcome;
+use ekstazi_core::model::record::Outcome;
 use quick_junit::{NonSuccessKind, Report, TestCaseStatus};
 use std::time::{Duration, SystemTime};
 

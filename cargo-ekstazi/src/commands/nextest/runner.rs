@@ -18,7 +18,7 @@
 //! runs it without arguments, as `cargo ekstazi test` does.
 
 use crate::cargo::libtest::WHOLE_BINARY;
-use ekstazi_core::store::escape;
+use ekstazi_core::storage::store::escape;
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};

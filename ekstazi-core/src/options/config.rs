@@ -1,0 +1,518 @@
+//! The workspace's configuration: `.config/ekstazi.toml` at the workspace
+//! root. Every key is optional; an absent file is the defaults.
+//!
+//! ```toml
+//! [ignore]
+//! # gitignore-style patterns, relative to the workspace root: accesses to
+//! # matching paths are not dependencies.
+//! paths = ["logs/", "*.snap.new"]
+//! # gitignore-style patterns matched against absolute paths outside the
+//! # workspace.
+//! absolute = ["/var/cache/fontconfig/"]
+//! # Environment variables that are not dependencies (glob patterns).
+//! env = ["CI_JOB_*"]
+//!
+//! [network]
+//! # Every loopback peer counts as external, the test's own servers and
+//! # declared services too (by default only a loopback port nothing of the
+//! # test bound is).
+//! loopback-is-external = false
+//! # External tests always run; `false` selects them like any other.
+//! always-run-external = true
+//!
+//! # A service on this machine that tests reach on a loopback port (one
+//! # that no process of the test bound: CI started it). A test that reaches
+//! # it depends on the service's inputs instead of always running.
+//! [[network.service]]
+//! name = "postgres"
+//! ports = [5432]
+//! # Files or directories, relative to the workspace root, that stand for
+//! # the service's state: migrations, a compose file, a seed script.
+//! inputs = ["migrations/", "docker-compose.yml"]
+//!
+//! [libraries]
+//! # System shared libraries (outside the workspace, target directory and
+//! # cargo's home) are dependencies too.
+//! system = false
+//!
+//! [run]
+//! granularity = "function"   # or "binary"
+//! jobs = 4                   # tests at once (default: the cores)
+//! timeout = 300              # seconds before a test is killed (default: none)
+//! slow-timeout = 60          # seconds before a test is reported slow
+//! private-tmpdir = true      # each test's own, empty TMPDIR
+//! fork-server = true         # start a binary's tests from one loaded process
+//! state-dir = ".ekstazi"     # relative to the workspace root
+//! forceall = false
+//! skipme = false
+//! no-record = false
+//!
+//! [select]
+//! # Glob patterns over test names (or `<binary id> <name>` labels).
+//! always-run = ["*::smoke_*"]
+//! never-record = ["flaky::*"]
+//!
+//! [build]
+//! # The instrumented build's debug information: "line-tables-only" (file
+//! # and line in panics and backtraces) or "profile" (the profile's own).
+//! debuginfo = "line-tables-only"
+//! ```
+//!
+//! Unknown keys are errors, so that a typo does not silently change what is
+//! recorded. The `[run]` and `[select]` options can also be given on the
+//! command line and as `EKSTAZI_*` variables: see [`crate::options::settings`].
+//!
+//! What decides *what is recorded* (`ignore`, `libraries`), and how the
+//! tests are built (`build`), is part of every record's global fingerprint ([`Config::recording_digest`]): changing it
+//! reruns every test, since records made under other rules may lack a
+//! dependency. The network policy is applied when selecting, to the peers a
+//! record keeps, so changing it takes effect without rerunning anything.
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where the configuration lives, relative to the workspace root.
+pub const CONFIG_PATH: &str = ".config/ekstazi.toml";
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    pub ignore: IgnoreConfig,
+    pub network: NetworkConfig,
+    pub libraries: LibrariesConfig,
+    pub run: RunConfig,
+    pub select: SelectConfig,
+    pub history: HistoryConfig,
+    pub build: BuildConfig,
+}
+
+/// `[build]`: how the instrumented build is made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BuildConfig {
+    pub debuginfo: DebugInfo,
+}
+
+/// How much debug information the instrumented build keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DebugInfo {
+    /// At most line tables: file and line in panics and backtraces, which
+    /// is what a test run shows. Full debug information is most of what
+    /// the compiler and linker write for a test binary, and a debugger
+    /// session belongs to a plain `cargo test` build.
+    #[default]
+    LineTablesOnly,
+    /// Whatever the profile (or `RUSTFLAGS`) asks for.
+    Profile,
+}
+
+impl DebugInfo {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DebugInfo::LineTablesOnly => "line-tables-only",
+            DebugInfo::Profile => "profile",
+        }
+    }
+}
+
+/// `[history]`: records kept per commit (see `storage::history`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HistoryConfig {
+    /// Unset: on.
+    pub enabled: Option<bool>,
+    /// How many commits with records are kept (unset: 100).
+    pub commits: Option<usize>,
+}
+
+/// `[run]`: how tests are run; every key optional (see [`crate::options::settings`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RunConfig {
+    pub granularity: Option<String>,
+    pub jobs: Option<usize>,
+    pub timeout: Option<f64>,
+    pub slow_timeout: Option<f64>,
+    pub private_tmpdir: Option<bool>,
+    pub fork_server: Option<bool>,
+    pub state_dir: Option<PathBuf>,
+    pub forceall: Option<bool>,
+    pub skipme: Option<bool>,
+    pub no_record: Option<bool>,
+}
+
+/// `[select]`: tests that always run, and tests never recorded (so that they
+/// always run too).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SelectConfig {
+    pub always_run: Vec<String>,
+    pub never_record: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IgnoreConfig {
+    /// gitignore-style patterns relative to the workspace root.
+    pub paths: Vec<String>,
+    /// gitignore-style patterns matched against absolute paths.
+    pub absolute: Vec<String>,
+    /// Glob patterns of environment variable names.
+    pub env: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NetworkConfig {
+    pub loopback_is_external: bool,
+    /// Unset: external tests always run (unless the command line or the
+    /// environment says otherwise).
+    pub always_run_external: Option<bool>,
+    /// Declared local services (`[[network.service]]`).
+    pub service: Vec<ServiceConfig>,
+}
+
+/// `[[network.service]]`: see [`crate::options::config::Service`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServiceConfig {
+    pub name: String,
+    pub ports: Vec<u16>,
+    /// Relative to the workspace root.
+    pub inputs: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LibrariesConfig {
+    pub system: bool,
+}
+
+/// Why the configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// A local service the workspace declares (`[[network.service]]` in
+/// `.config/ekstazi.toml`): a test that reaches one of its ports on a
+/// loopback address depends on its inputs (the files that stand for its
+/// state: migrations, a compose file, a seed script) rather than always
+/// running.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Service {
+    pub name: String,
+    pub ports: Vec<u16>,
+    /// Absolute paths of files or directories (a directory: every file
+    /// below it, and its listings).
+    pub inputs: Vec<std::path::PathBuf>,
+}
+
+/// What counts as external.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    /// Every loopback peer counts as external: the test's own servers and
+    /// declared services too, and `localhost` lookups.
+    pub loopback_is_external: bool,
+}
+
+/// `[ignore]`'s patterns, compiled (see `capture::ignore::Ignore`, which
+/// applies them).
+pub(crate) struct IgnorePatterns {
+    /// Patterns relative to the workspace root, and the root.
+    pub(crate) relative: Option<(PathBuf, Gitignore)>,
+    /// Patterns matched against absolute paths.
+    pub(crate) absolute: Option<Gitignore>,
+    /// Variable name patterns; `None` when there are none.
+    pub(crate) env: Option<globset::GlobSet>,
+}
+
+impl IgnoreConfig {
+    /// Compiles the patterns; an error names the bad pattern.
+    pub(crate) fn compile(&self, workspace: &Path) -> Result<IgnorePatterns, String> {
+        let build = |root: &Path, patterns: &[String]| -> Result<Option<Gitignore>, String> {
+            if patterns.is_empty() {
+                return Ok(None);
+            }
+            let mut builder = GitignoreBuilder::new(root);
+            for pattern in patterns {
+                builder
+                    .add_line(None, pattern)
+                    .map_err(|e| format!("bad pattern {pattern:?} in ignore: {e}"))?;
+            }
+            builder.build().map(Some).map_err(|e| e.to_string())
+        };
+        let relative = build(workspace, &self.paths)?
+            .map(|matcher| (crate::model::path::normalize(workspace), matcher));
+        let absolute = build(Path::new("/"), &self.absolute)?;
+        let mut env = None;
+        if !self.env.is_empty() {
+            let mut set = globset::GlobSetBuilder::new();
+            for pattern in &self.env {
+                set.add(
+                    globset::Glob::new(pattern)
+                        .map_err(|e| format!("bad pattern {pattern:?} in ignore.env: {e}"))?,
+                );
+            }
+            env = Some(set.build().map_err(|e| e.to_string())?);
+        }
+        Ok(IgnorePatterns {
+            relative,
+            absolute,
+            env,
+        })
+    }
+}
+
+impl Config {
+    /// Reads `<workspace>/.config/ekstazi.toml`; the defaults if there is none.
+    pub fn load(workspace: &Path) -> Result<Config, ConfigError> {
+        let path = workspace.join(CONFIG_PATH);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(source) => return Err(ConfigError::Io { path, source }),
+        };
+        let config = Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.clone(),
+            message,
+        })?;
+        // Compile the patterns once here so that a bad one is reported with
+        // the file's name, before anything runs.
+        config
+            .ignore
+            .compile(workspace)
+            .map_err(|message| ConfigError::Invalid {
+                path: path.clone(),
+                message,
+            })?;
+        config
+            .services(workspace)
+            .map_err(|message| ConfigError::Invalid { path, message })?;
+        Ok(config)
+    }
+
+    /// Parses the configuration's text.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.message().to_owned() + &location(text, &e))
+    }
+
+    /// A digest of the options that decide what is recorded, and how the
+    /// tests are built (debug information shows in nothing a test observes
+    /// but a backtrace's detail; still, records made with other binaries
+    /// are not trusted).
+    ///
+    /// Declared services decide what is recorded too: a test that reaches
+    /// one records its inputs, and one that reaches an undeclared port
+    /// records an external peer.
+    pub fn recording_digest(&self) -> String {
+        if self.ignore == IgnoreConfig::default()
+            && self.libraries == LibrariesConfig::default()
+            && self.build == BuildConfig::default()
+            && self.network.service.is_empty()
+        {
+            return String::new();
+        }
+        let text = if self.network.service.is_empty() {
+            format!("{:?} {:?} {:?}", self.ignore, self.libraries, self.build)
+        } else {
+            format!(
+                "{:?} {:?} {:?} {:?}",
+                self.ignore, self.libraries, self.build, self.network.service
+            )
+        };
+        blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
+    }
+
+    /// The declared services, their inputs made absolute. An input may not
+    /// leave the workspace: the file is shared by everyone who checks the
+    /// workspace out.
+    pub fn services(&self, workspace: &Path) -> Result<Vec<Service>, String> {
+        self.network
+            .service
+            .iter()
+            .map(|s| {
+                if s.ports.is_empty() {
+                    return Err(format!("service {:?} names no port", s.name));
+                }
+                let inputs = s
+                    .inputs
+                    .iter()
+                    .map(|input| {
+                        let path = Path::new(input);
+                        let inside = path.components().all(|c| {
+                            matches!(
+                                c,
+                                std::path::Component::Normal(_) | std::path::Component::CurDir
+                            )
+                        });
+                        if inside {
+                            Ok(workspace.join(path))
+                        } else {
+                            Err(format!(
+                                "service {:?}: input {input:?} is not a path inside the workspace",
+                                s.name
+                            ))
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Service {
+                    name: s.name.clone(),
+                    ports: s.ports.clone(),
+                    inputs,
+                })
+            })
+            .collect()
+    }
+
+    pub fn network_policy(&self) -> NetworkPolicy {
+        NetworkPolicy {
+            loopback_is_external: self.network.loopback_is_external,
+        }
+    }
+}
+
+fn location(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start].matches('\n').count() + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_when_empty() {
+        let config = Config::parse("").unwrap();
+        assert_eq!(config, Config::default());
+        assert_eq!(config.network.always_run_external, None);
+        assert!(!config.network.loopback_is_external);
+        assert_eq!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let config = Config::parse(
+            r#"
+            [ignore]
+            paths = ["logs/"]
+            absolute = ["/var/cache/"]
+            env = ["CI_*"]
+            [network]
+            loopback-is-external = true
+            always-run-external = false
+            [libraries]
+            system = true
+            [run]
+            granularity = "binary"
+            jobs = 2
+            timeout = 1.5
+            slow-timeout = 30
+            private-tmpdir = false
+            state-dir = "state"
+            forceall = true
+            skipme = false
+            no-record = true
+            [select]
+            always-run = ["a*"]
+            never-record = ["b*"]
+            [build]
+            debuginfo = "profile"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.ignore.paths, ["logs/"]);
+        assert!(config.network.loopback_is_external);
+        assert_eq!(config.network.always_run_external, Some(false));
+        assert!(config.libraries.system);
+        assert_eq!(config.run.jobs, Some(2));
+        assert_eq!(config.run.slow_timeout, Some(30.0));
+        assert_eq!(config.run.private_tmpdir, Some(false));
+        assert_eq!(config.select.never_record, ["b*"]);
+        assert_eq!(config.build.debuginfo, DebugInfo::Profile);
+        assert_ne!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn a_declared_service_is_recorded_and_stays_inside_the_workspace() {
+        let text =
+            "[[network.service]]\nname = \"db\"\nports = [5432]\ninputs = [\"migrations/\"]\n";
+        let config = Config::parse(text).unwrap();
+        assert_ne!(config.recording_digest(), "", "it decides what is recorded");
+        let services = config.services(Path::new("/ws")).unwrap();
+        assert_eq!(services[0].ports, [5432]);
+        assert_eq!(services[0].inputs, [Path::new("/ws/migrations/")]);
+        for bad in ["../db", "/etc/passwd"] {
+            let text =
+                format!("[[network.service]]\nname = \"db\"\nports = [1]\ninputs = [{bad:?}]\n");
+            let err = Config::parse(&text)
+                .unwrap()
+                .services(Path::new("/ws"))
+                .unwrap_err();
+            assert!(err.contains("inside the workspace"), "{err}");
+        }
+        let no_port = Config::parse("[[network.service]]\nname = \"db\"\n").unwrap();
+        assert!(no_port.services(Path::new("/ws")).is_err());
+    }
+
+    #[test]
+    fn the_debuginfo_is_one_of_two_words() {
+        assert_eq!(Config::default().build.debuginfo, DebugInfo::LineTablesOnly);
+        let err = Config::parse("[build]\ndebuginfo = \"full\"\n").unwrap_err();
+        assert!(
+            err.contains("line-tables-only") && err.contains("profile"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn typos_are_errors_with_a_line() {
+        let err = Config::parse("[network]\nloopback-is-externa = true\n").unwrap_err();
+        assert!(err.contains("loopback-is-externa"), "{err}");
+        assert!(err.ends_with("(line 2)"), "{err}");
+        assert!(Config::parse("[ignore]\npaths = \"x\"\n").is_err());
+    }
+
+    #[test]
+    fn the_network_policy_does_not_change_the_recording_digest() {
+        let mut config = Config::default();
+        config.network.loopback_is_external = true;
+        assert_eq!(config.recording_digest(), "");
+        config.ignore.paths.push("x".into());
+        assert_ne!(config.recording_digest(), "");
+    }
+
+    #[test]
+    fn load_reads_the_file_and_reports_bad_patterns() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Config::load(dir.path()).unwrap(), Config::default());
+        std::fs::create_dir(dir.path().join(".config")).unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_PATH),
+            "[network]\nloopback-is-external = true\n",
+        )
+        .unwrap();
+        assert!(
+            Config::load(dir.path())
+                .unwrap()
+                .network
+                .loopback_is_external
+        );
+        std::fs::write(dir.path().join(CONFIG_PATH), "[ignore]\nenv = [\"a[\"]\n").unwrap();
+        let err = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("ekstazi.toml is not valid"), "{err}");
+    }
+}

@@ -1,0 +1,11 @@
+//! What the workspace and the user choose: the workspace's configuration
+//! file ([`config::Config`], `.config/ekstazi.toml`, with the policies it
+//! sets: [`config::NetworkPolicy`], the declared [`config::Service`]s, the
+//! ignore patterns) and the run's settings, resolved from the command
+//! line, `EKSTAZI_*` variables and the file ([`settings::Settings`]).
+//!
+//! Invariant: options are read, not acted on: they import only the record
+//! model, and never capture, storage or selection, which read them.
+
+pub mod config;
+pub mod settings;

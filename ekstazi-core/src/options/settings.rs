@@ -1,0 +1,660 @@
+//! The options of a run, from three sources in order of precedence: the
+//! command line, the workspace's `.config/ekstazi.toml`, and `EKSTAZI_*`
+//! environment variables.
+//!
+//! A single-valued option takes the value of the first source that sets it.
+//! Pattern lists (always-run, never-record, ignored paths) add up across
+//! sources: the workspace's list is the project's policy, and a pattern on
+//! the command line or in the environment extends it for one run. Adding
+//! a pattern can only run more tests or record fewer accesses, and the
+//! latter is part of every record's global fingerprint.
+//!
+//! | option | command line | `.config/ekstazi.toml` | environment |
+//! |---|---|---|---|
+//! | run every test | `--forceall` | `[run] forceall` | `EKSTAZI_FORCEALL` |
+//! | no selection, no recording | `--skipme` | `[run] skipme` | `EKSTAZI_SKIPME` |
+//! | keep records as they are | `--no-record` | `[run] no-record` | `EKSTAZI_NO_RECORD` |
+//! | state directory | `--state-dir` | `[run] state-dir` | `EKSTAZI_DIR` |
+//! | granularity | `--granularity` | `[run] granularity` | `EKSTAZI_GRANULARITY` |
+//! | jobs | `-j`/`--jobs` | `[run] jobs` | `EKSTAZI_JOBS` |
+//! | timeout (seconds) | `--timeout` | `[run] timeout` | `EKSTAZI_TIMEOUT` |
+//! | slow threshold (seconds) | `--slow-timeout` | `[run] slow-timeout` | `EKSTAZI_SLOW_TIMEOUT` |
+//! | a private `TMPDIR` per test | `--no-private-tmpdir` | `[run] private-tmpdir` | `EKSTAZI_PRIVATE_TMPDIR` |
+//! | tests started from a fork server | `--no-fork-server` | `[run] fork-server` | `EKSTAZI_FORK_SERVER` |
+//! | external tests | `--external` | `[network] always-run-external` | `EKSTAZI_EXTERNAL` |
+//! | always-run tests | `--always-run` | `[select] always-run` | `EKSTAZI_ALWAYS_RUN` |
+//! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
+//! | ignored paths | `--ignore-path` | `[ignore] paths` | `EKSTAZI_IGNORE_PATHS` |
+//! | CI shard | `--partition` | | `EKSTAZI_PARTITION` |
+//! | records kept per commit | `--no-history` | `[history] enabled` | `EKSTAZI_HISTORY` |
+//! | commits kept | | `[history] commits` | `EKSTAZI_HISTORY_COMMITS` |
+//! | doctests | `--doc`/`--no-doc` | | |
+//!
+//! Lists in the environment are comma-separated; booleans are `1`/`true`/
+//! `yes`/`on` or `0`/`false`/`no`/`off` (empty is false).
+
+use crate::options::config::Config;
+use globset::{Glob, GlobMatcher};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How finely code dependencies are tracked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Granularity {
+    /// The functions a test executed (an instrumented build).
+    #[default]
+    Function,
+    /// The test binary as a whole (the ordinary build).
+    Binary,
+}
+
+impl Granularity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Function => "function",
+            Granularity::Binary => "binary",
+        }
+    }
+}
+
+impl FromStr for Granularity {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Granularity, String> {
+        match s {
+            "function" => Ok(Granularity::Function),
+            "binary" => Ok(Granularity::Binary),
+            other => Err(format!(
+                "`{other}` is not a granularity (expected `function` or `binary`)"
+            )),
+        }
+    }
+}
+
+/// What to do with a test that reached another machine last time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum External {
+    /// It always runs: its dependencies cannot all be checksummed.
+    AlwaysRun,
+    /// It is selected like any other test, on its local dependencies.
+    Select,
+}
+
+impl FromStr for External {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<External, String> {
+        match s {
+            "always-run" => Ok(External::AlwaysRun),
+            "select" => Ok(External::Select),
+            other => Err(format!(
+                "`{other}` is not a treatment of external tests (expected `always-run` or `select`)"
+            )),
+        }
+    }
+}
+
+/// The options one source sets; `None` and empty lists are unset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Layer {
+    pub forceall: Option<bool>,
+    pub skipme: Option<bool>,
+    pub no_record: Option<bool>,
+    pub state_dir: Option<PathBuf>,
+    pub granularity: Option<Granularity>,
+    pub jobs: Option<usize>,
+    /// Seconds.
+    pub timeout: Option<f64>,
+    /// Seconds.
+    pub slow_timeout: Option<f64>,
+    pub private_tmpdir: Option<bool>,
+    pub fork_server: Option<bool>,
+    pub external: Option<External>,
+    pub always_run: Vec<String>,
+    pub never_record: Vec<String>,
+    pub ignore_paths: Vec<String>,
+    pub partition: Option<Partition>,
+    pub doctests: Option<Doctests>,
+    pub history: Option<bool>,
+    pub history_commits: Option<usize>,
+    /// Command line only (an evaluation aid): the records filed under this
+    /// commit are the only ones.
+    pub vouch_only_from: Option<String>,
+}
+
+/// Whether doctests run, as `cargo test` runs them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Doctests {
+    /// With the other tests, when no target selection excludes them.
+    #[default]
+    Include,
+    /// Only doctests (`--doc`).
+    Only,
+    /// No doctests (`--no-doc`).
+    Exclude,
+}
+
+/// An option's value could not be understood; says where it came from.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct SettingsError {
+    pub source_name: String,
+    pub message: String,
+}
+
+impl Layer {
+    /// The options set by `EKSTAZI_*` variables; `get` reads one variable.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Layer, SettingsError> {
+        let error = |var: &str, message: String| SettingsError {
+            source_name: format!("environment variable {var}"),
+            message,
+        };
+        let flag = |var: &str| -> Result<Option<bool>, SettingsError> {
+            get(var)
+                .map(|v| parse_bool(&v).map_err(|m| error(var, m)))
+                .transpose()
+        };
+        let parsed = |var: &str| -> Option<Result<String, SettingsError>> {
+            get(var).filter(|v| !v.is_empty()).map(Ok)
+        };
+        let seconds = |var: &str| -> Result<Option<f64>, SettingsError> {
+            parsed(var)
+                .map(|v| v.and_then(|v| parse_seconds(&v).map_err(|m| error(var, m))))
+                .transpose()
+        };
+        let list = |var: &str| -> Vec<String> {
+            get(var)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Ok(Layer {
+            forceall: flag("EKSTAZI_FORCEALL")?,
+            skipme: flag("EKSTAZI_SKIPME")?,
+            no_record: flag("EKSTAZI_NO_RECORD")?,
+            state_dir: get("EKSTAZI_DIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            granularity: parsed("EKSTAZI_GRANULARITY")
+                .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_GRANULARITY", m))))
+                .transpose()?,
+            jobs: parsed("EKSTAZI_JOBS")
+                .map(|v| v.and_then(|v| parse_jobs(&v).map_err(|m| error("EKSTAZI_JOBS", m))))
+                .transpose()?,
+            timeout: seconds("EKSTAZI_TIMEOUT")?,
+            slow_timeout: seconds("EKSTAZI_SLOW_TIMEOUT")?,
+            private_tmpdir: flag("EKSTAZI_PRIVATE_TMPDIR")?,
+            fork_server: flag("EKSTAZI_FORK_SERVER")?,
+            external: parsed("EKSTAZI_EXTERNAL")
+                .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_EXTERNAL", m))))
+                .transpose()?,
+            always_run: list("EKSTAZI_ALWAYS_RUN"),
+            never_record: list("EKSTAZI_NEVER_RECORD"),
+            ignore_paths: list("EKSTAZI_IGNORE_PATHS"),
+            partition: parsed("EKSTAZI_PARTITION")
+                .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_PARTITION", m))))
+                .transpose()?,
+            doctests: None,
+            history: flag("EKSTAZI_HISTORY")?,
+            history_commits: parsed("EKSTAZI_HISTORY_COMMITS")
+                .map(|v| {
+                    v.and_then(|v| match v.trim().parse::<usize>() {
+                        Ok(n) if n > 0 => Ok(n),
+                        _ => Err(error(
+                            "EKSTAZI_HISTORY_COMMITS",
+                            format!("`{v}` is not a number of commits (at least 1)"),
+                        )),
+                    })
+                })
+                .transpose()?,
+            vouch_only_from: None,
+        })
+    }
+
+    /// The options `.config/ekstazi.toml` sets. A relative state directory
+    /// is relative to the workspace root, where the file lives.
+    pub fn from_config(config: &Config, workspace: &Path) -> Result<Layer, SettingsError> {
+        let error = |key: &str, message: String| SettingsError {
+            source_name: format!("{} key {key}", crate::options::config::CONFIG_PATH),
+            message,
+        };
+        let run = &config.run;
+        let seconds = |key: &str, value: Option<f64>| {
+            value
+                .map(|v| check_seconds(v).map_err(|m| error(key, m)))
+                .transpose()
+        };
+        Ok(Layer {
+            forceall: run.forceall,
+            skipme: run.skipme,
+            no_record: run.no_record,
+            state_dir: run.state_dir.as_ref().map(|dir| workspace.join(dir)),
+            granularity: run
+                .granularity
+                .as_deref()
+                .map(|g| g.parse().map_err(|m| error("run.granularity", m)))
+                .transpose()?,
+            jobs: run
+                .jobs
+                .map(|j| match j {
+                    0 => Err(error("run.jobs", "must be at least 1".into())),
+                    j => Ok(j),
+                })
+                .transpose()?,
+            timeout: seconds("run.timeout", run.timeout)?,
+            slow_timeout: seconds("run.slow-timeout", run.slow_timeout)?,
+            private_tmpdir: run.private_tmpdir,
+            fork_server: run.fork_server,
+            external: config.network.always_run_external.map(|always| {
+                if always {
+                    External::AlwaysRun
+                } else {
+                    External::Select
+                }
+            }),
+            always_run: config.select.always_run.clone(),
+            never_record: config.select.never_record.clone(),
+            // Read from the configuration by the ignore rules themselves.
+            ignore_paths: Vec::new(),
+            partition: None,
+            doctests: None,
+            history: config.history.enabled,
+            history_commits: config
+                .history
+                .commits
+                .map(|n| match n {
+                    0 => Err(error("history.commits", "must be at least 1".into())),
+                    n => Ok(n),
+                })
+                .transpose()?,
+            vouch_only_from: None,
+        })
+    }
+}
+
+/// The options of a run, every source applied.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub forceall: bool,
+    pub skipme: bool,
+    pub no_record: bool,
+    /// `None`: `<workspace>/.ekstazi`.
+    pub state_dir: Option<PathBuf>,
+    pub granularity: Granularity,
+    /// `None`: the available cores.
+    pub jobs: Option<usize>,
+    pub timeout: Option<Duration>,
+    /// A test running longer is reported slow.
+    pub slow_timeout: Duration,
+    /// Each test gets a `TMPDIR` of its own, empty when it starts.
+    pub private_tmpdir: bool,
+    /// A libtest binary's tests are forked from one process that loaded it.
+    pub fork_server: bool,
+    pub external: External,
+    pub always_run: TestPatterns,
+    pub never_record: TestPatterns,
+    /// Ignored path patterns from the command line and environment (those of
+    /// the configuration file are already in it).
+    pub extra_ignore_paths: Vec<String>,
+    pub partition: Option<Partition>,
+    pub doctests: Doctests,
+    /// Records are filed per commit, and filed records may vouch.
+    pub history: bool,
+    /// How many commits with records are kept.
+    pub history_commits: usize,
+    /// Select as if the records filed under this commit were the only ones
+    /// (`cargo xtask eval replay --graph` measures seed 000's S¹ and Sᵏ so).
+    pub vouch_only_from: Option<String>,
+}
+
+/// How many commits with records are kept unless configured.
+pub const DEFAULT_HISTORY_COMMITS: usize = 100;
+
+/// The default threshold for reporting a test as slow, as cargo-nextest's.
+pub const DEFAULT_SLOW_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Settings {
+    /// Applies the sources, highest precedence first.
+    pub fn resolve(cli: Layer, file: Layer, env: Layer) -> Result<Settings, SettingsError> {
+        let layers = [&cli, &file, &env];
+        macro_rules! first {
+            ($field:ident) => {
+                layers.iter().find_map(|layer| layer.$field.clone())
+            };
+        }
+        let patterns = |name: &str, pick: fn(&Layer) -> &Vec<String>| {
+            TestPatterns::new(layers.iter().flat_map(|l| pick(l)).cloned()).map_err(|message| {
+                SettingsError {
+                    source_name: name.to_owned(),
+                    message,
+                }
+            })
+        };
+        Ok(Settings {
+            forceall: first!(forceall).unwrap_or(false),
+            skipme: first!(skipme).unwrap_or(false),
+            no_record: first!(no_record).unwrap_or(false),
+            state_dir: first!(state_dir),
+            granularity: first!(granularity).unwrap_or_default(),
+            jobs: first!(jobs),
+            timeout: first!(timeout)
+                .filter(|s| *s > 0.0)
+                .map(Duration::from_secs_f64),
+            slow_timeout: first!(slow_timeout)
+                .filter(|s| *s > 0.0)
+                .map_or(DEFAULT_SLOW_TIMEOUT, Duration::from_secs_f64),
+            private_tmpdir: first!(private_tmpdir).unwrap_or(true),
+            fork_server: first!(fork_server).unwrap_or(true),
+            external: first!(external).unwrap_or(External::AlwaysRun),
+            always_run: patterns("always-run patterns", |l| &l.always_run)?,
+            never_record: patterns("never-record patterns", |l| &l.never_record)?,
+            extra_ignore_paths: [&cli, &env]
+                .iter()
+                .flat_map(|l| l.ignore_paths.iter().cloned())
+                .collect(),
+            partition: first!(partition),
+            doctests: first!(doctests).unwrap_or_default(),
+            history: first!(history).unwrap_or(true),
+            history_commits: first!(history_commits).unwrap_or(DEFAULT_HISTORY_COMMITS),
+            vouch_only_from: cli.vouch_only_from.clone(),
+        })
+    }
+}
+
+/// Glob patterns over tests: a pattern matches a test's name
+/// (`module::test`) or its label (`<binary id> <name>`, as the runner
+/// prints it). `*` matches any characters, `::` included.
+#[derive(Clone, Debug, Default)]
+pub struct TestPatterns {
+    patterns: Vec<(String, GlobMatcher)>,
+}
+
+impl TestPatterns {
+    pub fn new(patterns: impl IntoIterator<Item = String>) -> Result<TestPatterns, String> {
+        let patterns = patterns
+            .into_iter()
+            .map(|p| {
+                let glob = Glob::new(&p).map_err(|e| format!("`{p}`: {e}"))?;
+                Ok((p, glob.compile_matcher()))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(TestPatterns { patterns })
+    }
+
+    /// The first pattern that matches the test.
+    pub fn matching(&self, binary: &str, test: &str) -> Option<&str> {
+        if self.patterns.is_empty() {
+            return None;
+        }
+        let label = format!("{binary} {test}");
+        self.patterns
+            .iter()
+            .find(|(_, m)| m.is_match(test) || m.is_match(&label))
+            .map(|(p, _)| p.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+}
+
+pub fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(format!("`{other}` is not a boolean (use 1 or 0)")),
+    }
+}
+
+/// Seconds, fractions allowed; 0 turns the limit off.
+pub fn parse_seconds(value: &str) -> Result<f64, String> {
+    let seconds: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{value}` is not a number of seconds"))?;
+    check_seconds(seconds)
+}
+
+fn check_seconds(seconds: f64) -> Result<f64, String> {
+    if (0.0..1e9).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(format!("{seconds} is not a usable number of seconds"))
+    }
+}
+
+pub fn parse_jobs(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(0) | Err(_) => Err(format!("`{value}` is not a number of jobs (at least 1)")),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// `--partition hash:M/N` or `count:M/N`: which of N CI jobs runs a test,
+/// in the meaning cargo-nextest gives them. `hash` puts a test in the same
+/// shard whatever else is selected (a stable hash of its binary and name);
+/// `count` deals the selected tests out in turn, which balances the shards
+/// but moves tests between them as the selection changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    pub kind: PartitionKind,
+    /// 1-based.
+    pub shard: u64,
+    pub total: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionKind {
+    Hash,
+    Count,
+}
+
+impl FromStr for Partition {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Partition, String> {
+        let usage =
+            || format!("`{s}` is not a partition (expected hash:M/N or count:M/N, 1 <= M <= N)");
+        let (kind, rest) = s.split_once(':').ok_or_else(usage)?;
+        let kind = match kind {
+            "hash" => PartitionKind::Hash,
+            "count" => PartitionKind::Count,
+            _ => return Err(usage()),
+        };
+        let (shard, total) = rest.split_once('/').ok_or_else(usage)?;
+        let shard: u64 = shard.parse().map_err(|_| usage())?;
+        let total: u64 = total.parse().map_err(|_| usage())?;
+        if shard == 0 || total == 0 || shard > total {
+            return Err(usage());
+        }
+        Ok(Partition { kind, shard, total })
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            PartitionKind::Hash => "hash",
+            PartitionKind::Count => "count",
+        };
+        write!(f, "{kind}:{}/{}", self.shard, self.total)
+    }
+}
+
+impl Partition {
+    /// Whether this shard runs a test; `position` is its index among the
+    /// selected tests in their listed order (for `count`).
+    pub fn contains(&self, position: usize, binary: &str, test: &str) -> bool {
+        let bucket = match self.kind {
+            PartitionKind::Count => position as u64 % self.total,
+            PartitionKind::Hash => {
+                let mut hasher = blake3::Hasher::new();
+                hasher.update(binary.as_bytes());
+                hasher.update(&[0]);
+                hasher.update(test.as_bytes());
+                let digest = hasher.finalize();
+                let head: [u8; 8] = digest.as_bytes()[..8].try_into().expect("8 bytes");
+                u64::from_le_bytes(head) % self.total
+            }
+        };
+        bucket + 1 == self.shard
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| vars.get(name).cloned()
+    }
+
+    #[test]
+    fn the_command_line_wins_then_the_file_then_the_environment() {
+        let cli = Layer {
+            jobs: Some(3),
+            ..Layer::default()
+        };
+        let file = Layer {
+            jobs: Some(5),
+            timeout: Some(10.0),
+            granularity: Some(Granularity::Binary),
+            ..Layer::default()
+        };
+        let env = Layer::from_env(env(&[
+            ("EKSTAZI_JOBS", "7"),
+            ("EKSTAZI_TIMEOUT", "20"),
+            ("EKSTAZI_SLOW_TIMEOUT", "2.5"),
+            ("EKSTAZI_GRANULARITY", "function"),
+            ("EKSTAZI_FORCEALL", "yes"),
+        ]))
+        .unwrap();
+        let settings = Settings::resolve(cli, file, env).unwrap();
+        assert_eq!(settings.jobs, Some(3));
+        assert_eq!(settings.timeout, Some(Duration::from_secs(10)));
+        assert_eq!(settings.granularity, Granularity::Binary);
+        assert_eq!(settings.slow_timeout, Duration::from_millis(2500));
+        assert!(settings.forceall);
+        assert!(!settings.skipme);
+        assert_eq!(settings.external, External::AlwaysRun);
+    }
+
+    #[test]
+    fn a_source_can_turn_a_flag_off() {
+        let file = Layer {
+            forceall: Some(false),
+            ..Layer::default()
+        };
+        let from_env = Layer::from_env(env(&[("EKSTAZI_FORCEALL", "1")])).unwrap();
+        assert!(
+            !Settings::resolve(Layer::default(), file, from_env)
+                .unwrap()
+                .forceall
+        );
+        // On unless a source turns it off.
+        let private = |file: Option<bool>, vars: &[(&str, &str)]| {
+            let file = Layer {
+                private_tmpdir: file,
+                ..Layer::default()
+            };
+            let from_env = Layer::from_env(env(vars)).unwrap();
+            Settings::resolve(Layer::default(), file, from_env)
+                .unwrap()
+                .private_tmpdir
+        };
+        assert!(private(None, &[]));
+        assert!(!private(None, &[("EKSTAZI_PRIVATE_TMPDIR", "0")]));
+        assert!(!private(Some(false), &[("EKSTAZI_PRIVATE_TMPDIR", "1")]));
+    }
+
+    #[test]
+    fn pattern_lists_add_up() {
+        let cli = Layer {
+            always_run: vec!["*smoke*".into()],
+            ignore_paths: vec!["logs/".into()],
+            ..Layer::default()
+        };
+        let file = Layer {
+            always_run: vec!["it::*".into()],
+            ..Layer::default()
+        };
+        let env = Layer::from_env(env(&[
+            ("EKSTAZI_ALWAYS_RUN", "a, b"),
+            ("EKSTAZI_IGNORE_PATHS", "tmp/"),
+        ]))
+        .unwrap();
+        let settings = Settings::resolve(cli, file, env).unwrap();
+        assert_eq!(
+            settings.always_run.matching("pkg", "tests::smoke_a"),
+            Some("*smoke*")
+        );
+        assert_eq!(settings.always_run.matching("pkg", "it::x"), Some("it::*"));
+        assert_eq!(settings.always_run.matching("pkg", "b"), Some("b"));
+        assert_eq!(settings.always_run.matching("pkg", "c"), None);
+        assert_eq!(settings.extra_ignore_paths, ["logs/", "tmp/"]);
+    }
+
+    #[test]
+    fn patterns_match_names_and_labels() {
+        let patterns = TestPatterns::new(["pkg::it *".to_owned()]).unwrap();
+        assert_eq!(patterns.matching("pkg::it", "a::b"), Some("pkg::it *"));
+        assert_eq!(patterns.matching("pkg", "a::b"), None);
+        assert!(TestPatterns::new(["a[".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn bad_values_name_their_source() {
+        let err = Layer::from_env(env(&[("EKSTAZI_JOBS", "0")])).unwrap_err();
+        assert!(err.to_string().contains("EKSTAZI_JOBS"), "{err}");
+        let err = Layer::from_env(env(&[("EKSTAZI_TIMEOUT", "soon")])).unwrap_err();
+        assert!(err.to_string().contains("EKSTAZI_TIMEOUT"), "{err}");
+        let err = Layer::from_env(env(&[("EKSTAZI_FORCEALL", "maybe")])).unwrap_err();
+        assert!(err.to_string().contains("EKSTAZI_FORCEALL"), "{err}");
+        let err = Layer::from_env(env(&[("EKSTAZI_GRANULARITY", "line")])).unwrap_err();
+        assert!(err.to_string().contains("function"), "{err}");
+        assert!(Layer::from_env(env(&[("EKSTAZI_TIMEOUT", "-1")])).is_err());
+        assert_eq!(
+            Layer::from_env(env(&[("EKSTAZI_FORCEALL", "")]))
+                .unwrap()
+                .forceall,
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn partitions_parse_and_cover_every_test_once() {
+        assert!("hash:0/2".parse::<Partition>().is_err());
+        assert!("hash:3/2".parse::<Partition>().is_err());
+        assert!("slice:1/2".parse::<Partition>().is_err());
+        assert!("count:1".parse::<Partition>().is_err());
+        let shards: Vec<Partition> = (1..=3)
+            .map(|m| format!("hash:{m}/3").parse().unwrap())
+            .collect();
+        let counts: Vec<Partition> = (1..=3)
+            .map(|m| format!("count:{m}/3").parse().unwrap())
+            .collect();
+        let mut sizes = [0; 3];
+        for i in 0..300 {
+            let name = format!("t{i}");
+            let hash: Vec<_> = shards.iter().map(|s| s.contains(i, "pkg", &name)).collect();
+            assert_eq!(hash.iter().filter(|x| **x).count(), 1);
+            sizes[hash.iter().position(|x| *x).unwrap()] += 1;
+            let count: Vec<_> = counts.iter().map(|s| s.contains(i, "pkg", &name)).collect();
+            assert_eq!(count.iter().filter(|x| **x).count(), 1);
+        }
+        assert!(sizes.iter().all(|&n| n > 60), "{sizes:?}");
+        assert_eq!(shards[1].to_string(), "hash:2/3");
+    }
+}

@@ -1,0 +1,238 @@
+//! A store as one file: its records, function table, uninstrumented tables
+//! and history, as a zstd-compressed tar (`history export`), and back
+//! (`history import`).
+//!
+//! A tar, so that the file is what every system already reads
+//! (`tar --zstd -tf state.tar.zst` lists it); the function fingerprints of
+//! builds (`.code/`) are a cache and are left out. Importing trusts nothing
+//! in the file: only regular files at the paths a store uses are unpacked,
+//! into a scratch directory, each name checked component by component and
+//! within limits of count and size; the scratch store is then merged like a
+//! CI shard's ([`crate::storage::merge_state`]), which checks every record, table and
+//! manifest before keeping it.
+//!
+//! ```text
+//! v11/<binary key>/<test>            current records
+//! v11/.functions/<digest>            the function table
+//! v11/.uninstrumented/<digest>       uninstrumented functions of builds
+//! v11/.history/commits/<commit id>   which record held per test, per commit
+//! v11/.history/packs/<digest>        the records the history names
+//! ```
+
+use crate::files::sealed::FORMAT_VERSION;
+use crate::storage::store::Store;
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// At most this many files, and this many bytes unpacked, are taken from
+/// an archive: far past any real state, short of filling a disk.
+const MAX_FILES: usize = 10_000_000;
+const MAX_BYTES: u64 = 64 << 30;
+
+/// What an export wrote, or an unpacking took.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Counted {
+    pub files: usize,
+    pub bytes: u64,
+    /// Entries of an archive that were not taken: not a regular file, or
+    /// not at a path a store uses.
+    pub left_out: usize,
+}
+
+/// Why an archive cannot be imported at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("the file holds records of format {0}; this cargo-ekstazi reads v{FORMAT_VERSION}")]
+    OtherVersion(String),
+    #[error("the file holds more than any state: {0}")]
+    TooLarge(String),
+}
+
+/// Writes the store's records and history to `to`.
+pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
+    let version = format!("v{FORMAT_VERSION}");
+    let root = store.root().join(&version);
+    let mut files = Vec::new();
+    collect(&root, Path::new(&version), &mut files)?;
+    files.sort();
+    let parent = to.parent().filter(|p| !p.as_os_str().is_empty());
+    let mut counted = Counted::default();
+    crate::files::write_atomic_with(parent.unwrap_or(Path::new(".")), to, |out| {
+        let encoder = zstd::stream::write::Encoder::new(&*out, 0)?;
+        let mut tar = tar::Builder::new(encoder);
+        tar.mode(tar::HeaderMode::Deterministic);
+        for relative in files {
+            let path = store.root().join(&relative);
+            let Ok(bytes) = fs::read(&path) else {
+                // Removed since it was listed (a concurrent run's housekeeping).
+                continue;
+            };
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            tar.append_data(&mut header, &relative, bytes.as_slice())?;
+            counted.files += 1;
+            counted.bytes += bytes.len() as u64;
+        }
+        tar.into_inner()?.finish()?;
+        Ok(())
+    })?;
+    Ok(counted)
+}
+
+/// The regular files below `dir` worth exporting, as paths relative to the
+/// store root (`prefix` is `dir`'s).
+fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        // A build's fingerprints are a cache, `.tmp*` are writes under way,
+        // and the history's notes on its last sweep and filing concern
+        // this store only.
+        if name == ".code"
+            || name.starts_with(".tmp")
+            || name == crate::storage::history::SWEPT
+            || name == crate::storage::history::CURRENT
+        {
+            continue;
+        }
+        let kind = entry.file_type()?;
+        let relative = prefix.join(name);
+        if kind.is_dir() {
+            collect(&entry.path(), &relative, out)?;
+        } else if kind.is_file() {
+            out.push(relative);
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks the archive at `from` into the empty directory `into`, taking
+/// only regular files at the paths a store uses.
+pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
+    let file = fs::File::open(from)?;
+    let decoder = zstd::stream::read::Decoder::new(file)?;
+    let mut tar = tar::Archive::new(decoder);
+    let mut counted = Counted::default();
+    for entry in tar.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?.into_owned();
+        if let Some(version) = other_version(&path) {
+            return Err(ArchiveError::OtherVersion(version));
+        }
+        let regular = entry.header().entry_type() == tar::EntryType::Regular;
+        if !regular || !is_store_path(&path) {
+            counted.left_out += 1;
+            continue;
+        }
+        counted.files += 1;
+        if counted.files > MAX_FILES {
+            return Err(ArchiveError::TooLarge(format!("over {MAX_FILES} files")));
+        }
+        let target = into.join(&path);
+        fs::create_dir_all(target.parent().expect("a store path has a parent"))?;
+        let budget = MAX_BYTES.saturating_sub(counted.bytes);
+        let mut out = fs::File::create(&target)?;
+        let copied = io::copy(&mut (&mut entry).take(budget + 1), &mut out)?;
+        if copied > budget {
+            return Err(ArchiveError::TooLarge(format!("over {MAX_BYTES} bytes")));
+        }
+        counted.bytes += copied;
+    }
+    Ok(counted)
+}
+
+/// `Some(vN)` when the path is in another format's directory.
+fn other_version(path: &Path) -> Option<String> {
+    let first = path.components().next()?.as_os_str().to_str()?;
+    let digits = first.strip_prefix('v')?;
+    (digits.parse::<u16>().is_ok() && digits != FORMAT_VERSION.to_string())
+        .then(|| first.to_owned())
+}
+
+/// Whether `path` is one a store of this format uses: every component a
+/// name the store writes (see the module's layout), nothing that climbs,
+/// roots or links.
+fn is_store_path(path: &Path) -> bool {
+    let mut parts = Vec::new();
+    for component in path.components() {
+        let std::path::Component::Normal(part) = component else {
+            return false;
+        };
+        let Some(part) = part.to_str() else {
+            return false;
+        };
+        let plain = !part.is_empty()
+            && part != "."
+            && part != ".."
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.%~".contains(&b));
+        if !plain {
+            return false;
+        }
+        parts.push(part);
+    }
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let version = format!("v{FORMAT_VERSION}");
+    match parts.as_slice() {
+        [v, rest @ ..] if *v == version => match rest {
+            [".functions", name] => hex(name, 32),
+            [".uninstrumented", name] => hex(name, 64),
+            [".history", "commits", id] => crate::storage::history::is_commit_id(id),
+            [".history", "packs", name] => hex(name, 64),
+            [key, test] => !key.starts_with('.') && !test.starts_with(".tmp"),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_paths_a_store_uses_are_taken() {
+        let v = format!("v{FORMAT_VERSION}");
+        let ok = [
+            format!("{v}/pkg%3A%3Aint/tests%3A%3Aa"),
+            format!("{v}/.functions/{}", "a".repeat(32)),
+            format!("{v}/.uninstrumented/{}", "b".repeat(64)),
+            format!("{v}/.history/commits/{}", "c".repeat(40)),
+            format!("{v}/.history/packs/{}", "d".repeat(64)),
+        ];
+        for path in &ok {
+            assert!(is_store_path(Path::new(path)), "{path}");
+        }
+        let bad = [
+            format!("{v}/../escape"),
+            format!("/{v}/pkg/test"),
+            format!("{v}/pkg/../../x"),
+            format!("{v}/pkg/sub/deeper"),
+            format!("{v}/.code/{}", "a".repeat(64)),
+            format!("{v}/.history/commits/HEAD"),
+            format!("{v}/.history/packs/.tmp123"),
+            format!("{v}/.history/objects/ab/{}", "d".repeat(62)),
+            format!("{v}/pkg/.tmp123"),
+            format!("{v}/pkg/na me"),
+            "v1/pkg/test".to_owned(),
+            "lock".to_owned(),
+        ];
+        for path in &bad {
+            assert!(!is_store_path(Path::new(path)), "{path}");
+        }
+        assert_eq!(other_version(Path::new("v1/pkg/test")), Some("v1".into()));
+        assert_eq!(other_version(Path::new(&ok[0])), None);
+    }
+}

@@ -1,0 +1,840 @@
+//! The history: the records that held at each commit, so that a record
+//! made on another branch, at a parent of a merge or before a revert can
+//! vouch for a test now.
+//!
+//! A record is a witness: *given exactly these dependencies, this test
+//! passed*. It stays true wherever its dependencies match, whatever commit
+//! it was made at. So a run on a clean tree files, under `HEAD`'s commit id,
+//! the record that held for each test it decided (the one it just wrote, or
+//! the one that vouched for a skipped test), and later runs look among the
+//! filed records for one that vouches for a test the current record does
+//! not ([`Candidates`]).
+//!
+//! ```text
+//! .history/
+//!   commits/<commit id>        a manifest: per test, the record that held
+//!   packs/<digest>             the objects one filing wrote, with an index
+//!   .current                   which object each current record was filed as
+//!   .swept                     how many packs the last sweep left
+//! ```
+//! Records are content-addressed: a test unaffected across a hundred
+//! commits is one object. A record is kept as a skeleton, and its long
+//! lists of executed functions as chunks shared between records
+//! ([`objects::Skeleton`]). Each part is named by the digest its seal ends with, and
+//! the skeleton names its chunks, so a record's id is its skeleton's name
+//! ([`objects::record_id`]): reading a part checks it against its name, and nothing
+//! hashes a record whole again (a Merkle tree, as git's trees are). What one run files goes
+//! into one pack file, so the history is a few files per commit, not one
+//! per object (each file costs a filesystem block). Manifests and objects
+//! are sealed and zstd-compressed; anything that does not decode, is not
+//! sealed with its name or names another test is *no record* (its test runs),
+//! never an error. The history is bounded: [`History::prune`] keeps the
+//! newest commits and drops the objects no kept commit names, rewriting a
+//! pack when less than half of it is still named; it sweeps when a commit
+//! went, or when the packs have doubled since the last sweep (runs filed
+//! again under one commit leave a pack each). A run files mostly the
+//! records it found: those the last filing filed are named by the object
+//! it remembered for them ([`Known`]), not cut again.
+//!
+//! Here: the [`History`], its manifests and filing. In [`objects`]: how a
+//! record is cut into named parts and put back. In `packs`: the pack files,
+//! reading them and pruning. In [`candidates`]: which filed records may
+//! vouch for a test.
+
+use crate::model::dep::Hash;
+use crate::model::record::{Outcome, Record};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+pub mod candidates;
+pub mod objects;
+mod packs;
+
+use candidates::Candidates;
+use packs::{MAX_PACK_INDEX_BYTES, Packs};
+
+const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
+
+/// A manifest names every test of a workspace once; this is far past any.
+const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// The records filed per commit, in a store.
+#[derive(Clone, Debug)]
+pub struct History {
+    dir: PathBuf,
+    /// Where each object is, read from the packs' indexes on first use and
+    /// kept up to date by this process's writes. Behind a read-write lock:
+    /// every object read looks it up, from every thread judging tests.
+    packs: Arc<RwLock<Option<Packs>>>,
+}
+
+/// Where the number of packs the last sweep left is kept (a hint for this
+/// store only: not exported).
+pub(crate) const SWEPT: &str = ".swept";
+/// Where the last filing left which object each current record it filed
+/// is (see [`Known::Current`]; this store's only: not exported).
+pub(crate) const CURRENT: &str = ".current";
+const CURRENT_MAGIC: &[u8; 4] = b"EKZK";
+
+/// Which record held for each test at one commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The commit id, lowercase hex.
+    pub commit: String,
+    /// When the newest run at this commit filed it (ms since the epoch).
+    pub filed_at_ms: u64,
+    /// Sorted by (binary, test), one per test.
+    pub entries: Vec<Entry>,
+}
+
+/// A record to file under a commit, and what names its object already.
+pub struct Filing<'a> {
+    pub record: &'a Record,
+    /// The test ran at this commit (see [`Entry::ran`]).
+    pub ran: bool,
+    pub known: Known,
+}
+
+/// What is known of a record's object before it is cut: it names the
+/// object only while this history holds it.
+#[derive(Clone, Copy, Debug)]
+pub enum Known {
+    Nothing,
+    /// It is this history's object `id` (a filed record that vouched).
+    Filed(Hash),
+    /// It is the current record whose file is sealed with this digest
+    /// ([`crate::storage::store::Store::load_sealed`], [`crate::storage::store::Store::save`]):
+    /// the same digest, the same bytes, the same record, which the last
+    /// filing may have filed already.
+    Current(Hash),
+}
+
+/// One test at one commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub binary: String,
+    pub test: String,
+    /// The record's object id (the blake3 of its encoding).
+    pub record: Hash,
+    /// That record's outcome (for listings, without reading it).
+    pub outcome: Outcome,
+    /// The test ran at this commit; else a record made earlier vouched for it.
+    pub ran: bool,
+}
+
+/// A [`Manifest`] decoded in place, its strings borrowed.
+#[derive(Deserialize)]
+struct ManifestView<'a> {
+    #[serde(borrow)]
+    commit: &'a str,
+    filed_at_ms: u64,
+    #[serde(borrow)]
+    entries: Vec<EntryView<'a>>,
+}
+
+/// An [`Entry`] decoded in place.
+#[derive(Deserialize)]
+struct EntryView<'a> {
+    #[serde(borrow)]
+    binary: &'a str,
+    #[serde(borrow)]
+    test: &'a str,
+    record: Hash,
+    outcome: Outcome,
+    ran: bool,
+}
+
+impl<'a> ManifestView<'a> {
+    /// The manifest filed under `commit`, if it is sealed, names that
+    /// commit and lists each test once, in order.
+    fn open(sealed: &'a [u8], commit: &str) -> Option<ManifestView<'a>> {
+        let view: ManifestView<'a> = crate::files::sealed::open(MANIFEST_MAGIC, sealed).ok()?;
+        let ordered = view
+            .entries
+            .windows(2)
+            .all(|w| (w[0].binary, w[0].test) < (w[1].binary, w[1].test));
+        (view.commit == commit && ordered).then_some(view)
+    }
+}
+
+/// What [`History::prune`] removed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub commits: usize,
+    /// Objects and chunks removed from disk (a pack kept whole keeps its
+    /// unnamed ones until it is rewritten).
+    pub objects: usize,
+}
+
+/// A commit id as git prints it: 40 (SHA-1) or 64 (SHA-256) hex digits.
+pub fn is_commit_id(id: &str) -> bool {
+    matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+impl History {
+    pub fn new(dir: &Path) -> History {
+        History {
+            dir: dir.to_path_buf(),
+            packs: Arc::default(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn commits_dir(&self) -> PathBuf {
+        self.dir.join("commits")
+    }
+
+    fn packs_dir(&self) -> PathBuf {
+        self.dir.join("packs")
+    }
+
+    /// [`History::file_known`] of records nothing names yet: each
+    /// `(record, ran here)`.
+    #[cfg(test)]
+    pub(crate) fn file(
+        &self,
+        commit: &str,
+        records: &[(&Record, bool)],
+        now_ms: u64,
+    ) -> io::Result<()> {
+        let filings: Vec<Filing<'_>> = records
+            .iter()
+            .map(|(record, ran)| Filing {
+                record,
+                ran: *ran,
+                known: Known::Nothing,
+            })
+            .collect();
+        self.file_known(commit, &filings, now_ms)
+    }
+
+    /// Files records under `commit`, merged into what the commit already
+    /// holds (an earlier run at the same commit, a shard's), taking what is
+    /// known of each record's object already (see [`Known`]). Objects are
+    /// written before the manifest that names them.
+    pub fn file_known(&self, commit: &str, filings: &[Filing<'_>], now_ms: u64) -> io::Result<()> {
+        if !is_commit_id(commit) {
+            return Err(io::Error::other(format!("`{commit}` is not a commit id")));
+        }
+        let mut entries: HashMap<(String, String), Entry> = self
+            .manifest(commit)
+            .map(|m| {
+                m.entries
+                    .into_iter()
+                    .map(|e| ((e.binary.clone(), e.test.clone()), e))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ids = self.ids_of(filings)?;
+        for (Filing { record, ran, .. }, id) in filings.iter().zip(ids) {
+            entries.insert(
+                (record.binary.clone(), record.test.clone()),
+                Entry {
+                    binary: record.binary.clone(),
+                    test: record.test.clone(),
+                    record: id,
+                    outcome: record.outcome,
+                    ran: *ran,
+                },
+            );
+        }
+        let mut entries: Vec<Entry> = entries.into_values().collect();
+        entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
+        self.put_manifest(&Manifest {
+            commit: commit.to_owned(),
+            filed_at_ms: now_ms,
+            entries,
+        })
+    }
+
+    /// Writes a manifest as it is (filing, importing, merging).
+    pub fn put_manifest(&self, manifest: &Manifest) -> io::Result<()> {
+        let body = postcard::to_stdvec(manifest).map_err(io::Error::other)?;
+        let sealed = crate::files::sealed::seal(MANIFEST_MAGIC, &body);
+        let dir = self.commits_dir();
+        crate::files::real_dirs(&[&self.dir, &dir])?;
+        crate::files::write_atomic(
+            &dir,
+            &dir.join(&manifest.commit),
+            &crate::files::sealed::pack(&sealed),
+        )
+    }
+
+    /// Each record's object id: the one it is known by, while this history
+    /// holds that object; else what cutting it gives (written when new).
+    /// Remembers which current record was filed as which object, for the
+    /// next filing: with most tests unaffected, a run files mostly the
+    /// records it found, and cutting them again to name them was a fifth
+    /// of a run's CPU time with nothing changed (just, `perf`).
+    fn ids_of(&self, filings: &[Filing<'_>]) -> io::Result<Vec<Hash>> {
+        let remembered = self.remembered_current();
+        let known: Vec<Option<Hash>> = {
+            let mut guard = self.packs.write().expect("pack index lock");
+            let packs = guard.get_or_insert_with(|| self.read_packs());
+            filings
+                .iter()
+                .map(|filing| {
+                    match filing.known {
+                        Known::Nothing => None,
+                        Known::Filed(id) => Some(id),
+                        Known::Current(digest) => remembered.get(&digest).copied(),
+                    }
+                    .filter(|id| packs.at.contains_key(id))
+                })
+                .collect()
+        };
+        let to_cut: Vec<&Record> = filings
+            .iter()
+            .zip(&known)
+            .filter(|(_, id)| id.is_none())
+            .map(|(filing, _)| filing.record)
+            .collect();
+        let mut cut_ids = self.put_records(&to_cut)?.into_iter();
+        let ids: Vec<Hash> = known
+            .into_iter()
+            .map(|id| id.or_else(|| cut_ids.next()))
+            .collect::<Option<_>>()
+            .ok_or_else(|| io::Error::other("an id for every record cut"))?;
+        let current: Vec<(Hash, Hash)> = filings
+            .iter()
+            .zip(&ids)
+            .filter_map(|(filing, id)| match filing.known {
+                Known::Current(digest) => Some((digest, *id)),
+                _ => None,
+            })
+            .collect();
+        // Only a shortcut for the next filing: lost, that one cuts them all.
+        // Rewritten only when it changed: with nothing rerun, it has not.
+        let unchanged = current.len() == remembered.len()
+            && current
+                .iter()
+                .all(|(digest, id)| remembered.get(digest) == Some(id));
+        if !unchanged {
+            let _ = self.remember_current(current);
+        }
+        Ok(ids)
+    }
+
+    /// Which object each current record (by the digest its file is sealed
+    /// with) was filed as, by the last filing; empty when unreadable.
+    fn remembered_current(&self) -> HashMap<Hash, Hash> {
+        let Some(bytes) =
+            crate::files::read_bounded(&self.dir.join(CURRENT), MAX_PACK_INDEX_BYTES).ok()
+        else {
+            return HashMap::new();
+        };
+        crate::files::sealed::open::<Vec<(Hash, Hash)>>(CURRENT_MAGIC, &bytes)
+            .map(|pairs| pairs.into_iter().collect())
+            .unwrap_or_default()
+    }
+
+    fn remember_current(&self, mut pairs: Vec<(Hash, Hash)>) -> io::Result<()> {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let body = postcard::to_stdvec(&pairs).map_err(io::Error::other)?;
+        crate::files::real_dirs(&[&self.dir])?;
+        crate::files::write_atomic(
+            &self.dir,
+            &self.dir.join(CURRENT),
+            &crate::files::sealed::seal(CURRENT_MAGIC, &body),
+        )
+    }
+
+    /// The manifest of a commit, if filed and intact.
+    pub fn manifest(&self, commit: &str) -> Option<Manifest> {
+        let sealed = self.sealed_manifest(commit)?;
+        let view = ManifestView::open(&sealed, commit)?;
+        Some(Manifest {
+            commit: view.commit.to_owned(),
+            filed_at_ms: view.filed_at_ms,
+            entries: view
+                .entries
+                .into_iter()
+                .map(|e| Entry {
+                    binary: e.binary.to_owned(),
+                    test: e.test.to_owned(),
+                    record: e.record,
+                    outcome: e.outcome,
+                    ran: e.ran,
+                })
+                .collect(),
+        })
+    }
+
+    /// A commit's manifest as filed, unpacked (its seal unchecked).
+    fn sealed_manifest(&self, commit: &str) -> Option<Vec<u8>> {
+        if !is_commit_id(commit) {
+            return None;
+        }
+        let packed =
+            crate::files::read_bounded(&self.commits_dir().join(commit), MAX_MANIFEST_BYTES)
+                .ok()?;
+        crate::files::sealed::unpack(&packed, MAX_MANIFEST_BYTES)
+    }
+
+    /// The filed records that may vouch for a test, from every intact
+    /// manifest ([`Candidates`]). The manifests are decoded in place, in
+    /// parallel: as owned [`Manifest`]s, 100 commits' ~120 000 entries were
+    /// a quarter of a million strings allocated and freed (ripgrep, `perf`).
+    pub fn candidates(&self, head: Option<&str>, parents: &[String]) -> Candidates {
+        use rayon::prelude::*;
+        let ids = self.commit_ids();
+        let sealed: Vec<(&String, Vec<u8>)> = ids
+            .par_iter()
+            .filter_map(|id| Some((id, self.sealed_manifest(id)?)))
+            .collect();
+        let views: Vec<ManifestView<'_>> = sealed
+            .par_iter()
+            .filter_map(|(id, sealed)| ManifestView::open(sealed, id))
+            .collect();
+        Candidates::new(views, head, parents)
+    }
+
+    /// The ids of the commits filed (intact or not), sorted.
+    pub fn commit_ids(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(self.commits_dir()) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| is_commit_id(name))
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Every intact manifest, newest filed first; damaged ones are left out
+    /// (their commits hold no record).
+    pub fn manifests(&self) -> Vec<Manifest> {
+        use rayon::prelude::*;
+        // In parallel: 100 commits' manifests are ~120 000 entries to
+        // decompress and decode, a good part of what a history adds to an
+        // analysis where few tests try it.
+        let mut all: Vec<Manifest> = self
+            .commit_ids()
+            .par_iter()
+            .filter_map(|id| self.manifest(id))
+            .collect();
+        all.sort_by(|a, b| {
+            b.filed_at_ms
+                .cmp(&a.filed_at_ms)
+                .then(a.commit.cmp(&b.commit))
+        });
+        all
+    }
+
+    /// Bytes on disk: per commit, its manifest; and all objects (with their
+    /// chunks) together.
+    pub fn sizes(&self) -> (HashMap<String, u64>, u64) {
+        let manifests = self
+            .commit_ids()
+            .into_iter()
+            .filter_map(|id| {
+                let len = fs::symlink_metadata(self.commits_dir().join(&id))
+                    .ok()?
+                    .len();
+                Some((id, len))
+            })
+            .collect();
+        let objects = fs::read_dir(self.packs_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|f| f.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        (manifests, objects)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::objects::{buckets, cut, record_id};
+    use super::packs::{Loc, SWEEP_SLACK};
+    use super::*;
+    use crate::model::record::tests_support::sample;
+
+    const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+    #[test]
+    fn filed_records_are_shared_and_merged_per_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let record = sample();
+        let mut other = sample();
+        other.test = "other".into();
+        history.file(A, &[(&record, true)], 1).unwrap();
+        history.file(B, &[(&record, false)], 2).unwrap();
+        history.file(B, &[(&other, true)], 3).unwrap();
+        let b = history.manifest(B).unwrap();
+        assert_eq!(b.entries.len(), 2, "a second run at B adds to it");
+        assert_eq!(b.filed_at_ms, 3);
+        let id = record_id(&record).unwrap();
+        assert_eq!(history.object(&id), Some(record.clone()));
+        let (_, objects) = history.sizes();
+        assert!(objects > history.object_size(&id).unwrap());
+        assert_eq!(
+            fs::read_dir(history.packs_dir()).unwrap().count(),
+            2,
+            "one object per distinct record, one pack per filing that wrote one"
+        );
+        assert_eq!(
+            history
+                .manifests()
+                .iter()
+                .map(|m| m.commit.as_str())
+                .collect::<Vec<_>>(),
+            [B, A]
+        );
+        assert!(history.file("HEAD", &[(&record, true)], 4).is_err());
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_commits_and_their_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let mut old = sample();
+        old.duration_us = 1;
+        let new = sample();
+        history.file(A, &[(&old, true)], 1).unwrap();
+        history.file(B, &[(&new, true)], 2).unwrap();
+        history.file(C, &[(&new, false)], 3).unwrap();
+        let pruned = history.prune(2).unwrap();
+        assert_eq!(
+            pruned,
+            Pruned {
+                commits: 1,
+                objects: 1
+            }
+        );
+        assert!(history.manifest(A).is_none());
+        assert!(history.object(&record_id(&old).unwrap()).is_none());
+        assert!(history.object(&record_id(&new).unwrap()).is_some());
+    }
+
+    #[test]
+    fn long_function_lists_are_shared_in_chunks_and_checked_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let mut record = sample();
+        record.code[0].functions = (0..2000u32)
+            .map(|i| {
+                let mut id = [0; 8];
+                id.copy_from_slice(&blake3::hash(&i.to_le_bytes()).as_bytes()[..8]);
+                id
+            })
+            .collect();
+        record.code[0].functions.sort_unstable();
+        let entries = |h: &History| h.read_packs().at.len();
+        history.file(A, &[(&record, true)], 1).unwrap();
+        let cut = buckets(2000);
+        assert_eq!(cut, 16);
+        assert_eq!(
+            entries(&history),
+            cut + 2,
+            "the chunks, the body and the skeleton"
+        );
+        // A rerun after one function changed: one id out, another in.
+        let mut rerun = record.clone();
+        rerun.duration_us += 1;
+        rerun.code[0].functions[0] = [0xff; 8];
+        rerun.code[0].functions.sort_unstable();
+        history.file(B, &[(&rerun, true)], 2).unwrap();
+        assert!(
+            entries(&history) <= cut + 2 + 2 + 1,
+            "only the chunks that changed and the skeleton are new: the body is shared"
+        );
+        assert_eq!(
+            history.object(&record_id(&record).unwrap()),
+            Some(record.clone())
+        );
+        assert_eq!(
+            history.object(&record_id(&rerun).unwrap()),
+            Some(rerun.clone())
+        );
+        // Pruning A keeps the chunks B still shares, even from A's pack.
+        let pruned = history.prune(1).unwrap();
+        assert_eq!(pruned.commits, 1);
+        assert_eq!(
+            pruned.objects, 0,
+            "A's pack is mostly B's chunks: kept whole, A's skeleton with it"
+        );
+        let reopened = History::new(dir.path());
+        assert_eq!(
+            reopened.object(&record_id(&rerun).unwrap()),
+            Some(rerun.clone())
+        );
+        assert_eq!(reopened.commit_ids(), [B]);
+        // Damaged packs make their records no record.
+        for pack in fs::read_dir(reopened.packs_dir()).unwrap() {
+            let path = pack.unwrap().path();
+            let mut bytes = fs::read(&path).unwrap();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 1;
+            fs::write(&path, bytes).unwrap();
+        }
+        assert!(
+            History::new(dir.path())
+                .object(&record_id(&rerun).unwrap())
+                .is_none()
+        );
+    }
+
+    /// `n` records of tests `t0`, `t1`, …
+    fn samples(n: usize) -> Vec<Record> {
+        (0..n)
+            .map(|i| {
+                let mut r = sample();
+                r.test = format!("t{i}");
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pruning_rewrites_a_pack_mostly_dropped_and_removes_damaged_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let records: Vec<Record> = samples(10);
+        let all: Vec<(&Record, bool)> = records.iter().map(|r| (r, true)).collect();
+        history.file(A, &all, 1).unwrap();
+        history.file(B, &all[..1], 2).unwrap();
+        fs::write(history.packs_dir().join("garbage"), b"not a pack").unwrap();
+        let pruned = history.prune(1).unwrap();
+        assert_eq!(pruned.commits, 1);
+        assert_eq!(pruned.objects, 9);
+        let packs: Vec<PathBuf> = fs::read_dir(history.packs_dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(packs.len(), 1, "{packs:?}");
+        let reopened = History::new(dir.path());
+        assert_eq!(
+            reopened.object(&record_id(&records[0]).unwrap()),
+            Some(records[0].clone())
+        );
+        assert!(reopened.object(&record_id(&records[1]).unwrap()).is_none());
+    }
+
+    #[test]
+    fn a_current_record_filed_before_is_named_by_what_was_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let record = sample();
+        let id = record_id(&record).unwrap();
+        // The digest the store sealed the current record's file with.
+        let sealed = [7; 32];
+        let filing = |record, known| Filing {
+            record,
+            ran: false,
+            known,
+        };
+        history
+            .file_known(A, &[filing(&record, Known::Current(sealed))], 1)
+            .unwrap();
+        assert_eq!(history.manifest(A).unwrap().entries[0].record, id);
+        history
+            .file_known(B, &[filing(&record, Known::Current(sealed))], 2)
+            .unwrap();
+        assert_eq!(history.manifest(B).unwrap().entries[0].record, id);
+        // The digest stands for the record: what was filed for it is named
+        // without cutting the record again. (A record under another
+        // record's digest shows it; the store never pairs them so.)
+        let mut other = sample();
+        other.duration_us += 1;
+        history
+            .file_known(C, &[filing(&other, Known::Current(sealed))], 3)
+            .unwrap();
+        assert_eq!(history.manifest(C).unwrap().entries[0].record, id);
+        // An object the history no longer holds names nothing: the record
+        // is cut, and filed under its own id.
+        let empty = tempfile::tempdir().unwrap();
+        let gone = History::new(empty.path());
+        for known in [Known::Current(sealed), Known::Filed(id)] {
+            gone.file_known(A, &[filing(&other, known)], 1).unwrap();
+            assert_eq!(
+                gone.manifest(A).unwrap().entries[0].record,
+                record_id(&other).unwrap()
+            );
+        }
+        // A filed record that vouched is named by its id.
+        history
+            .file_known(A, &[filing(&other, Known::Filed(id))], 4)
+            .unwrap();
+        assert_eq!(history.manifest(A).unwrap().entries[0].record, id);
+    }
+
+    #[test]
+    fn runs_filed_again_under_one_commit_do_not_pile_up_packs() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let tests: Vec<Record> = samples(4);
+        let mut most = 0;
+        let mut last = Vec::new();
+        for run in 0..100u64 {
+            // Every test ran again: a new duration, so a new record, which
+            // replaces the one filed under the commit before.
+            let records: Vec<Record> = tests
+                .iter()
+                .map(|r| Record {
+                    duration_us: run + 1,
+                    ..r.clone()
+                })
+                .collect();
+            let filed: Vec<(&Record, bool)> = records.iter().map(|r| (r, true)).collect();
+            history.file(A, &filed, run).unwrap();
+            history
+                .prune(crate::options::settings::DEFAULT_HISTORY_COMMITS)
+                .unwrap();
+            most = most.max(fs::read_dir(history.packs_dir()).unwrap().count());
+            last = records;
+        }
+        assert!(most <= 2 * SWEEP_SLACK, "{most} packs for one commit");
+        let reopened = History::new(dir.path());
+        let manifest = reopened.manifest(A).unwrap();
+        assert_eq!(manifest.entries.len(), 4);
+        for record in &last {
+            let id = record_id(record).unwrap();
+            assert!(manifest.entries.iter().any(|e| e.record == id));
+            assert_eq!(reopened.object(&id), Some(record.clone()));
+        }
+    }
+
+    #[test]
+    fn a_filed_record_whose_paths_escape_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        // Only decoding makes such a path: its constructor refuses it.
+        let escaping: crate::model::path::StoredPath =
+            postcard::from_bytes(&[0, 4, b'.', b'.', b'/', b'x']).unwrap();
+        assert!(!escaping.is_valid());
+        let mut in_body = sample();
+        in_body.deps[0].target = crate::model::dep::Target::Content(escaping.clone());
+        let mut in_skeleton = sample();
+        in_skeleton.test = "other".into();
+        in_skeleton.code[0].unit = crate::model::code_dep::CodeUnit::Program(escaping);
+        let ids = history.put_records(&[&in_body, &in_skeleton]).unwrap();
+        for id in &ids {
+            assert!(history.object(id).is_none());
+        }
+        let skeleton = history.skeleton(&ids[0]).expect("its skeleton is sound");
+        assert!(
+            history
+                .body(&skeleton.body)
+                .unwrap()
+                .fill(skeleton.record)
+                .is_none()
+        );
+        assert!(history.skeleton(&ids[1]).is_none());
+    }
+
+    /// Where an object's packed bytes are: its pack's path, and place.
+    fn locate(history: &History, id: &Hash) -> Option<(PathBuf, Loc)> {
+        history.read_index();
+        let guard = history.packs.read().unwrap();
+        let packs = guard.as_ref()?;
+        let loc = *packs.at.get(id)?;
+        Some((packs.files[loc.pack].clone(), loc))
+    }
+
+    #[test]
+    fn damage_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        let record = sample();
+        history.file(A, &[(&record, true)], 1).unwrap();
+        let id = record_id(&record).unwrap();
+        // An object whose bytes were altered in its pack is no record.
+        let (pack, loc) = locate(&history, &id).unwrap();
+        let mut bytes = fs::read(&pack).unwrap();
+        bytes[(loc.offset + u64::from(loc.len) / 2) as usize] ^= 0x40;
+        fs::write(&pack, bytes).unwrap();
+        assert!(History::new(dir.path()).object(&id).is_none());
+        // An intact skeleton under another record's id is not that record,
+        // nor is a chunk under another chunk's name.
+        let mut other = sample();
+        other.test = "other".into();
+        other.code[0].functions = (0..300u16)
+            .map(|i| [i.to_le_bytes()[0], i.to_le_bytes()[1], 0, 0, 0, 0, 0, 0])
+            .collect();
+        let planted = History::new(dir.path());
+        let cut = cut(&other).unwrap();
+        // Parts: the body, then the chunks.
+        let chunk = cut.parts[1].0;
+        {
+            let mut guard = planted.packs.write().unwrap();
+            let packs = guard.get_or_insert_with(|| planted.read_packs());
+            let forged = [
+                ([9; 32], crate::files::sealed::pack(&cut.skeleton)),
+                ([8; 32], crate::files::sealed::pack(&cut.parts[2].1)),
+                ([7; 32], crate::files::sealed::pack(&cut.parts[0].1)),
+            ];
+            planted.write_pack(packs, &forged).unwrap();
+        }
+        assert!(planted.skeleton(&[9; 32]).is_none());
+        assert!(planted.chunk(&[8; 32]).is_none());
+        assert!(planted.body(&[7; 32]).is_none());
+        assert!(planted.chunk(&chunk).is_none(), "never written");
+        // A manifest filed under another commit's name is not that commit's.
+        fs::copy(history.commits_dir().join(A), history.commits_dir().join(B)).unwrap();
+        assert!(history.manifest(B).is_none());
+        fs::write(history.commits_dir().join(A), b"garbage").unwrap();
+        assert!(history.manifest(A).is_none());
+        assert!(history.manifests().is_empty());
+        // A planted symbolic link is not followed.
+        fs::remove_file(history.commits_dir().join(C)).ok();
+        std::os::unix::fs::symlink("/dev/zero", history.commits_dir().join(C)).unwrap();
+        assert!(history.manifest(C).is_none());
+    }
+
+    #[test]
+    fn candidates_come_head_then_parents_then_the_newest_others_and_never_failures() {
+        let manifest = |commit: &str, at, record: u8, outcome| Manifest {
+            commit: commit.into(),
+            filed_at_ms: at,
+            entries: vec![Entry {
+                binary: "b".into(),
+                test: "t".into(),
+                record: [record; 32],
+                outcome,
+                ran: true,
+            }],
+        };
+        let d = "dddddddddddddddddddddddddddddddddddddddd";
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        for filed in [
+            manifest(A, 4, 1, Outcome::Passed),
+            manifest(B, 1, 2, Outcome::Passed),
+            manifest(C, 3, 3, Outcome::Failed),
+            manifest(d, 2, 2, Outcome::Passed),
+        ] {
+            history.put_manifest(&filed).unwrap();
+        }
+        let candidates = history.candidates(Some(C), &[B.to_owned(), A.to_owned()]);
+        let found: Vec<(u8, String)> = candidates
+            .of("b", "t")
+            .map(|(id, vouch)| (id[0], vouch.to_string()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (2, "as at bbbbbbb, parent 1".to_owned()),
+                (1, "as at aaaaaaa, parent 2".to_owned())
+            ],
+            "C's record failed; d's is B's object again"
+        );
+        assert_eq!(candidates.of("b", "other").count(), 0);
+    }
+}

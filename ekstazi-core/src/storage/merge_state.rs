@@ -1,0 +1,254 @@
+//! Merging the state directories of the shards of a partitioned CI run.
+//!
+//! Each shard starts from the same state, runs its share of the affected
+//! tests and records them; the tests it did not run keep their records (or
+//! have them re-expressed against the new build, identically in every
+//! shard). So the merge takes, per test, the record of the newest run, and
+//! the union of the function fingerprints. Every record is decoded and
+//! checked before it is copied: a damaged one is left behind (its test runs
+//! next time), never copied over a good one.
+
+use crate::digests::functions::FunctionTable;
+use crate::storage::history::{Entry, Manifest};
+use crate::storage::store::{Loaded, Store};
+use std::collections::HashSet;
+use std::io;
+
+/// What merging one shard did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Merged {
+    /// Records of tests the destination had no record of.
+    pub added: usize,
+    /// Records newer than the destination's.
+    pub replaced: usize,
+    /// Records the destination already had (or had newer).
+    pub kept: usize,
+    /// Functions the destination's table did not know.
+    pub functions: usize,
+    /// Commits whose filed records were added to the destination's history.
+    pub commits: usize,
+    /// Files not copied, and why.
+    pub refused: Vec<String>,
+}
+
+/// Merges the records and function tables of `source` into `dest`.
+pub fn merge(dest: &Store, source: &Store) -> io::Result<Merged> {
+    merge_parts(dest, source, true)
+}
+
+/// Merges only what `source` filed per commit (its history, and the
+/// functions and tables those records name) into `dest`, leaving `dest`'s
+/// current records as they are: a run at another commit (`bisect`'s) must
+/// not become the current state.
+pub fn merge_filed(dest: &Store, source: &Store) -> io::Result<Merged> {
+    merge_parts(dest, source, false)
+}
+
+fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged> {
+    let mut merged = Merged::default();
+    // The table first: a record is never written before the functions it names.
+    let ours = FunctionTable::load(&dest.functions_dir());
+    let theirs = FunctionTable::load(&source.functions_dir());
+    let before = ours.len().0;
+    for id in ours.absorb(&theirs) {
+        merged.refused.push(format!(
+            "the function tables disagree on {}: the tests that executed it run",
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ));
+    }
+    merged.functions = ours.len().0 - before;
+    ours.flush()?;
+    let mut tables = HashSet::new();
+    let records = if current {
+        source.records()?
+    } else {
+        Vec::new()
+    };
+    for (path, record) in records {
+        let record = match record {
+            Ok(record) => {
+                tables.extend(record.code.iter().map(|c| c.uninstrumented));
+                record
+            }
+            Err(e) => {
+                merged.refused.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        match dest.load(&record.binary, &record.test) {
+            Loaded::Found(ours)
+                if *ours == record || ours.recorded_at_ms >= record.recorded_at_ms =>
+            {
+                merged.kept += 1;
+            }
+            Loaded::Found(_) => {
+                dest.save(&record)?;
+                merged.replaced += 1;
+            }
+            // A damaged record in the destination is no better than none.
+            Loaded::Missing | Loaded::Invalid(_) => {
+                dest.save(&record)?;
+                merged.added += 1;
+            }
+        }
+    }
+    merge_history(dest, source, &mut merged, &mut tables)?;
+    for id in tables {
+        if dest.load_uninstrumented(&id).is_some() {
+            continue;
+        }
+        match source.load_uninstrumented(&id) {
+            Some(table) => dest.save_uninstrumented(&id, &table)?,
+            None => merged.refused.push(format!(
+                "uninstrumented functions {} are missing or damaged: the tests that name them run",
+                blake3::Hash::from_bytes(id).to_hex()
+            )),
+        }
+    }
+    Ok(merged)
+}
+
+/// Adds the source's filed records to the destination's history: per
+/// commit, the union of the tests filed (where both filed a test, a record
+/// of a run at that commit wins over one that vouched, else the
+/// destination's stays). Every object is checked before it is copied; an
+/// entry whose object is missing or damaged is left behind.
+fn merge_history(
+    dest: &Store,
+    source: &Store,
+    merged: &mut Merged,
+    tables: &mut HashSet<crate::model::dep::Hash>,
+) -> io::Result<()> {
+    let (ours, theirs) = (dest.history(), source.history());
+    for manifest in theirs.manifests() {
+        let mut entries: Vec<Entry> = ours
+            .manifest(&manifest.commit)
+            .map(|m| m.entries)
+            .unwrap_or_default();
+        let mut objects = Vec::new();
+        for entry in manifest.entries {
+            let held = entries
+                .iter()
+                .position(|e| (&e.binary, &e.test) == (&entry.binary, &entry.test));
+            if held.is_some_and(|i| entries[i].ran || !entry.ran) {
+                continue;
+            }
+            let Some(record) = theirs.object(&entry.record) else {
+                merged.refused.push(format!(
+                    "the record of {} {} filed at {} is missing or damaged",
+                    entry.binary, entry.test, manifest.commit
+                ));
+                continue;
+            };
+            if record.binary != entry.binary || record.test != entry.test {
+                merged.refused.push(format!(
+                    "the record of {} {} filed at {} is not that test's",
+                    entry.binary, entry.test, manifest.commit
+                ));
+                continue;
+            }
+            tables.extend(record.code.iter().map(|c| c.uninstrumented));
+            objects.push(record);
+            match held {
+                Some(i) => entries[i] = entry,
+                None => entries.push(entry),
+            }
+        }
+        if !objects.is_empty() {
+            // One pack per commit merged; its objects before its manifest.
+            let ids = ours.put_records(&objects.iter().collect::<Vec<_>>())?;
+            // The ids as cut here, should theirs have cut a record otherwise.
+            for (record, id) in objects.iter().zip(ids) {
+                if let Some(entry) = entries
+                    .iter_mut()
+                    .find(|e| (&e.binary, &e.test) == (&record.binary, &record.test))
+                {
+                    entry.record = id;
+                }
+            }
+            entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
+            let filed_at_ms = ours
+                .manifest(&manifest.commit)
+                .map_or(manifest.filed_at_ms, |m| {
+                    m.filed_at_ms.max(manifest.filed_at_ms)
+                });
+            ours.put_manifest(&Manifest {
+                commit: manifest.commit,
+                filed_at_ms,
+                entries,
+            })?;
+            merged.commits += 1;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::record::tests_support::sample;
+
+    #[test]
+    fn the_newest_record_of_each_test_wins_and_damage_is_left_behind() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        // What the records name: a function and an uninstrumented table,
+        // which only the source has.
+        let table = crate::digests::program::Uninstrumented {
+            names: vec!["memcpy".into()],
+            fps: vec![[1; 16]],
+        };
+        source.save_uninstrumented(&table.digest(), &table).unwrap();
+        let function = FunctionTable::load(&source.functions_dir());
+        let id = function.intern("f", 2, &[2; 16]).unwrap();
+        function.flush().unwrap();
+        let mut base = sample();
+        base.code[0].uninstrumented = table.digest();
+        base.code[0].functions = vec![id];
+        let sample = || base.clone();
+        let mut old = sample();
+        old.recorded_at_ms = 10;
+        let mut new = old.clone();
+        new.recorded_at_ms = 20;
+        new.duration_us += 1;
+        let mut other = sample();
+        other.test = "other".into();
+        let mut stale = other.clone();
+        stale.recorded_at_ms = 5;
+        other.recorded_at_ms = 30;
+
+        dest.save(&old).unwrap();
+        dest.save(&other).unwrap();
+        source.save(&new).unwrap();
+        source.save(&stale).unwrap();
+        let mut third = sample();
+        third.test = "third".into();
+        source.save(&third).unwrap();
+        let damaged = source.record_path(&third.binary, "damaged");
+        std::fs::write(&damaged, b"EKZR garbage").unwrap();
+
+        let merged = merge(&dest, &source).unwrap();
+        assert_eq!((merged.added, merged.replaced, merged.kept), (1, 1, 1));
+        assert_eq!(merged.refused.len(), 1, "{:?}", merged.refused);
+        let load = |test: &str| match dest.load(&old.binary, test) {
+            Loaded::Found(r) => *r,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(load(&old.test), new);
+        assert_eq!(load("other"), other);
+        assert_eq!(load("third"), third);
+        assert!(matches!(dest.load(&old.binary, "damaged"), Loaded::Missing));
+        assert_eq!(merged.functions, 1);
+        assert_eq!(
+            &*FunctionTable::load(&dest.functions_dir())
+                .get(&id)
+                .unwrap()
+                .name,
+            "f"
+        );
+        assert_eq!(dest.load_uninstrumented(&table.digest()), Some(table));
+        // Merging again changes nothing.
+        let again = merge(&dest, &source).unwrap();
+        assert_eq!((again.added, again.replaced), (0, 0));
+    }
+}

@@ -1,0 +1,19 @@
+//! Keeping records, and what they refer to, between runs.
+//!
+//! Main types: the [`store::Store`] (one record per test, the snapshots of
+//! builds, the uninstrumented tables, the function table's directory), the
+//! [`snapshots::Snapshots`] cache of builds' fingerprints, the
+//! [`history::History`] of the records that held at each commit, the
+//! [`archive`] a state travels in, the garbage collection of the function
+//! table ([`gc`]) and the merging of shards' state directories
+//! ([`merge_state`]). Every file is written and read through `files`.
+//!
+//! Invariant: storage never imports selection, capture or the workflows:
+//! it keeps the model and the digests, and decides nothing about a test.
+
+pub mod archive;
+pub mod gc;
+pub mod history;
+pub mod merge_state;
+pub mod snapshots;
+pub mod store;

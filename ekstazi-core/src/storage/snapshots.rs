@@ -1,0 +1,122 @@
+//! Function fingerprints by build ([`Snapshots`]): loaded from the store,
+//! or fingerprinted once per run and kept, with the function table records
+//! name functions by and the uninstrumented tables of past builds.
+
+use crate::digests::fingerprint::{self, FingerprintError};
+use crate::digests::functions::FunctionTable;
+use crate::digests::program::{Build, Uninstrumented, map_path};
+use crate::model::dep::Hash;
+use crate::storage::store::Store;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// At most this many changed functions are named per program.
+pub(crate) const NAMED_CHANGES: usize = 10;
+
+/// The uninstrumented functions that changed between two builds, demangled.
+type Changed = Arc<Vec<String>>;
+
+/// Function fingerprints by build, loaded from the store or computed once
+/// per run, and the function table records name functions by.
+pub struct Snapshots {
+    store: Store,
+    table: FunctionTable,
+    builds: Mutex<HashMap<Hash, Arc<Build>>>,
+    /// Uninstrumented tables of past builds, `None` when gone or damaged.
+    tables: Mutex<HashMap<Hash, Option<Arc<Uninstrumented>>>>,
+    /// Changed uninstrumented functions, per (recorded table, present build).
+    compared: Mutex<HashMap<(Hash, Hash), Changed>>,
+}
+
+impl Snapshots {
+    pub fn new(store: Store) -> Snapshots {
+        Snapshots {
+            table: FunctionTable::load(&store.functions_dir()),
+            store,
+            builds: Mutex::new(HashMap::new()),
+            tables: Mutex::new(HashMap::new()),
+            compared: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The function table records name functions by.
+    pub fn table(&self) -> &FunctionTable {
+        &self.table
+    }
+
+    /// The build of the executable at `binary`, whose smart checksum is
+    /// `id`: from the store, or fingerprinted now (and stored).
+    pub fn of_binary(&self, binary: &Path, id: &Hash) -> Result<Arc<Build>, FingerprintError> {
+        if let Some(build) = self.builds.lock().expect("build cache lock").get(id) {
+            return Ok(build.clone());
+        }
+        let snapshot = match self.store.load_snapshot(id) {
+            Some(snapshot) => snapshot,
+            None => {
+                let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
+                let snapshot = fingerprint::fingerprint_file(binary, &map)?;
+                // Not being able to keep it costs only time: the next run
+                // computes it again.
+                let _ = self.store.save_snapshot(id, &snapshot);
+                snapshot
+            }
+        };
+        let build = Arc::new(Build::new(*id, Arc::new(snapshot)));
+        self.builds
+            .lock()
+            .expect("build cache lock")
+            .insert(*id, build.clone());
+        Ok(build)
+    }
+
+    /// The builds loaded or fingerprinted in this run (the ones whose
+    /// snapshots are worth keeping for the next).
+    pub fn used(&self) -> HashSet<Hash> {
+        self.builds
+            .lock()
+            .expect("build cache lock")
+            .keys()
+            .copied()
+            .collect()
+    }
+
+    /// Keeps a build's uninstrumented table, for records that name it.
+    pub fn keep_uninstrumented(&self, build: &Build) -> std::io::Result<()> {
+        self.store
+            .save_uninstrumented(&build.uninstrumented_id(), build.uninstrumented())
+    }
+
+    /// The uninstrumented functions of the recorded table `recorded` whose
+    /// fingerprints differ in `now`, demangled (at most [`NAMED_CHANGES`]);
+    /// `None` when the recorded table is gone.
+    pub(crate) fn uninstrumented_changes(
+        &self,
+        recorded: &Hash,
+        now: &Build,
+    ) -> Option<Arc<Vec<String>>> {
+        let key = (*recorded, now.id);
+        if let Some(known) = self.compared.lock().expect("comparison lock").get(&key) {
+            return Some(known.clone());
+        }
+        let old = self
+            .tables
+            .lock()
+            .expect("table cache lock")
+            .entry(*recorded)
+            .or_insert_with(|| self.store.load_uninstrumented(recorded).map(Arc::new))
+            .clone()?;
+        let changed: Arc<Vec<String>> = Arc::new(
+            old.changes(now.uninstrumented())
+                .into_iter()
+                .take(NAMED_CHANGES)
+                .map(fingerprint::demangle)
+                .collect(),
+        );
+        self.compared
+            .lock()
+            .expect("comparison lock")
+            .insert(key, changed.clone());
+        Some(changed)
+    }
+}

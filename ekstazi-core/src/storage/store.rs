@@ -1,0 +1,617 @@
+//! The state directory: one record file per test.
+//!
+//! ```text
+//! .ekstazi/
+//!   lock                      held by a run (exclusive) or an analysis (shared)
+//!   v11/                      one directory per record format version
+//!     <binary key>/<test>     escaped names, one record each
+//!     .code/<id>              function fingerprints of one build of a
+//!                             program (a cache: the present builds')
+//!     .functions/<digest>     the function table (`functions`)
+//!     .uninstrumented/<id>    uninstrumented functions of a build, by
+//!                             digest, for the records that name them
+//!     .history/               records filed per commit (`history`)
+//! ```
+//! One file per test lets runs and CI shards write without coordination and
+//! merge by copying. Files are written to a temporary name and renamed, so a
+//! reader sees a whole old record or a whole new one. Names are escaped so
+//! that no test name can leave its directory, and a record is only accepted
+//! for the test whose file it is in.
+
+use crate::digests::fingerprint::Snapshot;
+use crate::digests::program::Uninstrumented;
+use crate::files::sealed::{DecodeError, FORMAT_VERSION};
+use crate::files::{self, ReadError};
+use crate::model::dep::Hash;
+use crate::model::record::{MAX_RECORD_BYTES, Record};
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where function fingerprints live, among the binaries' record directories
+/// (no binary key starts with a dot).
+const SNAPSHOTS_DIR: &str = ".code";
+
+/// A state directory.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+    records: PathBuf,
+}
+
+/// What the store holds for one test.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No record: the test is new (or was never recorded).
+    Missing,
+    /// A record file that cannot be trusted.
+    Invalid(Invalid),
+    /// An intact record of this test.
+    Found(Box<Record>),
+}
+
+/// Why a record file was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error("record cannot be read: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// A held lock on a state directory; released on drop.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: File,
+}
+
+impl Store {
+    /// The store rooted at `root` (nothing is created until written).
+    pub fn new(root: &Path) -> Store {
+        Store {
+            root: root.to_path_buf(),
+            records: root.join(format!("v{FORMAT_VERSION}")),
+        }
+    }
+
+    /// The state directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Takes the run lock: exclusive to write, shared to only read.
+    /// `wait: false` fails at once with `WouldBlock` when another run holds it.
+    pub fn lock(&self, exclusive: bool, wait: bool) -> io::Result<StoreLock> {
+        fs::create_dir_all(&self.root)?;
+        // Keep the state out of version control, and out of the files cargo
+        // watches for packages whose build script names none (cargo lists
+        // the untracked files git does not ignore): otherwise every run
+        // would make the next one rebuild.
+        let gitignore = self.root.join(".gitignore");
+        if !gitignore.exists() {
+            fs::write(
+                &gitignore,
+                "# Written by cargo-ekstazi: per-test records, not sources.\n*\n",
+            )?;
+        }
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.root.join("lock"))?;
+        match (exclusive, wait) {
+            (true, true) => file.lock()?,
+            (false, true) => file.lock_shared()?,
+            (true, false) => file.try_lock().map_err(try_lock_error)?,
+            (false, false) => file.try_lock_shared().map_err(try_lock_error)?,
+        }
+        Ok(StoreLock { _file: file })
+    }
+
+    /// Whether it holds any record of this format (a first run, or a CI
+    /// cache that was not restored, has none).
+    pub fn has_records(&self) -> bool {
+        fs::read_dir(&self.records).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|e| e.file_name() != SNAPSHOTS_DIR)
+        })
+    }
+
+    /// Record format versions present besides ours (as directory names).
+    pub fn other_versions(&self) -> Vec<String> {
+        let ours = format!("v{FORMAT_VERSION}");
+        let Ok(entries) = fs::read_dir(&self.root) else {
+            return vec![];
+        };
+        let mut found: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| {
+                name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok()
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn binary_dir(&self, binary: &str) -> PathBuf {
+        self.records.join(escape(binary))
+    }
+
+    /// Where the record of a test lives.
+    pub fn record_path(&self, binary: &str, test: &str) -> PathBuf {
+        self.binary_dir(binary).join(escape(test))
+    }
+
+    /// Reads the record of one test, trusting nothing in the file.
+    pub fn load(&self, binary: &str, test: &str) -> Loaded {
+        self.load_sealed(binary, test).0
+    }
+
+    /// [`Store::load`], with the digest the record's file is sealed with
+    /// when it was found: the same bytes, the same record (the history
+    /// remembers which of its objects a current record was filed as).
+    pub fn load_sealed(&self, binary: &str, test: &str) -> (Loaded, Option<Hash>) {
+        let path = self.record_path(binary, test);
+        match read_bounded(&path) {
+            Ok(None) => (Loaded::Missing, None),
+            Ok(Some(bytes)) => match Record::decode(&bytes) {
+                Ok(record) if record.binary == binary && record.test == test => (
+                    Loaded::Found(Box::new(record)),
+                    crate::files::sealed::sealed_digest(&bytes),
+                ),
+                Ok(_) => (Loaded::Invalid(DecodeError::OtherTest.into()), None),
+                Err(e) => (Loaded::Invalid(e.into()), None),
+            },
+            Err(Invalid::Io(e)) if e.kind() == io::ErrorKind::NotFound => (Loaded::Missing, None),
+            Err(e) => (Loaded::Invalid(e), None),
+        }
+    }
+
+    /// Writes a record atomically (temporary file, then rename); returns
+    /// the digest its file is sealed with (see [`Store::load_sealed`]).
+    pub fn save(&self, record: &Record) -> io::Result<Hash> {
+        let dir = self.binary_dir(&record.binary);
+        self.real_dir(&dir)?;
+        let encoded = record.encode();
+        let digest = crate::files::sealed::sealed_digest(&encoded)
+            .ok_or_else(|| io::Error::other("a sealed record ends with its digest"))?;
+        files::write_atomic(&dir, &dir.join(escape(&record.test)), &encoded)?;
+        Ok(digest)
+    }
+
+    /// Removes the record of one test, if any.
+    pub fn remove(&self, binary: &str, test: &str) -> io::Result<()> {
+        match fs::remove_file(self.record_path(binary, test)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the records of a binary's tests that are not in `tests` (the
+    /// binary's complete test list), and temporary files of interrupted
+    /// writes. Returns how many records were removed.
+    pub fn retain_tests<'a>(
+        &self,
+        binary: &str,
+        tests: impl IntoIterator<Item = &'a str>,
+    ) -> io::Result<usize> {
+        let keep: HashSet<String> = tests.into_iter().map(escape).collect();
+        self.retain_files(&self.binary_dir(binary), &keep)
+    }
+
+    /// Removes the record directories of binaries not in `binaries` (every
+    /// test binary the workspace can build). Returns how many went.
+    pub fn retain_binaries<'a>(
+        &self,
+        binaries: impl IntoIterator<Item = &'a str>,
+    ) -> io::Result<usize> {
+        let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
+        let Some(entries) = read_dir_if_any(&self.records)? else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            // Names with a leading dot are the store's own (no escaped key has one).
+            let ours = name.as_encoded_bytes().starts_with(b".");
+            let stale = !ours && name.to_str().is_none_or(|name| !keep.contains(name));
+            if stale && entry.file_type()?.is_dir() {
+                fs::remove_dir_all(entry.path())?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn retain_files(&self, dir: &Path, keep: &HashSet<String>) -> io::Result<usize> {
+        let Some(entries) = read_dir_if_any(dir)? else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let stale = name.to_str().is_none_or(|name| !keep.contains(name));
+            if stale && !entry.file_type()?.is_dir() {
+                fs::remove_file(entry.path())?;
+                removed += usize::from(!name.as_encoded_bytes().starts_with(b".tmp"));
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// The directory's entries, or `None` when there is no such directory
+/// (nothing recorded yet).
+fn read_dir_if_any(dir: &Path) -> io::Result<Option<fs::ReadDir>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Every record of the store, for merging: each file with its record, or
+/// why it is not one (damaged, or not the record of the test its path names).
+pub type Listed = Vec<(PathBuf, Result<Record, Invalid>)>;
+
+impl Store {
+    /// Every record file of this format, read and checked.
+    pub fn records(&self) -> io::Result<Listed> {
+        let mut found = Vec::new();
+        let Some(binaries) = read_dir_if_any(&self.records)? else {
+            return Ok(found);
+        };
+        for binary in binaries {
+            let binary = binary?;
+            let dir_name = binary.file_name();
+            if dir_name.as_encoded_bytes().starts_with(b".") || !binary.file_type()?.is_dir() {
+                continue;
+            }
+            for entry in fs::read_dir(binary.path())? {
+                let entry = entry?;
+                let name = entry.file_name();
+                if name.as_encoded_bytes().starts_with(b".tmp") {
+                    continue;
+                }
+                let path = entry.path();
+                let record = match read_bounded(&path) {
+                    Ok(Some(bytes)) => {
+                        Record::decode(&bytes)
+                            .map_err(Invalid::from)
+                            .and_then(|record| {
+                                let bound = dir_name.to_str() == Some(&escape(&record.binary))
+                                    && name.to_str() == Some(&escape(&record.test));
+                                if bound {
+                                    Ok(record)
+                                } else {
+                                    Err(DecodeError::OtherTest.into())
+                                }
+                            })
+                    }
+                    Ok(None) => continue,
+                    Err(e) => Err(e),
+                };
+                found.push((path, record));
+            }
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found)
+    }
+
+    /// The ids of the stored snapshots (whatever their state).
+    pub fn snapshot_ids(&self) -> io::Result<Vec<Hash>> {
+        let Some(entries) = read_dir_if_any(&self.snapshot_dir())? else {
+            return Ok(Vec::new());
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let name = entry?.file_name();
+            if let Some(id) = name
+                .to_str()
+                .and_then(|hex| blake3::Hash::from_hex(hex).ok())
+            {
+                ids.push(*id.as_bytes());
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
+/// Function-fingerprint snapshots, by id (the smart checksum of the build
+/// they describe).
+impl Store {
+    fn snapshot_dir(&self) -> PathBuf {
+        self.records.join(SNAPSHOTS_DIR)
+    }
+
+    fn snapshot_path(&self, id: &Hash) -> PathBuf {
+        self.snapshot_dir()
+            .join(blake3::Hash::from_bytes(*id).to_hex().as_str())
+    }
+
+    /// A stored snapshot, if present, intact and consistent.
+    pub fn load_snapshot(&self, id: &Hash) -> Option<Snapshot> {
+        let bytes = read_bounded(&self.snapshot_path(id)).ok()??;
+        let snapshot: Snapshot = crate::files::sealed::open(SNAPSHOT_MAGIC, &bytes).ok()?;
+        let n = snapshot.names.len();
+        let consistent = snapshot.fps.len() == n
+            && snapshot.names.windows(2).all(|w| w[0] < w[1])
+            && snapshot.other_fps.len() == snapshot.other_names.len()
+            && snapshot.other_names.windows(2).all(|w| w[0] < w[1])
+            && snapshot.flags.iter().all(|(_, i)| (*i as usize) < n)
+            && snapshot.stable.iter().all(|(_, i)| (*i as usize) < n)
+            && snapshot.stable.windows(2).all(|w| w[0] <= w[1]);
+        consistent.then_some(snapshot)
+    }
+
+    /// Stores a snapshot atomically.
+    pub fn save_snapshot(&self, id: &Hash, snapshot: &Snapshot) -> io::Result<()> {
+        let dir = self.snapshot_dir();
+        self.real_dir(&dir)?;
+        let body = postcard::to_stdvec(snapshot).map_err(io::Error::other)?;
+        files::write_atomic(
+            &dir,
+            &self.snapshot_path(id),
+            &crate::files::sealed::seal(SNAPSHOT_MAGIC, &body),
+        )
+    }
+
+    /// Removes every snapshot not in `keep`; returns how many went.
+    pub fn retain_snapshots(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        self.retain_ids(&self.snapshot_dir(), keep)
+    }
+
+    /// The records filed per commit.
+    pub fn history(&self) -> crate::storage::history::History {
+        crate::storage::history::History::new(&self.records.join(HISTORY_DIR))
+    }
+
+    /// Where the function table's segments are.
+    pub fn functions_dir(&self) -> PathBuf {
+        self.records.join(FUNCTIONS_DIR)
+    }
+
+    fn uninstrumented_path(&self, id: &Hash) -> PathBuf {
+        self.records
+            .join(UNINSTRUMENTED_DIR)
+            .join(blake3::Hash::from_bytes(*id).to_hex().as_str())
+    }
+
+    /// Keeps an uninstrumented table under its digest (once).
+    pub fn save_uninstrumented(&self, id: &Hash, table: &Uninstrumented) -> io::Result<()> {
+        let path = self.uninstrumented_path(id);
+        if path.exists() {
+            return Ok(());
+        }
+        let dir = self.records.join(UNINSTRUMENTED_DIR);
+        self.real_dir(&dir)?;
+        let body = postcard::to_stdvec(table).map_err(io::Error::other)?;
+        files::write_atomic(
+            &dir,
+            &path,
+            &crate::files::sealed::seal(UNINSTRUMENTED_MAGIC, &body),
+        )
+    }
+
+    /// Removes every uninstrumented table not in `keep`; returns how many went.
+    pub fn retain_uninstrumented(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        self.retain_ids(&self.records.join(UNINSTRUMENTED_DIR), keep)
+    }
+
+    /// Removes every file of `dir`, named by the hex of an id, whose id is
+    /// not in `keep`.
+    fn retain_ids(&self, dir: &Path, keep: &HashSet<Hash>) -> io::Result<usize> {
+        let keep: HashSet<String> = keep
+            .iter()
+            .map(|id| blake3::Hash::from_bytes(*id).to_hex().to_string())
+            .collect();
+        self.retain_files(dir, &keep)
+    }
+
+    /// A stored uninstrumented table, if present, intact and the one its
+    /// digest names.
+    pub fn load_uninstrumented(&self, id: &Hash) -> Option<Uninstrumented> {
+        let bytes = read_bounded(&self.uninstrumented_path(id)).ok()??;
+        let table: Uninstrumented =
+            crate::files::sealed::open(UNINSTRUMENTED_MAGIC, &bytes).ok()?;
+        (table.is_consistent() && table.digest() == *id).then_some(table)
+    }
+}
+
+/// `EKZS` before snapshots mapped coverage flags, not entry addresses, to
+/// functions: a snapshot of the old kind is not read (`EKZF` names the
+/// function table's segments).
+const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZL";
+const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
+const FUNCTIONS_DIR: &str = ".functions";
+const HISTORY_DIR: &str = ".history";
+const UNINSTRUMENTED_DIR: &str = ".uninstrumented";
+
+impl Store {
+    /// Makes `dir` (inside the state directory) a real directory before
+    /// anything is written into it: a symbolic link planted in a restored
+    /// state directory would otherwise send records anywhere. What is in the
+    /// way is removed — it is the store's own place.
+    fn real_dir(&self, dir: &Path) -> io::Result<()> {
+        files::real_dirs(&[self.records.as_path(), dir])
+    }
+}
+
+fn try_lock_error(e: fs::TryLockError) -> io::Error {
+    match e {
+        fs::TryLockError::WouldBlock => io::ErrorKind::WouldBlock.into(),
+        fs::TryLockError::Error(e) => e,
+    }
+}
+
+/// Reads a record file, refusing what cannot be a record: anything but a
+/// regular file (a planted symlink or FIFO), or more than
+/// [`MAX_RECORD_BYTES`]. `None` when there is no file.
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Invalid> {
+    match files::read_bounded(path, MAX_RECORD_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(ReadError::Missing) => Ok(None),
+        Err(ReadError::NotRegular) => Err(io::Error::other("record is not a regular file").into()),
+        Err(ReadError::TooLarge) => Err(DecodeError::TooLarge.into()),
+        Err(ReadError::Io(e)) => Err(e.into()),
+    }
+}
+
+/// Longest escaped name kept verbatim; longer ones end in a digest so that
+/// they stay within the 255-byte limit of common file systems.
+const MAX_NAME: usize = 160;
+
+/// Escapes a binary key or test name into one safe file name: ASCII letters,
+/// digits, `_` and `-` stay, a `.` stays unless it comes first, everything
+/// else becomes `%XX`. The result never is `.`/`..`, never contains `/`, and
+/// different names give different results (long ones up to a 128-bit digest).
+pub fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for (i, byte) in name.bytes().enumerate() {
+        let keep =
+            byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || (byte == b'.' && i > 0);
+        if keep {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push('%');
+    }
+    if out.len() > MAX_NAME {
+        let digest = blake3::hash(name.as_bytes()).to_hex();
+        let mut cut = MAX_NAME - 33;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push('~');
+        out.push_str(&digest[..32]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::record::Outcome;
+
+    #[test]
+    fn escaped_names_stay_in_their_directory() {
+        assert_eq!(escape("tests::reads_data"), "tests%3A%3Areads_data");
+        assert_eq!(escape(".."), "%2E.");
+        assert_eq!(escape("a/../../b"), "a%2F..%2F..%2Fb");
+        assert_eq!(escape(""), "%");
+        let long = "x".repeat(1000);
+        assert!(escape(&long).len() <= MAX_NAME);
+        assert_ne!(escape(&long), escape(&"x".repeat(999)));
+    }
+
+    #[test]
+    fn records_round_trip_through_the_store_and_are_bound_to_their_test() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let record = crate::model::record::tests_support::sample();
+        store.save(&record).unwrap();
+        match store.load(&record.binary, &record.test) {
+            Loaded::Found(found) => assert_eq!(*found, record),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            store.load(&record.binary, "other"),
+            Loaded::Missing
+        ));
+        // A record copied under another test's name is not that test's record.
+        fs::copy(
+            store.record_path(&record.binary, &record.test),
+            store.record_path(&record.binary, "other"),
+        )
+        .unwrap();
+        assert!(matches!(
+            store.load(&record.binary, "other"),
+            Loaded::Invalid(Invalid::Decode(DecodeError::OtherTest))
+        ));
+    }
+
+    #[test]
+    fn a_snapshot_of_the_kind_keyed_by_entry_addresses_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut snapshot =
+            crate::digests::program::tests_support::snapshot(&[("a", 1), ("b", 2)], 0);
+        snapshot.flags = vec![(0x10, 0), (0x20, 1)];
+        let id = [7; 32];
+        store.save_snapshot(&id, &snapshot).unwrap();
+        assert_eq!(store.load_snapshot(&id).unwrap().flags, snapshot.flags);
+        // The same body as `b976fa2`'s predecessors sealed it: its numbers
+        // are entry addresses, and read as flags they would name the wrong
+        // functions.
+        let body = postcard::to_stdvec(&snapshot).unwrap();
+        fs::write(
+            store.snapshot_path(&id),
+            crate::files::sealed::seal(b"EKZS", &body),
+        )
+        .unwrap();
+        assert!(store.load_snapshot(&id).is_none());
+    }
+
+    #[test]
+    fn stale_records_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut record = crate::model::record::tests_support::sample();
+        for name in ["a", "b", "c"] {
+            record.test = name.into();
+            record.outcome = Outcome::Passed;
+            store.save(&record).unwrap();
+        }
+        assert_eq!(store.retain_tests(&record.binary, ["a", "c"]).unwrap(), 1);
+        assert!(matches!(store.load(&record.binary, "b"), Loaded::Missing));
+        assert!(matches!(store.load(&record.binary, "a"), Loaded::Found(_)));
+        assert_eq!(store.retain_binaries(["other"]).unwrap(), 1);
+        assert!(matches!(store.load(&record.binary, "a"), Loaded::Missing));
+    }
+
+    #[test]
+    fn a_planted_directory_symlink_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let record = crate::model::record::tests_support::sample();
+        let binary_dir = store
+            .record_path(&record.binary, "x")
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        fs::create_dir_all(binary_dir.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &binary_dir).unwrap();
+        store.save(&record).unwrap();
+        assert_eq!(
+            fs::read_dir(elsewhere.path()).unwrap().count(),
+            0,
+            "nothing written outside"
+        );
+        assert!(fs::symlink_metadata(&binary_dir).unwrap().is_dir());
+        assert!(matches!(
+            store.load(&record.binary, &record.test),
+            Loaded::Found(_)
+        ));
+    }
+
+    #[test]
+    fn a_planted_symlink_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let path = store.record_path("b", "t");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        assert!(matches!(store.load("b", "t"), Loaded::Invalid(_)));
+    }
+}
