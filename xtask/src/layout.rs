@@ -584,6 +584,24 @@ fn shown(path: &Path) -> String {
 mod tests {
     use super::*;
 
+    /// The workspace's crates read one way: no circle among the top-level
+    /// modules of any of them (`cargo xtask layout` prints the order).
+    #[test]
+    fn the_workspace_reads_one_way() {
+        for krate in [
+            "cargo-ekstazi",
+            "ekstazi-core",
+            "ekstazi-runtime",
+            "ekstazi-wire",
+            "xtask",
+        ] {
+            let src = crate::common::files::workspace_root()
+                .join(krate)
+                .join("src");
+            assert_eq!(circles(&src).unwrap(), [], "{krate}");
+        }
+    }
+
     /// A crate's `src/` with the given files (path, text).
     fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

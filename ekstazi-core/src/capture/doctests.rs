@@ -28,7 +28,8 @@
 //!
 //! Not seen: a macro of a registry or git dependency that writes a doc
 //! comment with a code block into the library (its source is not among
-//! the library's). The README names this blind spot.
+//! the library's). docs/reference/limitations.md names this
+//! blind spot.
 
 use std::path::Path;
 

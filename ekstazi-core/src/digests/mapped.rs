@@ -4,7 +4,7 @@
 //! information that neither the smart checksum nor the fingerprints look
 //! at. Reading it whole copies every byte into the heap; mapping it makes
 //! the kernel bring in only the pages of the sections that are parsed
-//! (measured in `docs/performance.md`, "Selection cost").
+//! (measured in `docs/design/performance.md`, "Selection cost").
 //!
 //! Only for the test binaries the run's own build has just linked. Reading
 //! a mapped file that another process truncates raises `SIGBUS`, which

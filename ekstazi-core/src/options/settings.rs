@@ -310,7 +310,7 @@ pub struct Settings {
     /// How many commits with records are kept.
     pub history_commits: usize,
     /// Select as if the records filed under this commit were the only ones
-    /// (`cargo xtask eval replay --graph` measures seed 000's S¹ and Sᵏ so).
+    /// (`cargo xtask eval replay --graph` measures the history paper's S¹ and Sᵏ so).
     pub vouch_only_from: Option<String>,
 }
 

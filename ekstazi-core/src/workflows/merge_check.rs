@@ -1,4 +1,4 @@
-//! Merge risk (seed 003's TOM, on real coverage instead of a static call
+//! Merge risk (TOM's, on real coverage instead of a static call
 //! graph): what each side of a merge changed, which tests executed the
 //! changes of two or more sides, how a test that fails at the merge is
 //! classified, and which changes no test exercises together.

@@ -1,6 +1,6 @@
 //! Direct calls between the instrumented functions of a binary: who calls
 //! whom by a `call` or a tail `jmp` to another function's entry. It is
-//! seed 003's static call graph, taken from the machine code so it needs
+//! TOM's static call graph, taken from the machine code so it needs
 //! nothing but what fingerprinting already reads. Calls through a pointer
 //! (trait objects, closures passed along) are not in it: `merge-check`
 //! uses it only to point at missing tests, never to skip one.
