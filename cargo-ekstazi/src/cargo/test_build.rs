@@ -6,7 +6,8 @@ use crate::cargo::instrument;
 use crate::cargo::workspace::{Workspace, binary_key, primary_kind};
 use crate::cli::CargoOpts;
 use anyhow::{Context, Result};
-use cargo_metadata::{Message, PackageId};
+use cargo_metadata::camino::Utf8PathBuf;
+use cargo_metadata::{Artifact, BuildScript, Message, PackageId, Target};
 use std::collections::HashMap;
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -82,6 +83,28 @@ pub fn build(
     instrumentation: Option<instrument::Instrumentation>,
     extra_args: &[&str],
 ) -> Result<Built> {
+    let mut command = cargo_test_no_run(ws, opts, instrumentation, extra_args)?;
+    let mut child = command.spawn().context("cannot run cargo")?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut messages = Messages::default();
+    for message in Message::parse_stream(BufReader::new(stdout)) {
+        messages.read(ws, message.context("cannot read cargo's build messages")?);
+    }
+    let status = child.wait().context("cargo did not finish")?;
+    if !status.success() {
+        return Err(BuildFailed(status).into());
+    }
+    Ok(messages.into_built(ws))
+}
+
+/// `cargo test --no-run` with the user's options, its messages on stdout;
+/// for function granularity, in the instrumented build's target directory.
+fn cargo_test_no_run(
+    ws: &Workspace,
+    opts: &CargoOpts,
+    instrumentation: Option<instrument::Instrumentation>,
+    extra_args: &[&str],
+) -> Result<Command> {
     let mut command = Command::new(&ws.cargo);
     command
         .args([
@@ -102,104 +125,114 @@ pub fn build(
             .arg(dir)
             .envs(instrument::build_env(instrumentation));
     }
-    let mut child = command.spawn().context("cannot run cargo")?;
-    let stdout = child.stdout.take().expect("stdout is piped");
+    Ok(command)
+}
 
-    let mut tests = Vec::new();
-    let mut bins: HashMap<PackageId, Vec<(String, PathBuf)>> = HashMap::new();
-    let mut out_dirs: HashMap<PackageId, PathBuf> = HashMap::new();
-    let mut native_dirs = Vec::new();
-    let mut lib_dep_info: HashMap<PackageId, PathBuf> = HashMap::new();
-    let mut build_outputs: HashMap<PackageId, PathBuf> = HashMap::new();
-    for message in Message::parse_stream(BufReader::new(stdout)) {
-        match message.context("cannot read cargo's build messages")? {
-            Message::CompilerArtifact(artifact) => {
-                let kind = primary_kind(&artifact.target.kind);
-                if kind == "lib" {
-                    let first = artifact.executable.as_ref().or(artifact.filenames.first());
-                    if let Some(dep_info) = first.and_then(|f| {
-                        ekstazi_core::capture::depinfo::path_of_artifact(f.as_std_path())
-                    }) {
-                        // The ordinary build's over the unit tests': the
-                        // doctests link that one.
-                        if !artifact.profile.test
-                            || !lib_dep_info.contains_key(&artifact.package_id)
-                        {
-                            lib_dep_info.insert(artifact.package_id.clone(), dep_info);
-                        }
-                    }
-                }
-                let Some(executable) = artifact.executable else {
-                    continue;
-                };
-                if artifact.profile.test {
-                    tests.push((
-                        artifact.package_id,
-                        artifact.target,
-                        artifact.manifest_path,
-                        executable,
-                    ));
-                } else if kind == "bin" {
-                    bins.entry(artifact.package_id)
-                        .or_default()
-                        .push((artifact.target.name.clone(), executable.into_std_path_buf()));
-                }
-            }
-            Message::BuildScriptExecuted(script) => {
-                for linked in &script.linked_paths {
-                    let path = linked.as_str();
-                    let path = path.split_once('=').map_or(path, |(_, p)| p);
-                    let path = PathBuf::from(path);
-                    if path.starts_with(&ws.target_dir) && !native_dirs.contains(&path) {
-                        native_dirs.push(path);
-                    }
-                }
-                if let Some(run_dir) = script.out_dir.parent() {
-                    build_outputs.insert(
-                        script.package_id.clone(),
-                        run_dir.join("output").into_std_path_buf(),
-                    );
-                }
-                out_dirs.insert(script.package_id, script.out_dir.into_std_path_buf());
-            }
+/// What cargo's build messages said, gathered as they come.
+#[derive(Default)]
+struct Messages {
+    tests: Vec<(PackageId, Target, Utf8PathBuf, Utf8PathBuf)>,
+    bins: HashMap<PackageId, Vec<(String, PathBuf)>>,
+    out_dirs: HashMap<PackageId, PathBuf>,
+    native_dirs: Vec<PathBuf>,
+    lib_dep_info: HashMap<PackageId, PathBuf>,
+    build_outputs: HashMap<PackageId, PathBuf>,
+}
+
+impl Messages {
+    fn read(&mut self, ws: &Workspace, message: Message) {
+        match message {
+            Message::CompilerArtifact(artifact) => self.artifact(artifact),
+            Message::BuildScriptExecuted(script) => self.build_script(ws, script),
             _ => {}
         }
     }
-    let status = child.wait().context("cargo did not finish")?;
-    if !status.success() {
-        return Err(BuildFailed(status).into());
+
+    fn artifact(&mut self, artifact: Artifact) {
+        let kind = primary_kind(&artifact.target.kind);
+        if kind == "lib" {
+            let first = artifact.executable.as_ref().or(artifact.filenames.first());
+            if let Some(dep_info) = first
+                .and_then(|f| ekstazi_core::capture::depinfo::path_of_artifact(f.as_std_path()))
+            {
+                // The ordinary build's over the unit tests': the doctests
+                // link that one.
+                if !artifact.profile.test || !self.lib_dep_info.contains_key(&artifact.package_id) {
+                    self.lib_dep_info
+                        .insert(artifact.package_id.clone(), dep_info);
+                }
+            }
+        }
+        let Some(executable) = artifact.executable else {
+            return;
+        };
+        if artifact.profile.test {
+            self.tests.push((
+                artifact.package_id,
+                artifact.target,
+                artifact.manifest_path,
+                executable,
+            ));
+        } else if kind == "bin" {
+            self.bins
+                .entry(artifact.package_id)
+                .or_default()
+                .push((artifact.target.name.clone(), executable.into_std_path_buf()));
+        }
     }
 
-    let binaries = tests
-        .into_iter()
-        .map(|(package_id, target, manifest_path, executable)| {
-            let package_name = ws
-                .packages
-                .get(&package_id)
-                .map(|p| p.name.to_string())
-                .unwrap_or_else(|| package_id.repr.clone());
-            let kind = primary_kind(&target.kind);
-            let bin_exes = if matches!(kind, "test" | "bench") {
-                bins.get(&package_id).cloned().unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            TestBinary {
-                key: binary_key(&package_name, &target.kind, &target.name),
-                custom_harness: ws.has_custom_harness(&package_name, kind, &target.name),
-                path: executable.into_std_path_buf(),
-                out_dir: out_dirs.get(&package_id).cloned(),
-                package_id,
-                manifest_path: manifest_path.into_std_path_buf(),
-                bin_exes,
-                doctests: None,
+    fn build_script(&mut self, ws: &Workspace, script: BuildScript) {
+        for linked in &script.linked_paths {
+            let path = linked.as_str();
+            let path = path.split_once('=').map_or(path, |(_, p)| p);
+            let path = PathBuf::from(path);
+            if path.starts_with(&ws.target_dir) && !self.native_dirs.contains(&path) {
+                self.native_dirs.push(path);
             }
-        })
-        .collect();
-    Ok(Built {
-        binaries,
-        native_dirs,
-        lib_dep_info,
-        build_outputs,
-    })
+        }
+        if let Some(run_dir) = script.out_dir.parent() {
+            self.build_outputs.insert(
+                script.package_id.clone(),
+                run_dir.join("output").into_std_path_buf(),
+            );
+        }
+        self.out_dirs
+            .insert(script.package_id, script.out_dir.into_std_path_buf());
+    }
+
+    fn into_built(self, ws: &Workspace) -> Built {
+        let binaries = self
+            .tests
+            .into_iter()
+            .map(|(package_id, target, manifest_path, executable)| {
+                let package_name = ws
+                    .packages
+                    .get(&package_id)
+                    .map(|p| p.name.to_string())
+                    .unwrap_or_else(|| package_id.repr.clone());
+                let kind = primary_kind(&target.kind);
+                let bin_exes = if matches!(kind, "test" | "bench") {
+                    self.bins.get(&package_id).cloned().unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                TestBinary {
+                    key: binary_key(&package_name, &target.kind, &target.name),
+                    custom_harness: ws.has_custom_harness(&package_name, kind, &target.name),
+                    path: executable.into_std_path_buf(),
+                    out_dir: self.out_dirs.get(&package_id).cloned(),
+                    package_id,
+                    manifest_path: manifest_path.into_std_path_buf(),
+                    bin_exes,
+                    doctests: None,
+                }
+            })
+            .collect();
+        Built {
+            binaries,
+            native_dirs: self.native_dirs,
+            lib_dep_info: self.lib_dep_info,
+            build_outputs: self.build_outputs,
+        }
+    }
 }
