@@ -436,7 +436,7 @@ mod seen {
             // every hash is new the first time and old the second, in
             // either table.
             let hashes: Vec<u64> = (0..3 * SMALL_SLOTS as u64)
-                .map(|i| hash(b'R', 0, &i.to_le_bytes()))
+                .map(|i| hash(crate::trace::READ, 0, &i.to_le_bytes()))
                 .collect();
             assert!(hashes.iter().all(|h| insert(*h)));
             assert!(hashes.iter().all(|h| !insert(*h)));
