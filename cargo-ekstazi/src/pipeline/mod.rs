@@ -14,7 +14,7 @@
 //!
 //! Main types: [`Session`], [`Planned`], [`Tally`]. Invariant: every stage
 //! reads the options from the session, never from the command line; the
-//! pipeline imports `session`, `run` and `output`, and only `commands`
+//! pipeline imports `session` and `output`, and only `commands`
 //! imports it.
 
 pub mod records;
