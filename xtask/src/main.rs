@@ -66,6 +66,9 @@ enum Task {
         /// The cargo project to measure [default: a copy of examples/demo]
         #[arg(long)]
         project: Option<PathBuf>,
+        /// A cargo-ekstazi binary to measure [default: built from this workspace]
+        #[arg(long)]
+        ekstazi: Option<PathBuf>,
         /// Timed runs of each command
         #[arg(long, default_value_t = 5)]
         runs: usize,
@@ -393,9 +396,10 @@ fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Bench {
             project,
+            ekstazi,
             runs,
             cargo_args,
-        } => end_to_end::bench(project, runs, &cargo_args),
+        } => end_to_end::bench(project, &ekstazi_binary(ekstazi)?, runs, &cargo_args),
         Task::BenchEdit {
             project,
             file,

@@ -1,7 +1,9 @@
 //! How every file cargo-ekstazi keeps is written and read: the seal each
 //! one is wrapped in ([`sealed`]: `seal`, `open`, `pack`, `unpack`,
 //! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the one way a file
-//! is replaced (`write_atomic`: a temporary file, then a rename), the one
+//! is replaced (`write_atomic`: a temporary file, then a rename; for the
+//! many records of a run, [`Replacer`], which exchanges a spare file into
+//! place instead of making and deleting one per file), the one
 //! way a file of ours is read (`read_bounded`: a regular file, and no more
 //! than a limit), and `real_dirs`, which makes the directories written
 //! into.
@@ -11,6 +13,9 @@
 //! table, the store, the history) goes through it.
 
 pub mod sealed;
+mod spare;
+
+pub(crate) use spare::Replacer;
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};

@@ -21,13 +21,14 @@
 use crate::digests::fingerprint::Snapshot;
 use crate::digests::program::Uninstrumented;
 use crate::files::sealed::{DecodeError, FORMAT_VERSION};
-use crate::files::{self, ReadError};
+use crate::files::{self, ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where function fingerprints live, among the binaries' record directories
 /// (no binary key starts with a dot).
@@ -38,6 +39,8 @@ const SNAPSHOTS_DIR: &str = ".code";
 pub struct Store {
     root: PathBuf,
     records: PathBuf,
+    /// How records are replaced: a run rewrites thousands.
+    replacer: Arc<Replacer>,
 }
 
 /// What the store holds for one test.
@@ -72,6 +75,7 @@ impl Store {
         Store {
             root: root.to_path_buf(),
             records: root.join(format!("v{FORMAT_VERSION}")),
+            replacer: Arc::default(),
         }
     }
 
@@ -170,15 +174,18 @@ impl Store {
         }
     }
 
-    /// Writes a record atomically (temporary file, then rename); returns
-    /// the digest its file is sealed with (see [`Store::load_sealed`]).
+    /// Writes a record atomically (a spare file exchanged into place, see
+    /// `files::Replacer`: a reader sees the whole old record or the whole
+    /// new one); returns the digest its file is sealed with (see
+    /// [`Store::load_sealed`]).
     pub fn save(&self, record: &Record) -> io::Result<Hash> {
         let dir = self.binary_dir(&record.binary);
         self.real_dir(&dir)?;
         let encoded = record.encode();
         let digest = crate::files::sealed::sealed_digest(&encoded)
             .ok_or_else(|| io::Error::other("a sealed record ends with its digest"))?;
-        files::write_atomic(&dir, &dir.join(escape(&record.test)), &encoded)?;
+        self.replacer
+            .replace(&dir, &dir.join(escape(&record.test)), &encoded)?;
         Ok(digest)
     }
 

@@ -4,17 +4,21 @@
 //! alike; the figures that matter are the ratios.
 
 use super::in_project;
-use crate::common::process::{build_ekstazi, ekstazi_command, plain_command, run};
+use crate::common::process::{ekstazi_command, plain_command, run};
 use crate::common::stats::{median, seconds};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub fn bench(project: Option<PathBuf>, runs: usize, cargo_args: &[String]) -> Result<()> {
-    let ekstazi = build_ekstazi()?;
+pub fn bench(
+    project: Option<PathBuf>,
+    ekstazi: &Path,
+    runs: usize,
+    cargo_args: &[String],
+) -> Result<()> {
     in_project(project.as_deref(), |project| {
-        bench_in(project, &ekstazi, runs, cargo_args)
+        bench_in(project, ekstazi, runs, cargo_args)
     })
 }
 
