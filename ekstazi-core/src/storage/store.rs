@@ -13,8 +13,10 @@
 //!     .history/               records filed per commit (`history`)
 //! ```
 //! One file per test lets runs and CI shards write without coordination and
-//! merge by copying. Files are written to a temporary name and renamed, so a
-//! reader sees a whole old record or a whole new one. Names are escaped so
+//! merge by copying. Files are written to a temporary name and renamed (a
+//! record: written into a spare file and exchanged with the old one,
+//! `files::Replacer`), so a reader sees a whole old record or a whole new
+//! one. Names are escaped so
 //! that no test name can leave its directory, and a record is only accepted
 //! for the test whose file it is in.
 
