@@ -25,7 +25,7 @@
 
 use rustix::fs::{CWD, RenameFlags, renameat_with};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Seek, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -55,10 +55,8 @@ impl Replacer {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(e) => {
-                    // `EINVAL`: a file system without `RENAME_EXCHANGE`.
-                    let unsupported =
-                        e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error());
                     let _ = fs::remove_file(file);
+                    let unsupported = unsupported(&e);
                     *spare = if unsupported { Spare::Off } else { Spare::None };
                 }
             }
@@ -80,6 +78,16 @@ impl Drop for Replacer {
     }
 }
 
+/// Whether `renameat2` said it cannot exchange here, now or ever: a file
+/// system without `RENAME_EXCHANGE` (`EINVAL`, `EOPNOTSUPP`), a kernel
+/// without `renameat2` (`ENOSYS`), or the spare on another mount (`EXDEV`).
+fn unsupported(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    [Errno::INVAL, Errno::OPNOTSUPP, Errno::NOSYS, Errno::XDEV]
+        .iter()
+        .any(|errno| e.raw_os_error() == Some(errno.raw_os_error()))
+}
+
 fn make(dir: &Path) -> io::Result<PathBuf> {
     let (_, path) = tempfile::Builder::new()
         .prefix(".tmp")
@@ -99,9 +107,10 @@ fn exchange(spare: &Path, path: &Path, bytes: &[u8]) -> io::Result<bool> {
         Err(e) => return Err(e),
     }
     let mut file = open_spare(spare)?;
-    file.set_len(0)?;
-    file.rewind()?;
+    // Written over and then cut to length, not emptied first: the spare's
+    // blocks are kept rather than freed and allocated again.
     file.write_all(bytes)?;
+    file.set_len(bytes.len() as u64)?;
     drop(file);
     renameat_with(CWD, spare, CWD, path, RenameFlags::EXCHANGE)?;
     Ok(true)
@@ -156,6 +165,13 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(fs::read(&a).unwrap(), b"a4");
+        assert_eq!(fs::read(&b).unwrap(), b"b4");
+        // A long record, then a short one over the spare that held it.
+        replacer.replace(dir.path(), &a, &[b'l'; 5000]).unwrap();
+        replacer.replace(dir.path(), &b, &[b'm'; 6000]).unwrap();
+        replacer.replace(dir.path(), &a, b"short").unwrap();
+        replacer.replace(dir.path(), &b, b"b4").unwrap();
+        assert_eq!(fs::read(&a).unwrap(), b"short");
         assert_eq!(fs::read(&b).unwrap(), b"b4");
         // The same three files, passed around: none made, none deleted.
         let mut after = [inode(&a), inode(&b), inode(&dir.path().join(&spare))];
