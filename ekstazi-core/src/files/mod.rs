@@ -2,7 +2,7 @@
 //! one is wrapped in ([`sealed`]: `seal`, `open`, `pack`, `unpack`,
 //! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the one way a file
 //! is replaced (`write_atomic`: a temporary file, then a rename; for the
-//! many records of a run, [`Replacer`], which exchanges a spare file into
+//! many records of a run, `Replacer`, which exchanges a spare file into
 //! place instead of making and deleting one per file), the one
 //! way a file of ours is read (`read_bounded`: a regular file, and no more
 //! than a limit), and `real_dirs`, which makes the directories written

@@ -26,6 +26,11 @@
 //! Functions compiled without coverage (the standard library, C code from
 //! build scripts) are fingerprinted too, and every test of the binary
 //! depends on all of them: a change to one selects them all.
+//!
+//! Main types: [`Snapshot`] (a build's fingerprints), read by `image` (the
+//! ELF), `map` (the linker map) and `normalise` (the hashing). Invariant:
+//! no address enters a hash; a fingerprint reads only the executable and
+//! its map, never a record.
 
 pub mod calls;
 mod image;

@@ -40,6 +40,10 @@
 //! record is cut into named parts and put back. In `packs`: the pack files,
 //! reading them and pruning. In [`candidates`]: which filed records may
 //! vouch for a test.
+//!
+//! Invariant: the history keeps and finds records; whether one vouches is
+//! decided in `selection::vouch`, never here. What it reads is untrusted:
+//! every part is checked against its name before it is used.
 
 use crate::model::dep::Hash;
 use crate::model::record::{Outcome, Record};
