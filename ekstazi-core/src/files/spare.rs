@@ -143,6 +143,15 @@ mod tests {
         names
     }
 
+    /// The one spare in `dir`.
+    fn spare_in(dir: &Path) -> PathBuf {
+        let name = files_in(dir)
+            .into_iter()
+            .find(|n| n.starts_with(".tmp"))
+            .expect("a spare once a file was written");
+        dir.join(name)
+    }
+
     #[test]
     fn replacing_exchanges_a_spare_and_creates_no_file_after_the_first() {
         let dir = tempfile::tempdir().unwrap();
@@ -150,12 +159,9 @@ mod tests {
         let replacer = Replacer::default();
         replacer.replace(dir.path(), &a, b"a1").unwrap();
         replacer.replace(dir.path(), &b, b"b1").unwrap();
-        let spare = files_in(dir.path())
-            .into_iter()
-            .find(|n| n.starts_with(".tmp"))
-            .expect("a spare once a file was written");
+        let spare = spare_in(dir.path());
         let inode = |p: &Path| fs::metadata(p).unwrap().ino();
-        let before = [inode(&a), inode(&b), inode(&dir.path().join(&spare))];
+        let before = [inode(&a), inode(&b), inode(&spare)];
         for round in 2..5 {
             replacer
                 .replace(dir.path(), &a, format!("a{round}").as_bytes())
@@ -174,15 +180,13 @@ mod tests {
         assert_eq!(fs::read(&a).unwrap(), b"short");
         assert_eq!(fs::read(&b).unwrap(), b"b4");
         // The same three files, passed around: none made, none deleted.
-        let mut after = [inode(&a), inode(&b), inode(&dir.path().join(&spare))];
+        let mut after = [inode(&a), inode(&b), inode(&spare)];
         let mut before = before;
         before.sort();
         after.sort();
         assert_eq!(before, after);
-        assert_eq!(
-            files_in(dir.path()),
-            [spare.clone(), "a".into(), "b".into()]
-        );
+        let spare_name = spare.file_name().unwrap().to_str().unwrap().to_owned();
+        assert_eq!(files_in(dir.path()), [spare_name, "a".into(), "b".into()]);
         drop(replacer);
         assert_eq!(files_in(dir.path()), ["a", "b"]);
     }
@@ -201,27 +205,23 @@ mod tests {
         replacer.replace(dir.path(), &a, b"a2").unwrap();
         assert_eq!(fs::read(&a).unwrap(), b"a2");
         assert_eq!(fs::read(&outside).unwrap(), b"keep");
-        // The spare swapped for a symbolic link and for a hard link.
-        let spare = files_in(dir.path())
-            .into_iter()
-            .find(|n| n.starts_with(".tmp"))
-            .unwrap();
-        let spare = dir.path().join(spare);
-        fs::remove_file(&spare).unwrap();
-        std::os::unix::fs::symlink(&outside, &spare).unwrap();
-        replacer.replace(dir.path(), &a, b"a3").unwrap();
-        assert_eq!(fs::read(&a).unwrap(), b"a3");
-        assert_eq!(fs::read(&outside).unwrap(), b"keep");
-        let spare = files_in(dir.path())
-            .into_iter()
-            .find(|n| n.starts_with(".tmp"))
-            .unwrap();
-        let spare = dir.path().join(spare);
-        fs::remove_file(&spare).unwrap();
-        fs::hard_link(&outside, &spare).unwrap();
-        replacer.replace(dir.path(), &a, b"a4").unwrap();
-        assert_eq!(fs::read(&a).unwrap(), b"a4");
-        assert_eq!(fs::read(&outside).unwrap(), b"keep");
+        // The spare swapped for a symbolic link, then for a hard link.
+        let plant_symlink = |spare: &Path| std::os::unix::fs::symlink(&outside, spare);
+        let plant_hard_link = |spare: &Path| fs::hard_link(&outside, spare);
+        for (plant, record) in [
+            (
+                &plant_symlink as &dyn Fn(&Path) -> std::io::Result<()>,
+                b"a3",
+            ),
+            (&plant_hard_link, b"a4"),
+        ] {
+            let spare = spare_in(dir.path());
+            fs::remove_file(&spare).unwrap();
+            plant(&spare).unwrap();
+            replacer.replace(dir.path(), &a, record).unwrap();
+            assert_eq!(fs::read(&a).unwrap(), record);
+            assert_eq!(fs::read(&outside).unwrap(), b"keep");
+        }
     }
 
     #[test]
