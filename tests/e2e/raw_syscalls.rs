@@ -58,33 +58,21 @@ fn a_file_read_with_raw_system_calls_selects_its_reader_alone() {
 /// instruction of its own.
 #[cfg(target_arch = "x86_64")]
 mod dispatch {
-    use ekstazi_core::capture::trace::{Access, Event, parse};
-    use std::path::{Path, PathBuf};
-    use std::process::Command;
+    use crate::support::traced_child;
+    use ekstazi_core::capture::trace::{Access, Event};
+    use std::ffi::OsStr;
+    use std::path::Path;
 
     const PROBE: &str = "RAW_SYSCALLS_PROBE";
 
     fn traced(probe: &str, dir: &Path) -> Vec<Event> {
-        let trace = dir.join("trace");
-        let _ = std::fs::remove_file(&trace);
-        let shim = PathBuf::from(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "raw_syscalls::dispatch::child", "--nocapture"])
-            .env("LD_PRELOAD", shim)
-            .env("EKSTAZI_TRACE_FILE", &trace)
-            .env(PROBE, probe)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{probe}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let trace = parse(&std::fs::read(&trace).unwrap());
-        assert!(trace.complete, "{probe}: an incomplete trace");
-        trace.events
+        traced_child(
+            &["--exact", "raw_syscalls::dispatch::child", "--nocapture"],
+            &[(PROBE, OsStr::new(probe))],
+            probe,
+            dir,
+        )
+        .events
     }
 
     /// `openat(AT_FDCWD, path, O_RDONLY)` with this code's own `syscall`.

@@ -7,54 +7,38 @@
 //! here because cargo builds no `cdylib` for a package's own integration
 //! tests.)
 
-use ekstazi_core::capture::trace::{Access, Event, parse};
+use crate::support::{built_shim, traced_child};
+use ekstazi_core::capture::trace::{Access, Event};
 use std::ffi::OsStr;
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// Set in the child: the probe to run, and its directory.
 const PROBE: &str = "RUNTIME_HOOKS_PROBE";
 const DIR: &str = "RUNTIME_HOOKS_DIR";
 
-/// The shim cargo-ekstazi's build script built.
-fn shim() -> PathBuf {
-    let shim = PathBuf::from(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
-    assert!(shim.exists(), "{} not built", shim.display());
-    shim
-}
-
 /// Runs `probe` in a child of this binary with the shim preloaded; the
 /// events of its trace.
 fn traced(probe: &str, dir: &Path) -> Vec<Event> {
-    let trace = dir.join("trace");
-    let _ = std::fs::remove_file(&trace);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
+    let trace = traced_child(
+        &[
             "--exact",
             "shim::child",
             "--nocapture",
             "--test-threads",
             "1",
-        ])
-        .env("LD_PRELOAD", shim())
-        .env("EKSTAZI_TRACE_FILE", &trace)
-        .env(PROBE, probe)
-        .env(DIR, dir)
-        // Never read by name: only the `environ` probe walks past it.
-        .env("RUNTIME_HOOKS_WALKED", "1")
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{probe}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &[
+            (PROBE, OsStr::new(probe)),
+            (DIR, dir.as_os_str()),
+            // Never read by name: only the `environ` probe walks past it.
+            ("RUNTIME_HOOKS_WALKED", OsStr::new("1")),
+        ],
+        probe,
+        dir,
     );
-    let trace = parse(&std::fs::read(&trace).unwrap());
-    assert!(trace.complete, "{probe}: an incomplete trace");
     assert!(
         trace.events.iter().any(|e| e.access == Access::Start),
         "{probe}: the shim did not start"
@@ -374,7 +358,7 @@ fn without_a_trace_file_the_shim_writes_nothing() {
     let dir = std::fs::canonicalize(tmp.path()).unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "shim::child", "--nocapture"])
-        .env("LD_PRELOAD", shim())
+        .env("LD_PRELOAD", built_shim())
         .env(PROBE, "rename")
         .env(DIR, &dir)
         .current_dir(&dir)

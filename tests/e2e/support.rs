@@ -409,3 +409,40 @@ pub fn test_entry<'a>(tests: &'a serde_json::Value, label: &str) -> &'a serde_js
         })
         .unwrap_or_else(|| panic!("{label} is not in {tests}"))
 }
+
+/// The shim cargo-ekstazi's build script built.
+pub fn built_shim() -> PathBuf {
+    let shim = PathBuf::from(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
+    assert!(shim.exists(), "{} not built", shim.display());
+    shim
+}
+
+/// Runs this test binary again (`args`: which test, how) with the shim
+/// preloaded and `envs` set, in `dir`; the whole trace it left. `probe`
+/// names the run when it fails.
+pub fn traced_child(
+    args: &[&str],
+    envs: &[(&str, &std::ffi::OsStr)],
+    probe: &str,
+    dir: &Path,
+) -> ekstazi_core::capture::trace::Trace {
+    let trace = dir.join("trace");
+    let _ = std::fs::remove_file(&trace);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(args)
+        .env("LD_PRELOAD", built_shim())
+        .env("EKSTAZI_TRACE_FILE", &trace)
+        .envs(envs.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{probe}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = ekstazi_core::capture::trace::parse(&std::fs::read(&trace).unwrap());
+    assert!(trace.complete, "{probe}: an incomplete trace");
+    trace
+}
