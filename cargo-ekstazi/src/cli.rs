@@ -187,6 +187,10 @@ pub struct TestArgs {
     /// Run every test like `cargo test`: no selection, no shim, no records [env: EKSTAZI_SKIPME]
     #[arg(long, help_heading = "Selection")]
     pub skipme: bool,
+    /// Give the selected tests' verdicts first, run as `cargo test` runs
+    /// them, and record them after, in the background [env: EKSTAZI_VERDICT_FIRST]
+    #[arg(long, help_heading = "Running")]
+    pub verdict_first: bool,
     #[command(flatten)]
     pub recording: RecordingOpts,
     /// Write a JUnit XML report to this file (unaffected tests appear as skipped, with the reason)
@@ -211,6 +215,7 @@ impl TestArgs {
             jobs: self.jobs,
             timeout: self.timeout,
             slow_timeout: self.slow_timeout,
+            verdict_first: self.verdict_first.then_some(true),
             ..self.selection.layer()
         }
     }

@@ -21,3 +21,4 @@ mod selection;
 mod shim;
 mod stability;
 mod ux;
+mod verdict_first;

@@ -323,6 +323,22 @@ impl Fixture {
             .collect()
     }
 
+    /// Waits until no verdict-first recording runs in the background on
+    /// this fixture's state directory (its process id file is gone).
+    pub fn wait_for_background_recording(&self) {
+        let pid_file = self.dir.join(".ekstazi/recording.pid");
+        let since = std::time::Instant::now();
+        while pid_file.exists() {
+            assert!(
+                since.elapsed() < std::time::Duration::from_secs(300),
+                "the background recording never ended: {}",
+                std::fs::read_to_string(self.dir.join(".ekstazi/recording.log"))
+                    .unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Every record file in the state directory (not the function
     /// fingerprints they share).
     pub fn records(&self) -> BTreeSet<PathBuf> {

@@ -352,7 +352,7 @@ fn run_doctests(
     trace: PathBuf,
     tmpdir: Option<PathBuf>,
 ) -> Result<Finished> {
-    let mut command = doctests_command(suite, config, doctests);
+    let mut command = doctests_command(suite, &config.custom_harness_args, doctests);
     if let Some(dir) = &tmpdir {
         command.env("TMPDIR", dir);
     }
@@ -468,9 +468,9 @@ impl Drop for RemoveOnDrop {
 /// A library's doctests, run as `cargo test --doc` runs them (in the
 /// user's target directory; rustdoc and the doctests under the shim, cargo
 /// not: see `crate::cargo::rustdoc`). With a filter, the run is partial.
-fn doctests_command(
+pub fn doctests_command(
     suite: &Suite<'_>,
-    config: &RunConfig,
+    custom_harness_args: &[String],
     doctests: &crate::cargo::test_build::Doctests,
 ) -> Command {
     let mut command = Command::new(&suite.ws.cargo);
@@ -480,8 +480,8 @@ fn doctests_command(
         .current_dir(&suite.ws.root)
         .stdin(Stdio::null())
         .process_group(0);
-    if !config.custom_harness_args.is_empty() {
-        command.arg("--").args(&config.custom_harness_args);
+    if !custom_harness_args.is_empty() {
+        command.arg("--").args(custom_harness_args);
     }
     command
 }

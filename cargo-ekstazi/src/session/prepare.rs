@@ -40,13 +40,14 @@ impl Session {
         let mut laps = Laps::start();
         let ws = open_workspace(&request)?;
         let (options, repo) = options::resolve(request, &ws)?;
+        let state_dir = state_dir(&ws, &options)?;
+        stop_background_recording(&state_dir);
         let shim = crate::run::shim::install(&ws.target_dir)?;
         laps.lap("workspace");
         let built = build_tests(&ws, &options, &shim)?;
         laps.lap("build");
         let (envs, tests) = list_tests(&ws, &built)?;
         laps.lap("list");
-        let state_dir = state_dir(&ws, &options)?;
         let store = Store::new(&state_dir);
         let global = global_fingerprint(&ws, &options);
         let checksums = Checksums::new(Anchors::new(
@@ -171,6 +172,17 @@ fn state_dir(ws: &Workspace, options: &Options) -> Result<PathBuf> {
         Some(dir) => std::path::absolute(dir)?,
         None => ws.root.join(".ekstazi"),
     })
+}
+
+/// A verdict-first run's recording, still running in the background, is
+/// stopped before the build, which may replace the binaries it runs.
+fn stop_background_recording(state_dir: &Path) {
+    if crate::run::background::cancel(state_dir).is_some() {
+        crate::style::note(
+            "stopped the last verdict-first run's recording in the background; \
+             the tests it had not recorded run again",
+        );
+    }
 }
 
 /// What every record of this build shares.

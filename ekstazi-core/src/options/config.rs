@@ -42,6 +42,7 @@
 //! slow-timeout = 60          # seconds before a test is reported slow
 //! private-tmpdir = true      # each test's own, empty TMPDIR
 //! fork-server = true         # start a binary's tests from one loaded process
+//! verdict-first = false      # verdicts at once, the recording in the background
 //! state-dir = ".ekstazi"     # relative to the workspace root
 //! forceall = false
 //! skipme = false
@@ -137,6 +138,7 @@ pub struct RunConfig {
     pub slow_timeout: Option<f64>,
     pub private_tmpdir: Option<bool>,
     pub fork_server: Option<bool>,
+    pub verdict_first: Option<bool>,
     pub state_dir: Option<PathBuf>,
     pub forceall: Option<bool>,
     pub skipme: Option<bool>,

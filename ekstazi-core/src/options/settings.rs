@@ -21,6 +21,7 @@
 //! | slow threshold (seconds) | `--slow-timeout` | `[run] slow-timeout` | `EKSTAZI_SLOW_TIMEOUT` |
 //! | a private `TMPDIR` per test | `--no-private-tmpdir` | `[run] private-tmpdir` | `EKSTAZI_PRIVATE_TMPDIR` |
 //! | tests started from a fork server | `--no-fork-server` | `[run] fork-server` | `EKSTAZI_FORK_SERVER` |
+//! | verdicts first, recording after | `--verdict-first` | `[run] verdict-first` | `EKSTAZI_VERDICT_FIRST` |
 //! | external tests | `--external` | `[network] always-run-external` | `EKSTAZI_EXTERNAL` |
 //! | always-run tests | `--always-run` | `[select] always-run` | `EKSTAZI_ALWAYS_RUN` |
 //! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
@@ -111,6 +112,7 @@ pub struct Layer {
     pub slow_timeout: Option<f64>,
     pub private_tmpdir: Option<bool>,
     pub fork_server: Option<bool>,
+    pub verdict_first: Option<bool>,
     pub external: Option<External>,
     pub always_run: Vec<String>,
     pub never_record: Vec<String>,
@@ -192,6 +194,7 @@ impl Layer {
             slow_timeout: seconds("EKSTAZI_SLOW_TIMEOUT")?,
             private_tmpdir: flag("EKSTAZI_PRIVATE_TMPDIR")?,
             fork_server: flag("EKSTAZI_FORK_SERVER")?,
+            verdict_first: flag("EKSTAZI_VERDICT_FIRST")?,
             external: parsed("EKSTAZI_EXTERNAL")
                 .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_EXTERNAL", m))))
                 .transpose()?,
@@ -252,6 +255,7 @@ impl Layer {
             slow_timeout: seconds("run.slow-timeout", run.slow_timeout)?,
             private_tmpdir: run.private_tmpdir,
             fork_server: run.fork_server,
+            verdict_first: run.verdict_first,
             external: config.network.always_run_external.map(|always| {
                 if always {
                     External::AlwaysRun
@@ -297,6 +301,10 @@ pub struct Settings {
     pub private_tmpdir: bool,
     /// A libtest binary's tests are forked from one process that loaded it.
     pub fork_server: bool,
+    /// The selected tests' verdicts first, as `cargo test` gives them
+    /// (one process per binary, nothing traced); their recording after, in
+    /// the background.
+    pub verdict_first: bool,
     pub external: External,
     pub always_run: TestPatterns,
     pub never_record: TestPatterns,
@@ -352,6 +360,7 @@ impl Settings {
                 .map_or(DEFAULT_SLOW_TIMEOUT, Duration::from_secs_f64),
             private_tmpdir: first!(private_tmpdir).unwrap_or(true),
             fork_server: first!(fork_server).unwrap_or(true),
+            verdict_first: first!(verdict_first).unwrap_or(false),
             external: first!(external).unwrap_or(External::AlwaysRun),
             always_run: patterns("always-run patterns", |l| &l.always_run)?,
             never_record: patterns("never-record patterns", |l| &l.never_record)?,

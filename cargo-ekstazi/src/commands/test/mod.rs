@@ -4,12 +4,15 @@
 //! → run (the scheduler, [`run_tests`]) → record (each finished test, as it
 //! finishes, [`Runner::record`]) → report ([`report`]).
 
+mod verdict_first;
+
 use crate::cargo::libtest::TestCase;
 use crate::cli::{TestArgs, parse_harness_args};
 use crate::output::junit;
 use crate::output::progress::Progress;
 use crate::output::report::{self, Tally};
 use crate::pipeline::{self, records::Written};
+use crate::run::background;
 use crate::run::scheduler::{self, Ended, Event, Finished, RunConfig, RunResult};
 use crate::session::options::Request;
 use crate::session::recording;
@@ -19,16 +22,20 @@ use anyhow::{Context, Result};
 use ekstazi_core::model::record::Outcome;
 use ekstazi_core::storage::history::Manifest;
 use std::cell::OnceCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 pub fn run(args: TestArgs) -> Result<ExitCode> {
+    // First: it takes a variable out of the environment.
+    let failed_in_verdicts = background::failed_in_verdicts()?;
     let start = Instant::now();
     let mut session = pipeline::prepare(request(args)?)?;
-    let lock = pipeline::open_records(&session, true)?;
+    let in_background = failed_in_verdicts.is_some();
+    let verdicts_first = !in_background && verdict_first::applies(&session);
+    let lock = pipeline::open_records(&session, !verdicts_first)?;
     let recording = lock.is_some();
     let (plan, tally, nothing) = pipeline::plan(&mut session, recording)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
@@ -36,20 +43,28 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     if let Some(why) = nothing {
         writeln!(stdout, "{why}")?;
     }
+    if verdicts_first {
+        return verdict_first::run(&session, &selected, tally, start, &mut stdout);
+    }
     let dirs = RunDirs::make(&session, recording)?;
     let run_clock = Instant::now();
     let (ended, ran) = run_tests(
         &session,
         &dirs,
-        &plan,
         &selected,
-        tally,
-        recording,
+        Recording {
+            on: recording,
+            failed_in_verdicts: failed_in_verdicts.unwrap_or_default(),
+        },
+        (&plan, tally),
         &mut stdout,
     )?;
     session.timings.push(("run", run_clock.elapsed()));
     if recording {
         pipeline::records::finish_recording(&session, &plan, &ran.written.records);
+    }
+    if in_background {
+        background::finished(session.store.root());
     }
     report(
         &session,
@@ -89,10 +104,9 @@ fn request(args: TestArgs) -> Result<Request> {
 fn run_tests(
     session: &Session,
     dirs: &RunDirs,
-    plan: &[Planned],
     selected: &[&Planned],
-    tally: Tally,
-    recording: bool,
+    recording: Recording,
+    (plan, tally): (&[Planned], Tally),
     stdout: &mut impl Write,
 ) -> Result<(Ended, Ran)> {
     let config = run_config(session, dirs);
@@ -118,6 +132,16 @@ fn run_tests(
     })?;
     runner.progress.finish();
     Ok((ended, runner.ran))
+}
+
+/// What a run records.
+struct Recording {
+    /// Whether it records at all.
+    on: bool,
+    /// In the recording of a verdict-first run: the tests that failed in
+    /// its verdicts ([`background::label`]). Their records say failed,
+    /// whatever this run sees.
+    failed_in_verdicts: HashSet<String>,
 }
 
 /// The directories a run's tests need, removed when it ends.
@@ -183,7 +207,7 @@ struct Runner<'a, W> {
     /// Per job, its expected duration (for the progress bar).
     expected: Vec<Duration>,
     jobs: usize,
-    recording: bool,
+    recording: Recording,
     progress: Progress,
     stdout: &'a mut W,
     /// At a merge, what was filed at each parent: a test that fails here
@@ -241,8 +265,13 @@ impl<W: Write> Runner<'_, W> {
     /// The record stage, for one test: its record written, unless this run
     /// records nothing, the run was partial, or it is never recorded.
     fn record(&mut self, planned: &Planned, finished: &Finished, label: &str) {
-        if self.recording && !finished.partial && !planned.never_recorded() {
-            let record = recording::record_of(self.session, &planned.case, finished);
+        if self.recording.on && !finished.partial && !planned.never_recorded() {
+            let mut record = recording::record_of(self.session, &planned.case, finished);
+            let key = &self.session.built.binaries[planned.case.binary].key;
+            let failed_in_verdicts = &self.recording.failed_in_verdicts;
+            if failed_in_verdicts.contains(&background::label(key, &planned.case.name)) {
+                record.outcome = Outcome::Failed;
+            }
             self.ran.written.save(self.session, label, record);
         }
     }

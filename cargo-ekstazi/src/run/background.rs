@@ -1,0 +1,184 @@
+//! The recording that follows a verdict-first run, in the background.
+//!
+//! With `--verdict-first` the selected tests' verdicts come first, from a
+//! run that traces nothing (`crate::run::verdicts`); this module then starts
+//! cargo-ekstazi again, detached and at the lowest priority, with the same
+//! arguments, to run and record those tests one process each, as an
+//! ordinary run does. Its output goes to a log in the state directory, and
+//! its process id to a file beside it.
+//!
+//! Any later run stops it before it builds ([`cancel`]): the build may
+//! replace the binaries it runs, and a run that records needs the state
+//! directory's lock. What it had not recorded yet keeps its old record, and
+//! so runs again: stopping it is always safe.
+//!
+//! The tests that failed in the verdict run are handed to it
+//! ([`failed_in_verdicts`]): their records say failed whatever the recording
+//! run saw, so that a test that failed in front of the user is never
+//! vouched for by a pass it had alone.
+
+use anyhow::{Context, Result};
+use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Set in the background run's environment: the file that lists the tests
+/// that failed in the verdict run. Its presence is what makes a run the
+/// recording of a verdict-first run.
+const ENV: &str = "EKSTAZI_RECORD_AFTER_VERDICTS";
+
+/// In the state directory: the background run's process id.
+const PID_FILE: &str = "recording.pid";
+/// In the state directory: its output.
+pub const LOG_FILE: &str = "recording.log";
+/// In the state directory: the tests that failed in the verdict run.
+const FAILED_FILE: &str = "recording.failed";
+
+/// How long a stopped recording may take to finish the tests it is
+/// running and write their records before it is killed.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// A test as the verdict run and the recording name it: its binary's key
+/// and its name.
+pub fn label(binary_key: &str, name: &str) -> String {
+    format!("{binary_key}\t{name}")
+}
+
+/// In the background run: the tests that failed in the verdict run, by
+/// [`label`]; `None` in any other run. Takes the variable out of this
+/// process's environment, so that no test is given it.
+///
+/// Call it first, before any thread starts.
+pub fn failed_in_verdicts() -> Result<Option<HashSet<String>>> {
+    let Some(file) = std::env::var_os(ENV) else {
+        return Ok(None);
+    };
+    // SAFETY: called at the start of the command, before any other thread
+    // exists, so nothing reads the environment while it changes.
+    unsafe { std::env::remove_var(ENV) };
+    let text = std::fs::read_to_string(&file).with_context(|| {
+        format!(
+            "cannot read the verdict run's failures from {}",
+            Path::new(&file).display()
+        )
+    })?;
+    Ok(Some(text.lines().map(str::to_owned).collect()))
+}
+
+/// Starts the recording of a verdict-first run: this command again, with
+/// the same arguments, detached from the terminal, at the lowest priority,
+/// its output in [`LOG_FILE`]. Returns the log's path.
+pub fn spawn(state_dir: &Path, failed: &[String]) -> Result<PathBuf> {
+    std::fs::create_dir_all(state_dir)
+        .with_context(|| format!("cannot create {}", state_dir.display()))?;
+    let failed_file = state_dir.join(FAILED_FILE);
+    let mut listing = failed.join("\n");
+    listing.push('\n');
+    std::fs::write(&failed_file, listing)
+        .with_context(|| format!("cannot write {}", failed_file.display()))?;
+    let log_path = state_dir.join(LOG_FILE);
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let me = std::env::current_exe().context("cannot find cargo-ekstazi's own executable")?;
+    let mut command = Command::new(me);
+    command
+        .args(std::env::args_os().skip(1))
+        .env(ENV, &failed_file)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid and setpriority are async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            // A session of its own: the terminal's Ctrl-C and hang-up are
+            // the user's run's, not its; and one signal to its process
+            // group stops it with its build.
+            libc::setsid();
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+            Ok(())
+        });
+    }
+    let child = command
+        .spawn()
+        .context("cannot start the recording in the background")?;
+    std::fs::write(state_dir.join(PID_FILE), child.id().to_string())
+        .context("cannot write the background recording's process id")?;
+    Ok(log_path)
+}
+
+/// Stops the recording a verdict-first run left running on this state
+/// directory, if one is, and waits for it to end. Returns its process id.
+pub fn cancel(state_dir: &Path) -> Option<u32> {
+    let pid_file = state_dir.join(PID_FILE);
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if pid <= 0 || pid as u32 == std::process::id() {
+        return None;
+    }
+    if !is_recording(pid) {
+        let _ = std::fs::remove_file(&pid_file);
+        return None;
+    }
+    // Its whole process group (its cargo and rustc too); it stops its
+    // tests itself, and keeps the records of those that finished.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
+    let deadline = Instant::now() + GRACE;
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if alive(pid) {
+        // SAFETY: as above.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let _ = std::fs::remove_file(&pid_file);
+    Some(pid as u32)
+}
+
+/// In the background run, at its end: its process id file goes, unless a
+/// newer run's has replaced it.
+pub fn finished(state_dir: &Path) {
+    let pid_file = state_dir.join(PID_FILE);
+    let mine = std::process::id().to_string();
+    if std::fs::read_to_string(&pid_file).is_ok_and(|text| text.trim() == mine) {
+        let _ = std::fs::remove_file(&pid_file);
+    }
+}
+
+/// Whether `pid` is a live cargo-ekstazi: a process id file can outlive its
+/// process, and the id be given to another.
+fn is_recording(pid: i32) -> bool {
+    if !alive(pid) {
+        return false;
+    }
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let program = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+    Path::new(std::ffi::OsStr::from_bytes(program))
+        .file_name()
+        .is_some_and(|name| name.to_string_lossy().starts_with("cargo-ekstazi"))
+}
+
+/// Whether `pid` is running: it exists and is not a zombie (an orphan's
+/// end may never be reaped where the init process does not reap).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
