@@ -27,9 +27,34 @@ fn verdicts_come_first_and_the_recording_follows() {
     assert!(log.contains("5 passed"), "{log}");
 
     f.edit("src/lib.rs", "a * b", "b * a");
-    let run = f.test_ok(&["--verdict-first"]);
+    let json = f.tmp().join("run.json");
+    let run = f.test_ok(&["--verdict-first", "--report-json", json.to_str().unwrap()]);
     assert!(run.stdout.contains("test multiplies ... ok"), "{run:?}");
     assert!(!run.stdout.contains("test adds ... ok"), "{run:?}");
+    // The report: the selection and the verdicts, no durations.
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["verdict_first"], true);
+    let ran: Vec<_> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["selected"] == true)
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["outcome"].clone(),
+                t["duration"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [(
+            "multiplies",
+            serde_json::json!("passed"),
+            serde_json::Value::Null
+        )]
+    );
     f.wait_for_background_recording();
     assert!(f.selected(&[]).is_empty(), "{:?}", f.selected(&[]));
 }

@@ -98,6 +98,10 @@ enum Task {
         /// instrumented build added in turn (module `build_parts`)
         #[arg(long)]
         parts: bool,
+        /// Time `cargo ekstazi test --verdict-first`; its recording in the
+        /// background is waited for before the next command, and shown apart
+        #[arg(long, conflicts_with = "parts")]
+        verdict_first: bool,
         /// Cargo options for both commands (e.g. --workspace)
         #[arg(last = true)]
         cargo_args: Vec<String>,
@@ -257,6 +261,11 @@ enum Eval {
         /// select (linearisation, S¹, Sᵏ, S⁰) with the tool
         #[arg(long)]
         graph: bool,
+        /// Run `cargo ekstazi test --verdict-first`: time the wait for the
+        /// verdicts, and wait for the recording in the background before
+        /// the next commit (its time reported apart)
+        #[arg(long, conflicts_with = "graph")]
+        verdict_first: bool,
         #[command(flatten)]
         project: EvalProject,
     },
@@ -407,6 +416,7 @@ fn main() -> Result<()> {
             ekstazi,
             runs,
             parts,
+            verdict_first,
             cargo_args,
         } => bench::bench_edit(&edit::Args {
             ekstazi: ekstazi_binary(ekstazi)?,
@@ -415,6 +425,7 @@ fn main() -> Result<()> {
             line,
             runs: runs.max(1),
             parts,
+            verdict_first,
             cargo_args,
         }),
         Task::BenchShim {
@@ -480,6 +491,7 @@ fn main() -> Result<()> {
                     granularity,
                     graph: true,
                     project,
+                    ..
                 },
         } => {
             let granularity = match &granularity[..] {
@@ -501,6 +513,7 @@ fn main() -> Result<()> {
                     from,
                     mut granularity,
                     graph: false,
+                    verdict_first,
                     project,
                 },
         } => replay::replay(&replay::ReplayArgs {
@@ -513,6 +526,7 @@ fn main() -> Result<()> {
                 }
                 granularity
             },
+            verdict_first,
         }),
         Task::Eval {
             what:

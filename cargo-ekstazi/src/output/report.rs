@@ -374,6 +374,11 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
 pub struct RunJson {
     /// Seconds per stage (`build`, `analysis`, `run`, ...), and `total`.
     pub timings: std::collections::BTreeMap<String, f64>,
+    /// The tests ran as `cargo test` runs them, for their verdicts alone:
+    /// no test's duration is known, and their records are written by a
+    /// run in the background.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub verdict_first: bool,
     pub binaries: Vec<RunBinary>,
     pub tests: Vec<RunTest>,
 }
@@ -441,6 +446,7 @@ pub fn run_json(
         .collect();
     RunJson {
         timings,
+        verdict_first: false,
         binaries,
         tests,
     }

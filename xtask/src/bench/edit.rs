@@ -15,7 +15,7 @@
 //! part of the instrumented build added in turn (`super::build_parts`,
 //! chosen by `super::bench_edit`).
 
-use crate::common::process::{ekstazi_command, plain_command, run};
+use crate::common::process::{ekstazi_command, plain_command, run, wait_for_recording};
 use crate::common::stats::{median, seconds};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -33,6 +33,9 @@ pub struct Args {
     pub runs: usize,
     /// Time the rebuild's parts instead (`super::build_parts`)
     pub parts: bool,
+    /// Time `cargo ekstazi test --verdict-first` (its recording in the
+    /// background waited for, untimed, and shown apart)
+    pub verdict_first: bool,
     pub cargo_args: Vec<String>,
 }
 
@@ -46,12 +49,17 @@ pub fn measure(args: &Args, project: &Path) -> Result<()> {
     let result = rounds(args, project, &file, &edited);
     // The project is the user's: it gets its file back whatever happened.
     std::fs::write(&file, &original)?;
-    let (plain, ekstazi) = result?;
+    let (plain, ekstazi, recording) = result?;
 
     let (p, e) = (median(&seconds(&plain)), median(&seconds(&ekstazi)));
     println!("| after a one-function edit | median | min |");
     println!("|---|---:|---:|");
-    for (name, times) in [("cargo test", &plain), ("cargo ekstazi test", &ekstazi)] {
+    let name = if args.verdict_first {
+        "cargo ekstazi test --verdict-first"
+    } else {
+        "cargo ekstazi test"
+    };
+    for (name, times) in [("cargo test", &plain), (name, &ekstazi)] {
         let min = times
             .iter()
             .min()
@@ -66,12 +74,20 @@ pub fn measure(args: &Args, project: &Path) -> Result<()> {
         .map(|(p, e)| format!("{:.2}", e.as_secs_f64() / p.as_secs_f64()))
         .collect();
     println!();
-    println!("- `cargo ekstazi test` vs `cargo test`: **{:.2}×**", e / p);
+    println!("- `{name}` vs `cargo test`: **{:.2}×**", e / p);
+    if args.verdict_first {
+        println!(
+            "- then recording in the background: {:.3}s (median)",
+            median(&seconds(&recording))
+        );
+    }
     println!("- round by round: {}", per_round.join(", "));
     Ok(())
 }
 
-type Timings = (Vec<Duration>, Vec<Duration>);
+/// Per round: `cargo test`, `cargo ekstazi test`, and the recording after
+/// a verdict-first run.
+type Timings = (Vec<Duration>, Vec<Duration>, Vec<Duration>);
 
 fn rounds(
     args: &Args,
@@ -101,10 +117,17 @@ fn rounds(
             args.line
         );
     }
-    run(project, &ekstazi(&["test", "-q"]))?;
-    run(project, &ekstazi(&["test", "-q"]))?;
+    let mut timed = vec!["test", "-q"];
+    if args.verdict_first {
+        timed.push("--verdict-first");
+    }
+    let state = project.join(".ekstazi");
+    for _ in 0..2 {
+        run(project, &ekstazi(&timed))?;
+        wait_for_recording(&state)?;
+    }
 
-    let (mut plain, mut instrumented) = (Vec::new(), Vec::new());
+    let (mut plain, mut instrumented, mut recording) = (Vec::new(), Vec::new(), Vec::new());
     for round in 1..=args.runs {
         eprintln!("round {round}/{}", args.runs);
         std::fs::write(file, edited(round)?)?;
@@ -112,12 +135,13 @@ fn rounds(
         if plain_first {
             plain.push(run(project, &cargo(&["test", "-q"]))?);
         }
-        instrumented.push(run(project, &ekstazi(&["test", "-q"]))?);
+        instrumented.push(run(project, &ekstazi(&timed))?);
+        recording.push(wait_for_recording(&state)?);
         if !plain_first {
             plain.push(run(project, &cargo(&["test", "-q"]))?);
         }
     }
-    Ok((plain, instrumented))
+    Ok((plain, instrumented, recording))
 }
 
 /// `source` with the round's statement inserted before its 1-based `line`.

@@ -67,6 +67,35 @@ pub fn run(dir: &Path, command: &[String]) -> Result<Duration> {
     Ok(start.elapsed())
 }
 
+/// Waits for the recording a `--verdict-first` run left running in the
+/// background on `state_dir` (its process id file goes when it ends), and
+/// returns how long that took: a benchmark must not time its next command
+/// while it runs, and says how long recording took after the verdicts.
+pub fn wait_for_recording(state_dir: &Path) -> Result<Duration> {
+    let pid_file = state_dir.join("recording.pid");
+    let start = Instant::now();
+    while let Ok(text) = std::fs::read_to_string(&pid_file) {
+        let alive = text.trim().parse::<u32>().is_ok_and(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim_start().chars().next())
+                    .is_some_and(|state| state != 'Z' && state != 'X')
+            })
+        });
+        if !alive {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(3 * 3600) {
+            bail!(
+                "the background recording in {} never ended",
+                state_dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(start.elapsed())
+}
+
 pub fn run_ok(command: &mut Command) -> Result<()> {
     let status = command
         .status()

@@ -249,6 +249,9 @@ pub struct EkstaziRun {
     pub report: Option<Report>,
     /// Wall-clock seconds.
     pub wall: f64,
+    /// With `--verdict-first`, seconds its recording ran in the background
+    /// after it ended.
+    pub recording: f64,
 }
 
 pub struct EkstaziOpts<'a> {
@@ -265,6 +268,9 @@ pub struct EkstaziOpts<'a> {
     pub report: &'a Path,
     /// `--timeout`: a test running longer is killed and counted as failed.
     pub timeout: Duration,
+    /// `--verdict-first`: the run's recording in the background is waited
+    /// for, and its time given apart ([`EkstaziRun::recording`]).
+    pub verdict_first: bool,
 }
 
 pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
@@ -294,6 +300,7 @@ pub fn ekstazi_test_with_env(opts: &EkstaziOpts, env: &[(&str, String)]) -> Resu
         .arg(opts.report)
         .arg("--timeout")
         .arg(opts.timeout.as_secs().max(1).to_string())
+        .args(opts.verdict_first.then_some("--verdict-first"))
         .args(opts.cargo_args)
         .current_dir(opts.dir)
         .env("TMPDIR", private_tmp(opts.dir))
@@ -308,11 +315,16 @@ pub fn ekstazi_test_with_env(opts: &EkstaziOpts, env: &[(&str, String)]) -> Resu
         .status()
         .with_context(|| format!("cannot run {}", opts.ekstazi.display()))?;
     let wall = clock.elapsed().as_secs_f64();
+    let recording = crate::common::process::wait_for_recording(opts.state)?.as_secs_f64();
     let report = match std::fs::read(opts.report) {
         Ok(bytes) => Some(serde_json::from_slice(&bytes)?),
         Err(_) => None,
     };
-    Ok(EkstaziRun { report, wall })
+    Ok(EkstaziRun {
+        report,
+        wall,
+        recording,
+    })
 }
 
 /// The record of a test, as text a person can check a miss against: its

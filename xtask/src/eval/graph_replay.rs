@@ -825,6 +825,7 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                 log: &logs.join(format!("{h:03}-{short}-ekstazi.log")),
                 report: &report_path,
                 timeout: args.project.timeout,
+                verdict_first: false,
             },
             &tool.env,
         )?;

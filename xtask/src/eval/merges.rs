@@ -522,6 +522,7 @@ fn record_all(
         log,
         report: &args.project.out.join("report.json"),
         timeout: args.project.timeout,
+        verdict_first: false,
     })?;
     Ok(())
 }

@@ -29,6 +29,10 @@ pub struct ReplayArgs {
     pub commits: usize,
     pub from: String,
     pub granularities: Vec<String>,
+    /// Run `cargo ekstazi test --verdict-first`: its time is the wait for
+    /// the verdicts, and its recording in the background is waited for
+    /// before the next commit (and reported apart).
+    pub verdict_first: bool,
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
@@ -99,6 +103,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
                 report: &report_path,
                 timeout: args.project.timeout,
+                verdict_first: args.verdict_first,
             })?;
             let Some(report) = run.report else {
                 eprintln!(
@@ -161,6 +166,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 ekstazi_build: report.timing("build"),
                 ekstazi_selection: report.selection_cost(),
                 ekstazi_run: report.timing("run"),
+                ekstazi_recording: run.recording,
                 changed_outcomes: changed,
                 misses,
                 ekstazi_only_failures,
@@ -252,17 +258,22 @@ fn write_results(
                 {
                     Some(r) => write!(
                         summary,
-                        " {} ({:.1}%), {:.0}s |",
+                        " {} ({:.1}%), {:.1}s = {:.0}%{} |",
                         r.selected,
                         r.share(),
-                        r.ekstazi_total
+                        r.ekstazi_total,
+                        100.0 * r.ekstazi_total / r.retest_total(),
+                        match r.ekstazi_recording {
+                            t if t >= 0.05 => format!(", then {t:.1}s recording"),
+                            _ => String::new(),
+                        }
                     )?,
                     None => write!(summary, " — |")?,
                 }
             }
             writeln!(
                 summary,
-                " {:.0}s | {} | {} |",
+                " {:.1}s | {} | {} |",
                 row.retest_total(),
                 row.changed_outcomes,
                 row.reasons

@@ -26,6 +26,9 @@ pub struct Row {
     pub ekstazi_build: f64,
     pub ekstazi_selection: f64,
     pub ekstazi_run: f64,
+    /// With `--verdict-first`: seconds its recording took in the
+    /// background, after the verdicts (not in `ekstazi_total`).
+    pub ekstazi_recording: f64,
     /// Tests whose retest-all outcome differs from the previous commit's.
     pub changed_outcomes: usize,
     pub misses: usize,
@@ -47,7 +50,7 @@ impl Row {
     }
 }
 
-pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons";
+pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons,ekstazi_recording_s";
 
 /// The figures of a replay, one line per granularity.
 pub fn summary_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) -> String {
@@ -141,7 +144,7 @@ pub fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     for r in rows {
         writeln!(
             csv,
-            "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.2},{},{},{},{}",
+            "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.2},{},{},{},{},{:.2}",
             r.commit,
             quote(&r.subject),
             r.tests,
@@ -157,7 +160,8 @@ pub fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
             r.changed_outcomes,
             r.misses,
             r.ekstazi_only_failures,
-            quote(&r.reasons)
+            quote(&r.reasons),
+            r.ekstazi_recording
         )?;
     }
     std::fs::write(path, csv)?;
@@ -192,6 +196,8 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>> {
             ekstazi_build: num(9),
             ekstazi_selection: num(10),
             ekstazi_run: num(11),
+            // Older files have no recording column.
+            ekstazi_recording: if f.len() > 16 { num(16) } else { 0.0 },
             changed_outcomes: int(12),
             misses: int(13),
             ekstazi_only_failures: int(14),
@@ -239,6 +245,7 @@ mod tests {
             ekstazi_build: 1.0,
             ekstazi_selection: 0.25,
             ekstazi_run: 0.2,
+            ekstazi_recording: 0.0,
             changed_outcomes: 1,
             misses: 0,
             ekstazi_only_failures: 0,
@@ -271,6 +278,7 @@ mod tests {
             ekstazi_build,
             ekstazi_selection: 0.5,
             ekstazi_run: 0.5,
+            ekstazi_recording: 0.0,
             changed_outcomes: 0,
             misses: 0,
             ekstazi_only_failures: 0,

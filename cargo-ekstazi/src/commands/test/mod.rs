@@ -44,7 +44,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         writeln!(stdout, "{why}")?;
     }
     if verdicts_first {
-        return verdict_first::run(&session, &selected, tally, start, &mut stdout);
+        return verdict_first::run(&mut session, (&plan, &selected), tally, start, &mut stdout);
     }
     let dirs = RunDirs::make(&session, recording)?;
     let run_clock = Instant::now();

@@ -10,18 +10,21 @@
 //! which does not vouch for the changed code: it runs again. A later run
 //! stops the recording before it builds.
 //!
-//! For the local loop: a run that writes a report (`--junit`,
-//! `--report-json`) is a CI run, and records as it goes.
+//! For the local loop. `--report-json` says what was selected and each
+//! verdict, with no test's duration; a run that writes JUnit (a CI run)
+//! records as it goes.
 
 use crate::output::report::{self, Tally};
 use crate::run::background;
+use crate::run::scheduler::RunResult;
 use crate::run::verdicts::{self, VerdictConfig};
 use crate::session::{Planned, Session};
 use crate::style;
-use anyhow::Result;
+use anyhow::{Context, Result};
+use ekstazi_core::model::record::Outcome;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Whether this run gives verdicts first: asked for, and there is
 /// something to record.
@@ -31,10 +34,10 @@ pub fn applies(session: &Session) -> bool {
     if !settings.verdict_first || settings.no_record || settings.skipme {
         return false;
     }
-    if options.report_json.is_some() || options.junit.is_some() {
+    if options.junit.is_some() {
         style::note(
-            "verdicts first is off in a run that writes a report (--junit, --report-json): \
-             the report needs each test's record",
+            "verdicts first is off in a run that writes JUnit (--junit): \
+             the report needs each test's duration",
         );
         return false;
     }
@@ -43,12 +46,13 @@ pub fn applies(session: &Session) -> bool {
 
 /// The verdicts, the summary, and the recording started in the background.
 pub fn run(
-    session: &Session,
-    selected: &[&Planned],
+    session: &mut Session,
+    (plan, selected): (&[Planned], &[&Planned]),
     mut tally: Tally,
     start: Instant,
     stdout: &mut impl Write,
 ) -> Result<ExitCode> {
+    let clock = Instant::now();
     let options = &session.options;
     let config = VerdictConfig {
         jobs: options.jobs(),
@@ -60,6 +64,7 @@ pub fn run(
         true => Vec::new(),
         false => verdicts::run(&session.suite(), &cases, &config, stdout)?,
     };
+    session.timings.push(("run", clock.elapsed()));
     let mut failed = Vec::new();
     for (planned, &ok) in selected.iter().zip(&passed) {
         if ok {
@@ -74,6 +79,9 @@ pub fn run(
         for planned in &failed {
             writeln!(stdout, "    {}", report::test_label(session, planned))?;
         }
+    }
+    if let Some(path) = &session.options.report_json {
+        write_json(session, plan, selected, &passed, start, path)?;
     }
     report::print_summary(stdout, &[], &tally, start.elapsed())?;
     stdout.flush()?;
@@ -98,4 +106,38 @@ pub fn run(
         0 => ExitCode::SUCCESS,
         _ => ExitCode::from(crate::TESTS_FAILED),
     })
+}
+
+/// `--report-json`: the selection and each verdict, no test's duration.
+fn write_json(
+    session: &Session,
+    plan: &[Planned],
+    selected: &[&Planned],
+    passed: &[bool],
+    start: Instant,
+    path: &std::path::Path,
+) -> Result<()> {
+    let results: Vec<RunResult> = passed
+        .iter()
+        .map(|&ok| RunResult {
+            outcome: if ok { Outcome::Passed } else { Outcome::Failed },
+            duration: Duration::ZERO,
+            output: Vec::new(),
+            merge_conflict: false,
+        })
+        .collect();
+    let outcomes: Vec<Option<&RunResult>> = plan
+        .iter()
+        .map(|p| {
+            let job = selected.iter().position(|s| std::ptr::eq(*s, p))?;
+            results.get(job)
+        })
+        .collect();
+    let mut json = report::run_json(session, plan, &outcomes, start.elapsed());
+    json.verdict_first = true;
+    for test in &mut json.tests {
+        test.duration = None;
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(&json)?)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
