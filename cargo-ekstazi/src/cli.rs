@@ -188,9 +188,17 @@ pub struct TestArgs {
     #[arg(long, help_heading = "Selection")]
     pub skipme: bool,
     /// Give the selected tests' verdicts first, run as `cargo test` runs
-    /// them, and record them after, in the background [env: EKSTAZI_VERDICT_FIRST]
-    #[arg(long, help_heading = "Running")]
-    pub verdict_first: bool,
+    /// them, and record them after, in the background (`=false` turns off
+    /// what the configuration turns on) [env: EKSTAZI_VERDICT_FIRST]
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        help_heading = "Running"
+    )]
+    pub verdict_first: Option<bool>,
     #[command(flatten)]
     pub recording: RecordingOpts,
     /// Write a JUnit XML report to this file (unaffected tests appear as skipped, with the reason)
@@ -215,7 +223,7 @@ impl TestArgs {
             jobs: self.jobs,
             timeout: self.timeout,
             slow_timeout: self.slow_timeout,
-            verdict_first: self.verdict_first.then_some(true),
+            verdict_first: self.verdict_first,
             ..self.selection.layer()
         }
     }

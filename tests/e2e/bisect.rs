@@ -82,6 +82,22 @@ fn a_regression_in_a_linear_history_is_found_and_explained() {
 }
 
 #[test]
+fn the_users_ekstazi_variables_do_not_change_what_bisect_finds() {
+    // A shell set to run one CI shard's tests, verdicts first: bisect's own
+    // runs take neither. One of the two shards leaves the test out.
+    for shard in ["hash:1/2", "hash:2/2"] {
+        let (f, c) = history(4, |i| i >= 3);
+        // The failure seen at HEAD, as a user sees it before bisecting.
+        assert_eq!(f.run(&["test"]).code(), Some(101));
+        let f = f
+            .with_env("EKSTAZI_PARTITION", shard)
+            .with_env("EKSTAZI_VERDICT_FIRST", "1");
+        let report = bisect(&f, &["tests::totals", "--good", &c[0]]);
+        assert_eq!(points(&report), [(c[2].clone(), c[3].clone())], "{shard}");
+    }
+}
+
+#[test]
 fn the_latest_of_several_regressions_is_found() {
     // Broken at 4, fixed at 7, broken again at 10: git bisect from the base
     // would find 3 -> 4, already fixed.

@@ -442,3 +442,57 @@ fn records_of_another_format_are_ignored_with_a_message_and_kept() {
     assert_eq!(run.ran(), labels(ALL), "nothing is taken from them");
     assert!(old.exists(), "not deleted behind the user's back");
 }
+
+#[test]
+fn a_damaged_shim_of_the_right_length_is_replaced() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    let shims: Vec<_> = std::fs::read_dir(f.path().join("target/ekstazi"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libekstazi_runtime-"))
+        })
+        .collect();
+    let [shim] = &shims[..] else {
+        panic!("one shim expected: {shims:?}")
+    };
+    let good = std::fs::read(shim).unwrap();
+    // Zeroed in place: the same name and length, not an ELF file.
+    std::fs::write(shim, vec![0u8; good.len()]).unwrap();
+    let run = f.test_ok(&["--forceall"]);
+    assert_eq!(run.ran().len(), 5, "{run:?}");
+    assert!(
+        std::fs::read(shim).unwrap() == good,
+        "the shim was not rewritten"
+    );
+}
+
+#[test]
+fn a_forged_record_dated_in_the_future_is_not_merged() {
+    use ekstazi_core::model::record::Outcome;
+    use ekstazi_core::storage::store::{Loaded, Store};
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    // A shard's state with the test's record forged: passed, no
+    // dependencies, dated as late as can be.
+    let forged = tempfile::tempdir().unwrap();
+    let ours = Store::new(&f.path().join(".ekstazi"));
+    let Loaded::Found(mut record) = ours.load("verdicts::verdicts", "multiplies") else {
+        panic!("no record of multiplies")
+    };
+    record.deps.clear();
+    record.code.clear();
+    record.outcome = Outcome::Passed;
+    record.recorded_at_ms = u64::MAX;
+    Store::new(forged.path()).save(&record).unwrap();
+
+    let run = f.run(&["merge-state", forged.path().to_str().unwrap()]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("after this machine's clock"), "{run:?}");
+    // The test's own record still decides: a change it executes runs it.
+    f.edit("src/lib.rs", "a * b", "b * a");
+    let selected: Vec<String> = f.selected(&[]).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(selected, ["verdicts::verdicts multiplies"]);
+}

@@ -156,8 +156,11 @@ impl Worktree {
             .tempdir()?;
         let report = state.path().join("report.json");
         let mut command = Command::new(std::env::current_exe()?);
+        clean_environment(&mut command);
         command
-            .args(["ekstazi", "test", "--state-dir"])
+            // Its verdicts and records at once: what it filed is merged
+            // as soon as it ends.
+            .args(["ekstazi", "test", "--verdict-first=false", "--state-dir"])
             .arg(state.path().join("state"))
             .arg("--target-dir")
             .arg(&self.target_dir)
@@ -288,4 +291,29 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The variables a run here keeps of the user's `EKSTAZI_*`: how tests are
+/// run and traced. The others (a partition, `forceall`, patterns, another
+/// state directory, verdicts first, ...) are about the user's own runs; in
+/// a run here they would change what runs and what is recorded, and so what
+/// `bisect` and `merge-check` conclude.
+const KEPT_VARIABLES: [&str; 6] = [
+    "EKSTAZI_JOBS",
+    "EKSTAZI_TIMEOUT",
+    "EKSTAZI_SLOW_TIMEOUT",
+    "EKSTAZI_PRIVATE_TMPDIR",
+    "EKSTAZI_FORK_SERVER",
+    "EKSTAZI_NO_SUD",
+];
+
+/// Takes the user's `EKSTAZI_*` variables out of a run's environment, but
+/// for [`KEPT_VARIABLES`].
+fn clean_environment(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let text = name.to_string_lossy();
+        if text.starts_with("EKSTAZI_") && !KEPT_VARIABLES.contains(&text.as_ref()) {
+            command.env_remove(&name);
+        }
+    }
 }

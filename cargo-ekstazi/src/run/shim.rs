@@ -22,7 +22,10 @@ pub fn path(target_dir: &Path) -> Result<PathBuf> {
     Ok(dir.join(format!("libekstazi_runtime-{}.so", digest())))
 }
 
-/// Writes the shim to its [`path`] (once per shim version) and returns it.
+/// Writes the shim to its [`path`] and returns it. A file already there is
+/// used only if its bytes are the embedded shim's: the name carries the
+/// digest, but a file can be damaged or replaced in place, and a shim that
+/// is not ours would break every test or trace them wrongly.
 pub fn install(target_dir: &Path) -> Result<PathBuf> {
     let path = path(target_dir)?;
     let dir = path.parent().expect("the shim's path has a directory");
@@ -39,7 +42,9 @@ pub fn install(target_dir: &Path) -> Result<PathBuf> {
             target_dir.display()
         );
     }
-    let current = fs::metadata(&path).is_ok_and(|m| m.len() == SHIM.len() as u64);
+    // Comparing the bytes costs well under a millisecond: the shim is
+    // small, and read from the page cache.
+    let current = fs::read(&path).is_ok_and(|bytes| bytes == SHIM);
     if !current {
         fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut tmp = tempfile::Builder::new()

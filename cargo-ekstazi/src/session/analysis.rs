@@ -210,8 +210,9 @@ impl Session {
                 let present = self.present(case.binary, &env);
                 let rules = self.rules(&case);
                 // A failure last time runs again, whatever passed elsewhere:
-                // a failed run records no dependencies, so nothing says it
-                // failed in another world than this one.
+                // a failed run's dependencies are what it read before it
+                // failed, not what its failure came from, so they do not
+                // say that it failed in another world than this one.
                 let history =
                     self.repo.is_some() && !only_filed && !present.forced && rules.is_empty();
                 let holds = history

@@ -7,12 +7,21 @@
 //! the union of the function fingerprints. Every record is decoded and
 //! checked before it is copied: a damaged one is left behind (its test runs
 //! next time), never copied over a good one.
+//!
+//! The newest wins, so a date is a claim to check: a record or a commit's
+//! manifest dated later than now (beyond [`CLOCK_SKEW_MS`]) is left behind
+//! too. Taken, a forged date would win every later merge and import, and
+//! push the real history out of its budget.
 
 use crate::digests::functions::FunctionTable;
 use crate::storage::history::{Entry, Manifest};
 use crate::storage::store::{Loaded, Store};
 use std::collections::HashSet;
 use std::io;
+
+/// How far ahead of this machine's clock another machine's may be: a
+/// record or manifest dated further ahead is not taken.
+pub const CLOCK_SKEW_MS: u64 = 5 * 60 * 1000;
 
 /// What merging one shard did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -45,6 +54,27 @@ pub fn merge_filed(dest: &Store, source: &Store) -> io::Result<Merged> {
 }
 
 fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged> {
+    merge_parts_at(dest, source, current, now_ms())
+}
+
+/// Milliseconds since the Unix epoch, by this machine's clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Why a date is not taken, if it is later than `now_ms` allows.
+fn in_the_future(at_ms: u64, now_ms: u64) -> Option<String> {
+    (at_ms > now_ms.saturating_add(CLOCK_SKEW_MS)).then(|| {
+        format!(
+            "dated {} s after this machine's clock",
+            (at_ms - now_ms) / 1000
+        )
+    })
+}
+
+fn merge_parts_at(dest: &Store, source: &Store, current: bool, now_ms: u64) -> io::Result<Merged> {
     let mut merged = Merged::default();
     // The table first: a record is never written before the functions it names.
     let ours = FunctionTable::load(&dest.functions_dir());
@@ -66,10 +96,19 @@ fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged
     };
     for (path, record) in records {
         let record = match record {
-            Ok(record) => {
-                tables.extend(record.code.iter().map(|c| c.uninstrumented));
-                record
-            }
+            Ok(record) => match in_the_future(record.recorded_at_ms, now_ms) {
+                Some(why) => {
+                    merged.refused.push(format!(
+                        "the record of {} {} is {why}: not taken, the test runs",
+                        record.binary, record.test
+                    ));
+                    continue;
+                }
+                None => {
+                    tables.extend(record.code.iter().map(|c| c.uninstrumented));
+                    record
+                }
+            },
             Err(e) => {
                 merged.refused.push(format!("{}: {e}", path.display()));
                 continue;
@@ -92,7 +131,7 @@ fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged
             }
         }
     }
-    merge_history(dest, source, &mut merged, &mut tables)?;
+    merge_history(dest, source, now_ms, &mut merged, &mut tables)?;
     for id in tables {
         if dest.load_uninstrumented(&id).is_some() {
             continue;
@@ -116,11 +155,19 @@ fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged
 fn merge_history(
     dest: &Store,
     source: &Store,
+    now_ms: u64,
     merged: &mut Merged,
     tables: &mut HashSet<crate::model::dep::Hash>,
 ) -> io::Result<()> {
     let (ours, theirs) = (dest.history(), source.history());
     for manifest in theirs.manifests() {
+        if let Some(why) = in_the_future(manifest.filed_at_ms, now_ms) {
+            merged.refused.push(format!(
+                "the records filed at {} are {why}: not taken",
+                manifest.commit
+            ));
+            continue;
+        }
         let mut entries: Vec<Entry> = ours
             .manifest(&manifest.commit)
             .map(|m| m.entries)
@@ -140,6 +187,13 @@ fn merge_history(
                 ));
                 continue;
             };
+            if let Some(why) = in_the_future(record.recorded_at_ms, now_ms) {
+                merged.refused.push(format!(
+                    "the record of {} {} filed at {} is {why}: not taken",
+                    entry.binary, entry.test, manifest.commit
+                ));
+                continue;
+            }
             if record.binary != entry.binary || record.test != entry.test {
                 merged.refused.push(format!(
                     "the record of {} {} filed at {} is not that test's",
@@ -187,6 +241,34 @@ fn merge_history(
 mod tests {
     use super::*;
     use crate::model::record::tests_support::sample;
+
+    #[test]
+    fn a_record_dated_in_the_future_is_not_taken() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        let now = 1_800_000_000_000;
+        let mut ours = sample();
+        ours.recorded_at_ms = now - 1000;
+        let mut forged = ours.clone();
+        forged.recorded_at_ms = u64::MAX;
+        forged.deps.clear();
+        let mut skewed = sample();
+        skewed.test = "skewed".into();
+        // Within the skew allowed: taken.
+        skewed.recorded_at_ms = now + CLOCK_SKEW_MS;
+        dest.save(&ours).unwrap();
+        source.save(&forged).unwrap();
+        source.save(&skewed).unwrap();
+
+        let merged = merge_parts_at(&dest, &source, true, now).unwrap();
+        assert_eq!((merged.added, merged.replaced, merged.kept), (1, 0, 0));
+        assert_eq!(merged.refused.len(), 1, "{:?}", merged.refused);
+        assert!(merged.refused[0].contains("after this machine's clock"));
+        match dest.load(&ours.binary, &ours.test) {
+            Loaded::Found(r) => assert_eq!(*r, ours),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn the_newest_record_of_each_test_wins_and_damage_is_left_behind() {

@@ -32,8 +32,14 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     // First: it takes a variable out of the environment.
     let failed_in_verdicts = background::failed_in_verdicts()?;
     let start = Instant::now();
-    let mut session = pipeline::prepare(request(args)?)?;
     let in_background = failed_in_verdicts.is_some();
+    let mut request = request(args)?;
+    if in_background {
+        // The reports the user asked for are the verdict run's.
+        request.report_json = None;
+        request.junit = None;
+    }
+    let mut session = pipeline::prepare(request)?;
     let verdicts_first = !in_background && verdict_first::applies(&session);
     let lock = pipeline::open_records(&session, !verdicts_first)?;
     let recording = lock.is_some();

@@ -34,6 +34,12 @@ pub fn applies(session: &Session) -> bool {
     if !settings.verdict_first || settings.no_record || settings.skipme {
         return false;
     }
+    if style::on_ci() {
+        style::note(
+            "verdicts first is off on CI (`CI` is set): the job would end before its recording",
+        );
+        return false;
+    }
     if options.junit.is_some() {
         style::note(
             "verdicts first is off in a run that writes JUnit (--junit): \
