@@ -77,7 +77,7 @@ fn a_regression_in_a_linear_history_is_found_and_explained() {
         "the good commit came from the history: {report}"
     );
     // No worktree is left behind.
-    assert!(!f.file("target/ekstazi/bisect/worktree").exists());
+    assert!(f.scratch_worktrees("bisect").is_empty());
     assert_eq!(f.git(&["worktree", "list"]).lines().count(), 1);
 }
 
@@ -95,6 +95,30 @@ fn the_users_ekstazi_variables_do_not_change_what_bisect_finds() {
         let report = bisect(&f, &["tests::totals", "--good", &c[0]]);
         assert_eq!(points(&report), [(c[2].clone(), c[3].clone())], "{shard}");
     }
+}
+
+#[test]
+fn two_bisects_at_once_each_find_the_regression() {
+    let (f, c) = history(6, |i| i >= 4);
+    assert_eq!(f.run(&["test"]).code(), Some(101));
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            f.command(&["bisect", "--json", "tests::totals", "--good", &c[0]])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(points(&report), [(c[3].clone(), c[4].clone())], "{stderr}");
+    }
+    assert!(f.scratch_worktrees("bisect").is_empty());
+    assert_eq!(f.git(&["worktree", "list"]).lines().count(), 1);
 }
 
 #[test]
@@ -197,14 +221,20 @@ fn with_records_at_every_commit_no_build_is_spent_and_wrong_ends_are_refused() {
 }
 
 #[test]
-fn ctrl_c_leaves_no_worktree_and_the_state_intact() {
+fn ctrl_c_or_a_hang_up_leaves_no_worktree_no_inner_run_and_the_state_intact() {
+    for signal in [libc::SIGINT, libc::SIGHUP] {
+        interrupted_by(signal);
+    }
+}
+
+fn interrupted_by(signal: libc::c_int) {
     let (f, c) = history(6, |i| i >= 3);
     f.git(&["checkout", "-q", &c[0]]);
     f.test_ok(&[]);
     f.git(&["checkout", "-q", "main"]);
     let records = f.records();
     let mut child = f.command(&["bisect", "tests::totals"]).spawn().unwrap();
-    let worktree = f.file("target/ekstazi/bisect/worktree");
+    let worktree = f.file(&format!("target/ekstazi/bisect/worktree-{}", child.id()));
     let started = std::time::Instant::now();
     while !worktree.join("Cargo.toml").exists() {
         assert!(
@@ -214,11 +244,13 @@ fn ctrl_c_leaves_no_worktree_and_the_state_intact() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // SAFETY: a signal to the child we started.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     let status = child.wait().unwrap();
     assert!(!status.success());
     assert!(!worktree.exists(), "the worktree is removed");
+    assert!(f.scratch_worktrees("bisect").is_empty());
     assert_eq!(f.git(&["worktree", "list"]).lines().count(), 1);
+    assert_eq!(f.processes_in(), Vec::<u32>::new(), "an inner run is left");
     // The state holds the same records, and they still load.
     assert_eq!(f.records(), records);
     assert_eq!(f.list(&[])["total"], 4);

@@ -496,3 +496,112 @@ fn a_forged_record_dated_in_the_future_is_not_merged() {
     let selected: Vec<String> = f.selected(&[]).into_iter().map(|(l, _)| l).collect();
     assert_eq!(selected, ["verdicts::verdicts multiplies"]);
 }
+
+/// Writes a zstd-compressed tar of `entries`: each a header of the given
+/// type, path and claimed size, followed by that many zeros of data.
+fn hostile_archive(path: &std::path::Path, entries: &[(u8, String, u64, u64)]) {
+    use std::io::{Read, Write};
+    let file = std::fs::File::create(path).unwrap();
+    let mut out = zstd::Encoder::new(file, 1).unwrap();
+    for (kind, name, claimed, zeros) in entries {
+        let mut h = [0u8; 512];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[108..116].copy_from_slice(b"0000000\0");
+        h[116..124].copy_from_slice(b"0000000\0");
+        h[124..136].copy_from_slice(format!("{claimed:011o}\0").as_bytes());
+        h[136..148].copy_from_slice(b"00000000000\0");
+        h[156] = *kind;
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        out.write_all(&h).unwrap();
+        std::io::copy(&mut std::io::repeat(0).take(*zeros), &mut out).unwrap();
+    }
+    out.finish().unwrap();
+}
+
+/// Runs `command` to its end: its exit code, its stderr and its peak
+/// resident size in KiB (its own, from `wait4`, not the test's others').
+// The child is waited for with `wait4`, for its resource usage.
+#[allow(clippy::zombie_processes)]
+fn with_peak_rss(mut command: std::process::Command) -> (Option<i32>, String, i64) {
+    use std::io::Read;
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child this function started.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, reader.join().unwrap(), usage.ru_maxrss)
+}
+
+#[test]
+fn hostile_archives_are_refused_in_bounded_memory_and_leave_nothing_behind() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    let records = f.records();
+    let state = f.path().join(".ekstazi");
+    // What a killed import left: the next import removes it.
+    std::fs::create_dir_all(state.join(".importKILLED")).unwrap();
+    std::fs::write(state.join(".importKILLED/junk"), "x").unwrap();
+    let gib = 1u64 << 30;
+    let store_path = format!(
+        "v{}/verdicts%3A%3Averdicts/forged",
+        ekstazi_core::files::sealed::FORMAT_VERSION
+    );
+    let cases = [
+        // A PAX header claiming a gigabyte, and the gigabyte there.
+        (
+            "pax",
+            vec![(b'x', "PaxHeader".to_owned(), gib, gib)],
+            "extended header",
+        ),
+        // A GNU long name claiming a gigabyte, and the gigabyte there.
+        (
+            "long-name",
+            vec![(b'L', "././@LongLink".to_owned(), gib, gib)],
+            "extended header",
+        ),
+        // Half a gigabyte of zeros in an entry left out, then a file whose
+        // size passes the limit on what an import reads.
+        (
+            "bomb",
+            vec![
+                (b'0', "junk".to_owned(), gib / 2, gib / 2),
+                (b'0', store_path.clone(), gib, 0),
+            ],
+            "more than any state",
+        ),
+    ];
+    for (name, entries, expected) in cases {
+        let archive = f.tmp().join(format!("{name}.tar.zst"));
+        hostile_archive(&archive, &entries);
+        let (code, stderr, peak_kib) =
+            with_peak_rss(f.command(&["history", "import", archive.to_str().unwrap()]));
+        assert_eq!(code, Some(1), "{name}: {stderr}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+        assert!(peak_kib < 128 * 1024, "{name}: a peak of {peak_kib} KiB");
+        assert_eq!(f.records(), records, "{name}");
+        let scratch: Vec<_> = std::fs::read_dir(&state)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".import"))
+            .collect();
+        assert!(scratch.is_empty(), "{name}: {scratch:?}");
+    }
+}

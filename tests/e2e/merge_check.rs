@@ -89,7 +89,7 @@ fn a_test_neither_side_touched_fails_at_the_merge_a_semantic_conflict() {
         f.git(&["status", "--porcelain", "--untracked-files=no"]),
         ""
     );
-    assert!(!f.file("target/ekstazi/merge-check/worktree").exists());
+    assert!(f.scratch_worktrees("merge-check").is_empty());
 }
 
 /// How the base and each parent were known.
@@ -362,7 +362,7 @@ fn a_prospective_merge_is_checked_without_touching_the_checkout() {
     let run = f.run(&["merge-check", "a", "c"]);
     assert_ne!(run.code(), Some(0), "{run:?}");
     assert!(run.stderr.contains("do not merge cleanly"), "{run:?}");
-    assert!(!f.file("target/ekstazi/merge-check/worktree").exists());
+    assert!(f.scratch_worktrees("merge-check").is_empty());
 }
 
 /// The cargo options are the user's `cargo ekstazi test`'s: with `-p`,

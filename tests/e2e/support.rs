@@ -323,6 +323,37 @@ impl Fixture {
             .collect()
     }
 
+    /// The scratch worktrees `bisect` or `merge-check` (`purpose`) left
+    /// under the target directory.
+    pub fn scratch_worktrees(&self, purpose: &str) -> Vec<PathBuf> {
+        let dir = self.dir.join("target/ekstazi").join(purpose);
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("worktree"))
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The processes whose command line names a path in this fixture.
+    pub fn processes_in(&self) -> Vec<u32> {
+        let needle = self.dir.to_string_lossy().into_owned();
+        let me = std::process::id();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != me)
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+            })
+            .collect()
+    }
+
     /// Waits until no verdict-first recording runs in the background on
     /// this fixture's state directory (its process id file is gone).
     pub fn wait_for_background_recording(&self) {

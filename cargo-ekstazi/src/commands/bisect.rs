@@ -57,7 +57,13 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     let mut good = revs(&args.good, &[])?;
     let dag = commit_dag(&root, &bad, &good, args.first_parent)?;
     let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // A closed terminal (SIGHUP) stops it as Ctrl-C does: its worktree and
+    // its inner run go.
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
     let mut oracle = Answers {

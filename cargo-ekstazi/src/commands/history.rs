@@ -181,8 +181,9 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
     let _lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    remove_killed_imports(store.root());
     let scratch = tempfile::Builder::new()
-        .prefix(".import")
+        .prefix(IMPORT_PREFIX)
         .tempdir_in(store.root())
         .context("cannot make a scratch directory in the state directory")?;
     let counted = ekstazi_core::storage::archive::unpack(file, scratch.path())
@@ -209,6 +210,27 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
         style::warn(format!("not imported: {why} (its test runs next time)"));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An import's scratch directory in the state directory.
+const IMPORT_PREFIX: &str = ".import";
+
+/// Removes the scratch directories of imports that were killed: an import
+/// holds the state directory's lock, so under it no other is running.
+fn remove_killed_imports(root: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(IMPORT_PREFIX)
+            && entry.file_type().is_ok_and(|t| t.is_dir())
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Bytes for people: `812 B`, `4.1 KiB`, `61.2 MiB`.

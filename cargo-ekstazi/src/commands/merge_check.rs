@@ -48,7 +48,13 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
             .with_context(|| format!("`{rev}` is not a commit of this repository"))
     };
     let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // A closed terminal (SIGHUP) stops it as Ctrl-C does: its worktree and
+    // its inner run go.
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
     let mut worktree = Worktree::new(

@@ -1,9 +1,13 @@
 //! A scratch git worktree where the tests of another commit are built and
 //! run (`bisect`, `merge-check`), without touching the user's checkout.
 //!
-//! It lives under the workspace's `target/ekstazi/<purpose>/`, with one
-//! instrumented target directory for every commit it visits, so builds are
-//! incremental. Each run has a state directory of its own (so that it runs
+//! It lives under the workspace's `target/ekstazi/<purpose>/`, named after
+//! the process that made it, so that two runs at once each have their own;
+//! what a killed run left behind is removed by the next. The instrumented
+//! target directory beside it is shared by every run, so that builds are
+//! incremental, and a run holds its lock from the build of a commit to
+//! the end of that commit's tests, so that no other run's build replaces
+//! the binaries it runs. Each run has a state directory of its own (so that it runs
 //! what it is asked to, whatever the user's records say); what it files is
 //! then merged into the user's history, not into the current records. The
 //! worktree is removed on drop, and a run stops when the interrupt flag is
@@ -34,6 +38,8 @@ pub struct Worktree {
     worktree: PathBuf,
     created: bool,
     target_dir: PathBuf,
+    /// Held by a run from its build to the end of its tests.
+    target_lock: PathBuf,
     /// The last run's output (the runs' own is not shown).
     log: PathBuf,
     store: Store,
@@ -79,10 +85,13 @@ impl Worktree {
             .unwrap_or(Path::new(""))
             .to_path_buf();
         let scratch = root.join("target").join("ekstazi").join(purpose);
+        remove_leftovers(&toplevel, &scratch);
+        let me = std::process::id();
         Ok(Worktree {
-            worktree: scratch.join("worktree"),
+            worktree: scratch.join(format!("{WORKTREE}-{me}")),
             target_dir: scratch.join("target"),
-            log: scratch.join("last-run.log"),
+            target_lock: scratch.join("target.lock"),
+            log: scratch.join(format!("{LOG}-{me}.log")),
             toplevel,
             workspace,
             created: false,
@@ -198,6 +207,7 @@ impl Worktree {
         }
         use std::os::unix::process::CommandExt;
         command.process_group(0);
+        let _lock = self.lock_target()?;
         let mut child = command.spawn().context("cannot start cargo ekstazi test")?;
         loop {
             if child.try_wait()?.is_some() {
@@ -261,6 +271,82 @@ impl Worktree {
             ..ran
         })
     }
+}
+
+impl Worktree {
+    /// The shared target directory's lock, waited for (another `bisect` or
+    /// `merge-check` may be building there) unless interrupted.
+    fn lock_target(&self) -> Result<std::fs::File> {
+        use std::os::fd::AsRawFd;
+        std::fs::create_dir_all(self.target_lock.parent().expect("in target"))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.target_lock)
+            .with_context(|| format!("cannot open {}", self.target_lock.display()))?;
+        let mut said = false;
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(file);
+            }
+            if self.interrupted.load(Ordering::SeqCst) {
+                bail!("interrupted");
+            }
+            if !said {
+                style::note(format!(
+                    "waiting for another run that builds in {}",
+                    self.target_dir.display()
+                ));
+                said = true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The scratch worktree's name, before the process id.
+const WORKTREE: &str = "worktree";
+/// The last run's log's name, before the process id.
+const LOG: &str = "last-run";
+
+/// Removes what runs that no longer exist left in `scratch`: worktrees
+/// (and git's notes of them) and logs. A live process's are its own.
+fn remove_leftovers(toplevel: &Path, scratch: &Path) {
+    let Ok(entries) = std::fs::read_dir(scratch) else {
+        return;
+    };
+    let mut pruned = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let owner = |prefix: &str, suffix: &str| {
+            name.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .map(|pid| pid.parse::<u32>().ok())
+        };
+        let path = entry.path();
+        // The name of one worktree for all runs, before names had an owner.
+        let legacy = name == WORKTREE;
+        if legacy || owner(&format!("{WORKTREE}-"), "").is_some_and(|pid| !alive(pid)) {
+            let _ = git(
+                toplevel,
+                &["worktree", "remove", "--force", &path.to_string_lossy()],
+            );
+            let _ = std::fs::remove_dir_all(&path);
+            pruned = true;
+        } else if owner(&format!("{LOG}-"), ".log").is_some_and(|pid| !alive(pid)) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    if pruned {
+        let _ = git(toplevel, &["worktree", "prune"]);
+    }
+}
+
+/// Whether `pid` names a live process; a name without one does not.
+fn alive(pid: Option<u32>) -> bool {
+    pid.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
 }
 
 impl Drop for Worktree {

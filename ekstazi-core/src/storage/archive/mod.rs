@@ -5,9 +5,11 @@
 //! A tar, so that the file is what every system already reads
 //! (`tar --zstd -tf state.tar.zst` lists it); the function fingerprints of
 //! builds (`.code/`) are a cache and are left out. Importing trusts nothing
-//! in the file: only regular files at the paths a store uses are unpacked,
-//! into a scratch directory, each name checked component by component and
-//! within limits of count and size; the scratch store is then merged like a
+//! in the file: it is read as a stream ([`tar_reader`]), every size checked
+//! before anything is buffered or written; only regular files at the paths
+//! a store uses are unpacked, into a scratch directory, each name checked
+//! component by component and within limits of count and size
+//! ([`MAX_ENTRIES`], [`MAX_BYTES`]); the scratch store is then merged like a
 //! CI shard's ([`crate::storage::merge_state`]), which checks every record, table and
 //! manifest before keeping it.
 //!
@@ -19,16 +21,22 @@
 //! v11/.history/packs/<digest>        the records the history names
 //! ```
 
+pub mod tar_reader;
+
 use crate::files::sealed::FORMAT_VERSION;
 use crate::storage::store::Store;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use tar_reader::TarReader;
 
-/// At most this many files, and this many bytes unpacked, are taken from
-/// an archive: far past any real state, short of filling a disk.
-const MAX_FILES: usize = 10_000_000;
-const MAX_BYTES: u64 = 64 << 30;
+/// At most this many entries, and this many bytes (decompressed), are read
+/// from an archive: ten times a real history (100 commits of ripgrep's
+/// history export to about 100 MB unpacked), short of filling a CI
+/// runner's disk, inodes or memory.
+pub const MAX_ENTRIES: usize = 1_000_000;
+pub const MAX_BYTES: u64 = 1 << 30;
 
 /// What an export wrote, or an unpacking took.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -122,32 +130,34 @@ fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> 
 pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
     let file = fs::File::open(from)?;
     let decoder = zstd::stream::read::Decoder::new(file)?;
-    let mut tar = tar::Archive::new(decoder);
+    let mut tar = TarReader::new(decoder);
     let mut counted = Counted::default();
-    for entry in tar.entries()? {
-        let mut entry = entry?;
-        let path = entry.path()?.into_owned();
+    let mut entries = 0;
+    while let Some(header) = tar.next_header()? {
+        entries += 1;
+        if entries > MAX_ENTRIES {
+            return Err(ArchiveError::TooLarge(format!(
+                "over {MAX_ENTRIES} entries"
+            )));
+        }
+        // Checked before the data is read, skipped or not.
+        if tar.read.saturating_add(header.size) > MAX_BYTES {
+            return Err(ArchiveError::TooLarge(format!("over {MAX_BYTES} bytes")));
+        }
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&header.path));
         if let Some(version) = other_version(&path) {
             return Err(ArchiveError::OtherVersion(version));
         }
-        let regular = entry.header().entry_type() == tar::EntryType::Regular;
-        if !regular || !is_store_path(&path) {
+        if !header.is_regular() || !is_store_path(&path) {
             counted.left_out += 1;
             continue;
         }
         counted.files += 1;
-        if counted.files > MAX_FILES {
-            return Err(ArchiveError::TooLarge(format!("over {MAX_FILES} files")));
-        }
         let target = into.join(&path);
         fs::create_dir_all(target.parent().expect("a store path has a parent"))?;
-        let budget = MAX_BYTES.saturating_sub(counted.bytes);
         let mut out = fs::File::create(&target)?;
-        let copied = io::copy(&mut (&mut entry).take(budget + 1), &mut out)?;
-        if copied > budget {
-            return Err(ArchiveError::TooLarge(format!("over {MAX_BYTES} bytes")));
-        }
-        counted.bytes += copied;
+        tar.copy_data(header.size, &mut out)?;
+        counted.bytes += header.size;
     }
     Ok(counted)
 }
