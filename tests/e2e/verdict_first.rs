@@ -135,3 +135,47 @@ fn a_later_run_stops_the_recording_and_runs_what_it_had_not_recorded() {
         .collect();
     assert_eq!(selected, ["verdicts::verdicts counts_runs"]);
 }
+
+#[test]
+fn a_failure_in_the_verdicts_is_recorded_before_the_recording_gets_to_it() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    // Every test passed and nothing changes: every record vouches. Run
+    // them all again, verdicts first: one of the two that share a
+    // process's state fails; the recording holds in both, and is stopped.
+    let runs = f.tmp().join("claims");
+    std::fs::create_dir(&runs).unwrap();
+    let gate = f.tmp().join("gate");
+    let env = [
+        ("FIXTURE_INTERFERE", "1"),
+        ("FIXTURE_CLAIM_RUNS", runs.to_str().unwrap()),
+        ("FIXTURE_CLAIM_HOLD", "2"),
+        ("FIXTURE_GATE", gate.to_str().unwrap()),
+    ];
+    let run = f.run_with(&["test", "--forceall", "--verdict-first"], &env);
+    assert_eq!(run.code(), Some(101), "{run:?}");
+    let failed: Vec<&str> = ["a_claims", "b_claims"]
+        .into_iter()
+        .filter(|name| run.stdout.contains(&format!("test {name} ... FAILED")))
+        .collect();
+    assert_eq!(failed.len(), 1, "{run:?}");
+    let since = Instant::now();
+    let held = |name: &str| std::fs::read_to_string(runs.join(name)).unwrap_or_default() == "2";
+    while !(held("a_claims") && held("b_claims")) {
+        assert!(
+            since.elapsed() < Duration::from_secs(300),
+            "the recording never reached the two tests"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Any later run stops the recording; the failure is on record anyway.
+    let selected = f.selected(&[]);
+    assert_eq!(
+        selected,
+        [(
+            format!("verdicts::verdicts {}", failed[0]),
+            vec!["failed last time".to_owned()]
+        )]
+    );
+    std::fs::write(&gate, "").unwrap();
+}

@@ -8,7 +8,11 @@
 //! ([`background::spawn`]), which runs them again one process each, under
 //! the shim. Until it has recorded a test, that test keeps its old record,
 //! which does not vouch for the changed code: it runs again. A later run
-//! stops the recording before it builds.
+//! stops the recording before it builds. A test that failed in the
+//! verdicts has its record marked failed at once, before the recording
+//! starts: should the recording not get to it, a record that vouched for
+//! the tree as it is (`--forceall`, an always-run test) would otherwise
+//! skip a test the user just saw fail.
 //!
 //! For the local loop. `--report-json` says what was selected and each
 //! verdict, with no test's duration; a run that writes JUnit (a CI run)
@@ -22,6 +26,7 @@ use crate::session::{Planned, Session};
 use crate::style;
 use anyhow::{Context, Result};
 use ekstazi_core::model::record::Outcome;
+use ekstazi_core::storage::store::Loaded;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -91,6 +96,9 @@ pub fn run(
     }
     report::print_summary(stdout, &[], &tally, start.elapsed())?;
     stdout.flush()?;
+    if !failed.is_empty() {
+        mark_failed(session, &failed);
+    }
     let labels: Vec<String> = failed
         .iter()
         .map(|p| background::label(&session.built.binaries[p.case.binary].key, &p.case.name))
@@ -146,4 +154,33 @@ fn write_json(
     }
     std::fs::write(path, serde_json::to_vec_pretty(&json)?)
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The records of the tests that failed in the verdicts say failed, under
+/// the state directory's lock: a failed record never vouches.
+fn mark_failed(session: &Session, failed: &[&Planned]) {
+    let lock = match crate::pipeline::records::lock_store(session, true) {
+        Ok(Some(lock)) => lock,
+        // Read-only: nothing is recorded, by the recording either.
+        Ok(None) => return,
+        Err(e) => {
+            style::warn(format!(
+                "{e:#}: the failures are recorded by the recording alone"
+            ));
+            return;
+        }
+    };
+    for planned in failed {
+        let key = &session.built.binaries[planned.case.binary].key;
+        if let Loaded::Found(mut record) = session.store.load(key, &planned.case.name) {
+            record.outcome = Outcome::Failed;
+            if let Err(e) = session.store.save(&record) {
+                style::warn(format!(
+                    "cannot mark {key} {} failed: {e}",
+                    planned.case.name
+                ));
+            }
+        }
+    }
+    drop(lock);
 }
