@@ -11,7 +11,8 @@
 //! report ([`output`]). [`commands`] holds one module per subcommand;
 //! [`git`] the repository and the worktrees of other commits.
 //!
-//! Layers, each importing only those before it: [`cli`] and [`style`];
+//! Layers, each importing only those before it: [`cli`], [`style`] and
+//! [`seal_key`];
 //! [`cargo`] and [`git`]; [`run`]; [`session`]; [`output`]; [`pipeline`];
 //! [`commands`], which nothing imports.
 
@@ -22,6 +23,7 @@ mod git;
 mod output;
 mod pipeline;
 mod run;
+mod seal_key;
 mod session;
 mod style;
 
@@ -33,6 +35,8 @@ use std::process::ExitCode;
 const TESTS_FAILED: u8 = 101;
 
 fn main() -> ExitCode {
+    // First: it takes a variable out of the environment.
+    seal_key::take();
     // nextest's target runner (`cargo ekstazi nextest`): first, because
     // nextest runs it in the environment of the instrumented build, which
     // would make this process the rustc wrapper.

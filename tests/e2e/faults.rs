@@ -605,3 +605,35 @@ fn hostile_archives_are_refused_in_bounded_memory_and_leave_nothing_behind() {
         assert!(scratch.is_empty(), "{name}: {scratch:?}");
     }
 }
+
+#[test]
+fn with_a_seal_key_a_state_sealed_without_it_is_refused_and_everything_runs() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    let keyed = [("EKSTAZI_SEAL_KEY", "the CI's secret")];
+    // Sealed without the key: not trusted; every test runs, and says why.
+    let selected = f.selected_with(&[], &keyed);
+    assert_eq!(selected.len(), 5, "{selected:?}");
+    assert!(
+        selected
+            .iter()
+            .all(|(_, reasons)| reasons.iter().any(|r| r.contains("sealed without the key"))),
+        "{selected:?}"
+    );
+    let run = f.run_with(&["test"], &keyed);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.ran().len(), 5, "{run:?}");
+    // The key on both sides: selection as without one.
+    assert!(f.selected_with(&[], &keyed).is_empty());
+    f.edit("src/lib.rs", "a * b", "b * a");
+    let selected: Vec<String> = f
+        .selected_with(&[], &keyed)
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    assert_eq!(selected, ["verdicts::verdicts multiplies"]);
+    // Another key, or none, trusts none of it.
+    let other = [("EKSTAZI_SEAL_KEY", "a guess")];
+    assert_eq!(f.selected_with(&[], &other).len(), 5);
+    assert_eq!(f.selected(&[]).len(), 5);
+}

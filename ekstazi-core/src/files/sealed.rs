@@ -9,8 +9,37 @@
 //! completely. Anything else is a [`DecodeError`]. The magic tells the kinds
 //! apart (`EKZR` a record, see `model::record`; the others are named where
 //! their files are written).
+//!
+//! The digest detects damage, not forgery: anyone can compute it. With a
+//! key ([`use_key`], from a secret a CI sets), the digest is blake3's keyed
+//! hash instead, which no one without the secret can compute; a file
+//! sealed without the key is then refused ([`DecodeError::Unkeyed`]), so
+//! its test runs. One key holds for the whole process.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
+
+/// The key every seal of this process is made and checked with, if any.
+static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+
+/// Seals and checks every file with a key derived from `secret`, from now
+/// on (once per process; a second call changes nothing).
+pub fn use_key(secret: &[u8]) {
+    let _ = KEY.set(blake3::derive_key("cargo-ekstazi 2026 seal key", secret));
+}
+
+/// Whether seals are keyed.
+pub fn keyed() -> bool {
+    KEY.get().is_some()
+}
+
+/// The digest that seals `signed`: keyed when there is a key.
+fn digest_of(key: Option<&[u8; 32]>, signed: &[u8]) -> blake3::Hash {
+    match key {
+        Some(key) => blake3::keyed_hash(key, signed),
+        None => blake3::hash(signed),
+    }
+}
 
 /// Bumped whenever the body or the meaning of a checksum changes.
 pub const FORMAT_VERSION: u16 = 11;
@@ -20,13 +49,17 @@ const DIGEST: usize = 32;
 
 /// Wraps a serialised body: magic, format version, length, body, digest.
 pub(crate) fn seal(magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
+    seal_with(KEY.get(), magic, body)
+}
+
+fn seal_with(key: Option<&[u8; 32]>, magic: &[u8; 4], body: &[u8]) -> Vec<u8> {
     let body_len = u32::try_from(body.len()).expect("a body fits in 4 GiB");
     let mut out = Vec::with_capacity(HEADER + body.len() + DIGEST);
     out.extend_from_slice(magic);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&body_len.to_le_bytes());
     out.extend_from_slice(body);
-    let digest = blake3::hash(&out);
+    let digest = digest_of(key, &out);
     out.extend_from_slice(digest.as_bytes());
     out
 }
@@ -47,6 +80,14 @@ pub(crate) fn open<'a, T: serde::Deserialize<'a>>(
 
 /// Checks sealed bytes whole and returns their body, undecoded.
 pub(crate) fn open_raw<'a>(magic: &[u8; 4], bytes: &'a [u8]) -> Result<&'a [u8], DecodeError> {
+    open_raw_with(KEY.get(), magic, bytes)
+}
+
+fn open_raw_with<'a>(
+    key: Option<&[u8; 32]>,
+    magic: &[u8; 4],
+    bytes: &'a [u8],
+) -> Result<&'a [u8], DecodeError> {
     if bytes.len() < HEADER + DIGEST {
         return Err(DecodeError::Truncated);
     }
@@ -66,7 +107,11 @@ pub(crate) fn open_raw<'a>(magic: &[u8; 4], bytes: &'a [u8]) -> Result<&'a [u8],
         });
     }
     let (signed, digest) = bytes.split_at(HEADER + body_len);
-    if blake3::hash(signed).as_bytes() != digest {
+    if digest_of(key, signed).as_bytes() != digest {
+        // Intact, but sealed by someone without the key.
+        if key.is_some() && blake3::hash(signed).as_bytes() == digest {
+            return Err(DecodeError::Unkeyed);
+        }
         return Err(DecodeError::BadDigest);
     }
     Ok(&signed[HEADER..])
@@ -121,8 +166,10 @@ pub enum DecodeError {
     OtherVersion(u16),
     #[error("record length does not match its file")]
     BadLength,
-    #[error("record failed its integrity check")]
+    #[error("record failed its integrity check (damaged, or sealed with a key: EKSTAZI_SEAL_KEY)")]
     BadDigest,
+    #[error("record was sealed without the key (EKSTAZI_SEAL_KEY is set): not trusted")]
+    Unkeyed,
     #[error("record body does not decode")]
     BadBody,
     #[error("record names a path outside its anchor")]
@@ -136,6 +183,27 @@ pub enum DecodeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keyed_seal_opens_with_its_key_only() {
+        let (key, other) = ([1u8; 32], [2u8; 32]);
+        let keyed = seal_with(Some(&key), b"TEST", b"body");
+        let plain = seal_with(None, b"TEST", b"body");
+        assert_eq!(open_raw_with(Some(&key), b"TEST", &keyed), Ok(&b"body"[..]));
+        assert_eq!(
+            open_raw_with(Some(&key), b"TEST", &plain),
+            Err(DecodeError::Unkeyed)
+        );
+        assert_eq!(
+            open_raw_with(Some(&other), b"TEST", &keyed),
+            Err(DecodeError::BadDigest)
+        );
+        assert_eq!(
+            open_raw_with(None, b"TEST", &keyed),
+            Err(DecodeError::BadDigest)
+        );
+        assert_eq!(open_raw_with(None, b"TEST", &plain), Ok(&b"body"[..]));
+    }
 
     #[test]
     fn unpacking_stops_at_the_limit_whatever_the_frame_declares() {
