@@ -442,3 +442,38 @@ fn doctests_and_unit_tests_run_together_at_the_merge() {
     }
     assert_eq!(report["conflicts"], serde_json::json!([]), "{report}");
 }
+
+#[test]
+fn a_side_that_adds_a_file_to_a_listed_directory_meets_the_test_that_lists_it() {
+    let f = Fixture::new("history").in_git();
+    // A test that lists a directory and allows it two entries.
+    f.write("data/base.txt", "base\n");
+    f.write(
+        "tests/listing.rs",
+        "#[test]\nfn at_most_two_entries() {\n    let n = std::fs::read_dir(\"data\").unwrap().count();\n    assert!(n <= 2, \"{n} entries\");\n}\n",
+    );
+    f.git(&["add", "-A"]);
+    f.commit("a listing test");
+    // Each side adds one file there: two entries each, three at the merge.
+    let add = |name: &'static str| {
+        move |f: &Fixture| {
+            f.write(&format!("data/{name}"), "x\n");
+            f.git(&["add", "-A"]);
+            f.commit(name);
+        }
+    };
+    merged(&f, add("a.txt"), add("b.txt"));
+    let report = merge_check(&f, &[], 101);
+    const LISTING: &str = "shop::listing at_most_two_entries";
+    assert_eq!(strings(&report["both_sides"]), [LISTING], "{report}");
+    let conflicts = report["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{report}");
+    assert_eq!(conflicts[0]["test"], LISTING);
+    assert_eq!(conflicts[0]["kind"], "semantic conflict");
+    let changes = strings(&conflicts[0]["changes"]);
+    assert!(
+        changes.contains(&"parent 1: directory listing changed: data".to_owned())
+            && changes.contains(&"parent 2: directory listing changed: data".to_owned()),
+        "{changes:?}"
+    );
+}

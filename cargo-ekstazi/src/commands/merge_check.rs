@@ -165,6 +165,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
                 if let Some(e) = at.evidence.get(test) {
                     all.executed.extend(&e.executed);
                     all.files.extend(e.files.iter().cloned());
+                    all.listed.extend(e.listed.iter().cloned());
                 }
             }
             (test, all)
@@ -447,10 +448,21 @@ fn from_records(
             }
         }
         for dep in &record.deps {
-            if let Target::Content(path) | Target::Kind { path, .. } = &dep.target
-                && path.anchor() == Anchor::Workspace
-            {
-                e.files.insert(path.rel().to_string_lossy().into_owned());
+            match &dep.target {
+                Target::Content(path)
+                | Target::Kind { path, .. }
+                | Target::Program(path)
+                | Target::Link(path)
+                | Target::Resolved(path)
+                | Target::Library(path)
+                    if path.anchor() == Anchor::Workspace =>
+                {
+                    e.files.insert(path.rel().to_string_lossy().into_owned());
+                }
+                Target::Listing(dir) if dir.anchor() == Anchor::Workspace => {
+                    e.listed.insert(dir.rel().to_string_lossy().into_owned());
+                }
+                _ => {}
             }
         }
         let id = (record.binary.clone(), record.test.clone());

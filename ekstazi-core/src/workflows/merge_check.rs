@@ -8,7 +8,9 @@
 //! *changed* a function whose fingerprint differs, *added* one the base
 //! lacks and *removed* one it lacks itself. A test *meets* a side when a
 //! record of it at the base or at a parent executed a function that side
-//! changed or removed, or read a file it changed. A test that meets two or
+//! changed or removed, depended on a file it changed (read it, looked it
+//! up or found it absent, ran it, loaded it, followed it), or listed the
+//! directory of a file it added, removed or changed. A test that meets two or
 //! more sides is where their changes can collide without a textual
 //! conflict: it runs at the merge, with the tests a side added or changed.
 //!
@@ -133,11 +135,13 @@ pub struct Side {
 }
 
 /// What the records of one test at the base and the parents show it
-/// touched: functions by stable name, files as records name them.
+/// touched: functions by stable name, files and listed directories as
+/// records name them (relative to the workspace; `""` is its root).
 #[derive(Clone, Debug, Default)]
 pub struct Evidence {
     pub executed: HashSet<u64>,
     pub files: HashSet<String>,
+    pub listed: HashSet<String>,
 }
 
 /// Per side met, the changes of that side the test touched (functions,
@@ -157,6 +161,18 @@ pub fn sides_met(sides: &[Side], evidence: &Evidence) -> BTreeMap<usize, Vec<Str
                 .filter(|f| evidence.files.contains(*f))
                 .map(|f| format!("file changed: {f}")),
         );
+        let listed: BTreeSet<&str> = side
+            .files
+            .iter()
+            .map(|f| f.rsplit_once('/').map_or("", |(dir, _)| dir))
+            .filter(|dir| evidence.listed.contains(*dir))
+            .collect();
+        touched.extend(listed.into_iter().map(|dir| {
+            format!(
+                "directory listing changed: {}",
+                if dir.is_empty() { "." } else { dir }
+            )
+        }));
         if !touched.is_empty() {
             met.insert(i, touched);
         }
@@ -433,7 +449,7 @@ mod tests {
         ];
         let total = Evidence {
             executed: [1, 2, 9].into(),
-            files: HashSet::new(),
+            ..Evidence::default()
         };
         let met = sides_met(&sides, &total);
         assert_eq!(met.keys().copied().collect::<Vec<_>>(), [0, 1]);
@@ -441,6 +457,7 @@ mod tests {
         let reads_rates = Evidence {
             executed: [1].into(),
             files: ["rates.txt".to_owned()].into(),
+            ..Evidence::default()
         };
         assert_eq!(
             sides_met(&sides, &reads_rates)[&1],
@@ -448,9 +465,24 @@ mod tests {
         );
         let only_tax = Evidence {
             executed: [2].into(),
-            files: HashSet::new(),
+            ..Evidence::default()
         };
         assert_eq!(sides_met(&sides, &only_tax).len(), 1);
+        // A side that adds a file to a directory the test lists, another
+        // that adds one at the root it lists.
+        let sides = [side(&[], &["data/a.txt"]), side(&[], &["b.txt"])];
+        let lists = Evidence {
+            listed: ["data".to_owned(), String::new()].into(),
+            ..Evidence::default()
+        };
+        let met = sides_met(&sides, &lists);
+        assert_eq!(met[&0], ["directory listing changed: data"]);
+        assert_eq!(met[&1], ["directory listing changed: ."]);
+        let lists_elsewhere = Evidence {
+            listed: ["other".to_owned()].into(),
+            ..Evidence::default()
+        };
+        assert!(sides_met(&sides, &lists_elsewhere).is_empty());
     }
 
     #[test]
@@ -533,7 +565,7 @@ mod tests {
         ];
         let tests = [Evidence {
             executed: [2, 3].into(),
-            files: HashSet::new(),
+            ..Evidence::default()
         }];
         assert_eq!(
             untested(&sides, &tests, &Calls::default(), &[]),
@@ -556,7 +588,7 @@ mod tests {
         ];
         let test = |executed: &[u64]| Evidence {
             executed: executed.iter().copied().collect(),
-            files: HashSet::new(),
+            ..Evidence::default()
         };
         let tests = [test(&[10, 1]), test(&[10, 2]), test(&[10, 3, 4])];
         let mut calls = Calls::default();
