@@ -350,6 +350,14 @@ fn a_prospective_merge_is_checked_without_touching_the_checkout() {
     );
     assert_eq!(f.git(&["show-ref"]), refs, "no branch moved");
     assert_eq!(f.git(&["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+    // The merge it made is no branch's: nothing is filed under it, while
+    // the parents' builds are.
+    let merge = report["merge"].as_str().unwrap();
+    let history = f.run(&["history", "list", "--json"]);
+    assert_eq!(history.code(), Some(0), "{history:?}");
+    assert!(!history.stdout.contains(merge), "{history:?}");
+    let parent = report["parents"][0].as_str().unwrap();
+    assert!(history.stdout.contains(parent), "{history:?}");
     assert_eq!(
         f.git(&["status", "--porcelain", "--untracked-files=no"]),
         ""

@@ -523,7 +523,7 @@ fn build_and_run(
     commit: &str,
     tests: &[TestId],
 ) -> Result<(Answer, usize)> {
-    let ran = worktree.run(commit, tests)?;
+    let ran = worktree.run(commit, tests, true)?;
     let Some(outcomes) = ran.outcomes else {
         return Ok((Answer::Skip, 0));
     };

@@ -201,9 +201,10 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         HashMap::new()
     } else {
         // A prospective merge is a commit of its own by now (detached, in
-        // the object database), so it is checked out like any other.
+        // the object database), so it is checked out like any other; no
+        // branch holds it, so what its run learns is not filed.
         worktree
-            .run(&merge, &selected)?
+            .run(&merge, &selected, !prospective)?
             .outcomes
             .with_context(|| {
                 format!(
@@ -386,7 +387,7 @@ fn survey_filed(store: &Store, commit: &str, cargo: &CargoOpts) -> Option<Survey
 
 /// A commit built and every test run there, in the worktree.
 fn survey_built(worktree: &mut Worktree, commit: &str, what: &str) -> Result<Survey> {
-    let ran = worktree.run(commit, &[])?;
+    let ran = worktree.run(commit, &[], true)?;
     let store = ran.store();
     let Some(outcomes) = &ran.outcomes else {
         bail!(

@@ -153,8 +153,11 @@ impl Worktree {
         Ok(())
     }
 
-    /// Builds and runs `tests` (every test when empty) at `commit`.
-    pub fn run(&mut self, commit: &str, tests: &[TestId]) -> Result<Ran> {
+    /// Builds and runs `tests` (every test when empty) at `commit`; what
+    /// the run files there joins the user's history unless `file` is
+    /// false (a commit no branch holds, such as a prospective merge, would
+    /// only use up the history's budget).
+    pub fn run(&mut self, commit: &str, tests: &[TestId], file: bool) -> Result<Ran> {
         self.checkout(commit)?;
         style::note(format!(
             "building and running the tests at {}",
@@ -228,8 +231,10 @@ impl Worktree {
             state,
         };
         // What the run filed at this commit joins the history.
-        ekstazi_core::storage::merge_state::merge_filed(&self.store, &ran.store())
-            .context("cannot keep what the build learnt")?;
+        if file {
+            ekstazi_core::storage::merge_state::merge_filed(&self.store, &ran.store())
+                .context("cannot keep what the build learnt")?;
+        }
         let Ok(text) = std::fs::read_to_string(&report) else {
             return Ok(ran);
         };
