@@ -470,7 +470,7 @@ fn a_damaged_shim_of_the_right_length_is_replaced() {
 }
 
 #[test]
-fn a_forged_record_dated_in_the_future_is_not_merged() {
+fn a_forged_record_dated_in_the_future_is_neither_imported_nor_merged() {
     use ekstazi_core::model::record::Outcome;
     use ekstazi_core::storage::store::{Loaded, Store};
     let f = Fixture::new("verdicts");
@@ -488,6 +488,22 @@ fn a_forged_record_dated_in_the_future_is_not_merged() {
     record.recorded_at_ms = u64::MAX;
     Store::new(forged.path()).save(&record).unwrap();
 
+    // As an archive, imported, then as a shard's state, merged.
+    let archive = f.tmp().join("forged.tar.zst");
+    let export = f.run(&[
+        "history",
+        "export",
+        archive.to_str().unwrap(),
+        "--state-dir",
+        forged.path().to_str().unwrap(),
+    ]);
+    assert_eq!(export.code(), Some(0), "{export:?}");
+    let import = f.run(&["history", "import", archive.to_str().unwrap()]);
+    assert_eq!(import.code(), Some(0), "{import:?}");
+    assert!(
+        import.stderr.contains("after this machine's clock"),
+        "{import:?}"
+    );
     let run = f.run(&["merge-state", forged.path().to_str().unwrap()]);
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(run.stderr.contains("after this machine's clock"), "{run:?}");
