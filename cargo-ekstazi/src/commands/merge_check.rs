@@ -166,6 +166,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
                     all.executed.extend(&e.executed);
                     all.files.extend(e.files.iter().cloned());
                     all.listed.extend(e.listed.iter().cloned());
+                    all.reads_env |= e.reads_env;
                 }
             }
             (test, all)
@@ -463,6 +464,7 @@ fn from_records(
                 Target::Listing(dir) if dir.anchor() == Anchor::Workspace => {
                     e.listed.insert(dir.rel().to_string_lossy().into_owned());
                 }
+                Target::Env(_) | Target::Environment => e.reads_env = true,
                 _ => {}
             }
         }

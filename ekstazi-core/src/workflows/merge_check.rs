@@ -9,8 +9,10 @@
 //! lacks and *removed* one it lacks itself. A test *meets* a side when a
 //! record of it at the base or at a parent executed a function that side
 //! changed or removed, depended on a file it changed (read it, looked it
-//! up or found it absent, ran it, loaded it, followed it), or listed the
-//! directory of a file it added, removed or changed. A test that meets two or
+//! up or found it absent, ran it, loaded it, followed it), listed the
+//! directory of a file it added, removed or changed, or read the
+//! environment while the side changed a cargo configuration file (whose
+//! `[env]` sets variables for tests). A test that meets two or
 //! more sides is where their changes can collide without a textual
 //! conflict: it runs at the merge, with the tests a side added or changed.
 //!
@@ -142,6 +144,16 @@ pub struct Evidence {
     pub executed: HashSet<u64>,
     pub files: HashSet<String>,
     pub listed: HashSet<String>,
+    /// It read an environment variable, or walked them all.
+    pub reads_env: bool,
+}
+
+/// Whether `file` (relative to the workspace) is a cargo configuration
+/// file, which can set the environment tests are given (`[env]`).
+fn is_cargo_config(file: &str) -> bool {
+    let name = file.rsplit_once('/').map_or(file, |(_, name)| name);
+    let dir = file.rsplit_once('/').map_or("", |(dir, _)| dir);
+    (dir == ".cargo" || dir.ends_with("/.cargo")) && (name == "config.toml" || name == "config")
 }
 
 /// Per side met, the changes of that side the test touched (functions,
@@ -173,6 +185,14 @@ pub fn sides_met(sides: &[Side], evidence: &Evidence) -> BTreeMap<usize, Vec<Str
                 if dir.is_empty() { "." } else { dir }
             )
         }));
+        if evidence.reads_env {
+            touched.extend(
+                side.files
+                    .iter()
+                    .filter(|f| is_cargo_config(f))
+                    .map(|f| format!("cargo configuration changed (the environment): {f}")),
+            );
+        }
         if !touched.is_empty() {
             met.insert(i, touched);
         }
@@ -483,6 +503,19 @@ mod tests {
             ..Evidence::default()
         };
         assert!(sides_met(&sides, &lists_elsewhere).is_empty());
+        // A side that changes a cargo configuration meets a test that read
+        // the environment, and no other.
+        let sides = [side(&[], &[".cargo/config.toml"]), side(&[], &["x.txt"])];
+        let reads_env = Evidence {
+            reads_env: true,
+            ..Evidence::default()
+        };
+        assert_eq!(
+            sides_met(&sides, &reads_env)[&0],
+            ["cargo configuration changed (the environment): .cargo/config.toml"]
+        );
+        assert_eq!(sides_met(&sides, &reads_env).len(), 1);
+        assert!(sides_met(&sides, &Evidence::default()).is_empty());
     }
 
     #[test]
