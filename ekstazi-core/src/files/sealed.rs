@@ -166,7 +166,7 @@ pub enum DecodeError {
     OtherVersion(u16),
     #[error("record length does not match its file")]
     BadLength,
-    #[error("record failed its integrity check (damaged, or sealed with a key: EKSTAZI_SEAL_KEY)")]
+    #[error("record failed its integrity check")]
     BadDigest,
     #[error("record was sealed without the key (EKSTAZI_SEAL_KEY is set): not trusted")]
     Unkeyed,
