@@ -51,7 +51,7 @@ pub struct Counted {
 /// Why an archive cannot be imported at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("the file holds records of format {0}; this cargo-ekstazi reads v{FORMAT_VERSION}")]
     OtherVersion(String),
