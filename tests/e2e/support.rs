@@ -355,11 +355,18 @@ impl Fixture {
     }
 
     /// Waits until no verdict-first recording runs in the background on
-    /// this fixture's state directory (its process id file is gone).
+    /// this fixture's state directory: its process id file is gone, or
+    /// names a process that has ended.
     pub fn wait_for_background_recording(&self) {
         let pid_file = self.dir.join(".ekstazi/recording.pid");
+        let running = || {
+            std::fs::read_to_string(&pid_file).is_ok_and(|pid| {
+                std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                    .is_ok_and(|stat| !stat.contains(") Z "))
+            })
+        };
         let since = std::time::Instant::now();
-        while pid_file.exists() {
+        while running() {
             assert!(
                 since.elapsed() < std::time::Duration::from_secs(300),
                 "the background recording never ended: {}",
