@@ -187,6 +187,11 @@ pub struct TestArgs {
     /// Run every test like `cargo test`: no selection, no shim, no records [env: EKSTAZI_SKIPME]
     #[arg(long, help_heading = "Selection")]
     pub skipme: bool,
+    /// Run every test, as --forceall does, and report what the selection
+    /// would have skipped, any of those that failed (a miss, exit status
+    /// 102) and the time it would have saved
+    #[arg(long, help_heading = "Selection", conflicts_with = "verdict_first")]
+    pub audit: bool,
     /// Give the selected tests' verdicts first, run as `cargo test` runs
     /// them, and record them after, in the background (`=false` turns off
     /// what the configuration turns on) [env: EKSTAZI_VERDICT_FIRST]

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod audit;
 mod bisect;
 mod capture;
 mod doctests;

@@ -379,8 +379,21 @@ pub struct RunJson {
     /// run in the background.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub verdict_first: bool,
+    /// With `--audit`: what the selection would have skipped, the misses,
+    /// and the time it would have saved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditJson>,
     pub binaries: Vec<RunBinary>,
     pub tests: Vec<RunTest>,
+}
+
+/// `--audit`: the tests the selection would have skipped, those of them
+/// that failed (the misses), and what they took in this run.
+#[derive(Serialize)]
+pub struct AuditJson {
+    pub would_skip: Vec<String>,
+    pub missed: Vec<String>,
+    pub seconds_saved: f64,
 }
 
 /// A test binary the run built, and the workspace's programs its tests
@@ -447,6 +460,7 @@ pub fn run_json(
     RunJson {
         timings,
         verdict_first: false,
+        audit: None,
         binaries,
         tests,
     }

@@ -4,6 +4,7 @@
 //! → run (the scheduler, [`run_tests`]) → record (each finished test, as it
 //! finishes, [`Runner::record`]) → report ([`report`]).
 
+mod audit;
 mod verdict_first;
 
 use crate::cargo::libtest::TestCase;
@@ -33,6 +34,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let failed_in_verdicts = background::failed_in_verdicts()?;
     let start = Instant::now();
     let in_background = failed_in_verdicts.is_some();
+    let auditing = args.audit;
     let mut request = request(args)?;
     if in_background {
         // The reports the user asked for are the verdict run's.
@@ -40,7 +42,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         request.junit = None;
     }
     let mut session = pipeline::prepare(request)?;
-    let verdicts_first = !in_background && verdict_first::applies(&session);
+    // Decided before anything is recorded, as a run without it would.
+    let would = auditing.then(|| audit::would_be_plan(&mut session));
+    let verdicts_first = !in_background && !auditing && verdict_first::applies(&session);
     let lock = pipeline::open_records(&session, !verdicts_first)?;
     let recording = lock.is_some();
     let (plan, tally, nothing) = pipeline::plan(&mut session, recording)?;
@@ -72,21 +76,24 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     if in_background {
         background::finished(session.store.root());
     }
+    let audit = would
+        .as_deref()
+        .map(|would| audit::judge(&session, would, &selected, &ran.results));
     report(
         &session,
-        &plan,
-        &selected,
+        (&plan, &selected),
         &ran,
+        audit.as_ref(),
         start.elapsed(),
         &mut stdout,
     )?;
-    Ok(exit_code(
-        &session,
-        ended,
-        &ran.tally,
-        selected.len(),
-        recording,
-    ))
+    let code = exit_code(&session, ended, &ran.tally, selected.len(), recording);
+    Ok(match &audit {
+        Some(audit) if !audit.missed.is_empty() && ended == Ended::Completed => {
+            ExitCode::from(audit::MISSED)
+        }
+        _ => code,
+    })
 }
 
 /// What the command line asks: libtest's arguments parsed first.
@@ -345,9 +352,9 @@ impl<W: Write> Runner<'_, W> {
 /// and the notes.
 fn report(
     session: &Session,
-    plan: &[Planned],
-    selected: &[&Planned],
+    (plan, selected): (&[Planned], &[&Planned]),
     ran: &Ran,
+    audit: Option<&audit::Audit>,
     elapsed: Duration,
     stdout: &mut impl Write,
 ) -> Result<()> {
@@ -361,7 +368,8 @@ fn report(
         })
         .collect();
     if let Some(path) = &options.report_json {
-        let json = report::run_json(session, plan, &outcomes, elapsed);
+        let mut json = report::run_json(session, plan, &outcomes, elapsed);
+        json.audit = audit.map(audit::Audit::json);
         std::fs::write(path, serde_json::to_vec_pretty(&json)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -370,6 +378,9 @@ fn report(
     }
     report::print_failures(stdout, &ran.failures)?;
     report::print_summary(stdout, &ran.written.errors, &ran.tally, elapsed)?;
+    if let Some(audit) = audit {
+        audit::print(stdout, audit, plan.len())?;
+    }
     let slow = &ran.tally.slow;
     if !slow.is_empty() {
         writeln!(

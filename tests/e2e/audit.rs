@@ -1,0 +1,69 @@
+//! `cargo ekstazi test --audit`: every test runs, and the run says what the
+//! selection would have skipped, and which of those failed (a miss).
+
+use crate::support::Fixture;
+
+const LIMIT_TEST: &str = "verdicts::audit reads_the_limit";
+
+/// The fixture with a test that reads `data/limit.txt`, told to ignore it.
+fn fixture() -> Fixture {
+    let f = Fixture::new("verdicts");
+    f.write("data/limit.txt", "5\n");
+    f.write(
+        "tests/audit.rs",
+        "#[test]\nfn reads_the_limit() {\n    let limit: u32 = std::fs::read_to_string(\"data/limit.txt\").unwrap().trim().parse().unwrap();\n    assert!(limit < 10, \"the limit is {limit}\");\n}\n",
+    );
+    f
+}
+
+#[test]
+fn a_test_skipped_on_an_ignored_file_that_now_fails_is_a_miss() {
+    let f = fixture();
+    let ignore = ["--ignore-path", "data/limit.txt"];
+    f.test_ok(&ignore);
+    // The file the user told it to ignore changes, and the test now fails:
+    // the selection skips it.
+    f.write("data/limit.txt", "50\n");
+    assert!(f.selected(&ignore).is_empty());
+
+    let json = f.tmp().join("audit.json");
+    let mut args = vec!["test", "--audit", "--report-json", json.to_str().unwrap()];
+    args.extend(ignore);
+    let run = f.run(&args);
+    assert_eq!(run.code(), Some(102), "a miss: {run:?}");
+    assert_eq!(run.ran().len(), 6, "every test ran: {run:?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "MISS {LIMIT_TEST}: skipped on the word of its current record"
+        )),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("would have skipped 6 of 6 tests"),
+        "{run:?}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["audit"]["missed"], serde_json::json!([LIMIT_TEST]));
+    assert_eq!(report["audit"]["would_skip"].as_array().unwrap().len(), 6);
+    assert!(report["audit"]["seconds_saved"].as_f64().unwrap() > 0.0);
+    // Records were rewritten, as by --forceall: the failure is on record.
+    let selected: Vec<String> = f.selected(&ignore).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(selected, [LIMIT_TEST]);
+}
+
+#[test]
+fn an_audit_without_a_miss_exits_as_cargo_test_does() {
+    let f = fixture();
+    f.test_ok(&[]);
+    f.edit("src/lib.rs", "a * b", "b * a");
+    let run = f.run(&["test", "--audit"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.ran().len(), 6, "{run:?}");
+    // All but the test of the edited function would have been skipped.
+    assert!(
+        run.stdout.contains("would have skipped 5 of 6 tests"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("no miss"), "{run:?}");
+    assert!(f.selected(&[]).is_empty());
+}
