@@ -67,3 +67,53 @@ fn an_audit_without_a_miss_exits_as_cargo_test_does() {
     assert!(run.stdout.contains("no miss"), "{run:?}");
     assert!(f.selected(&[]).is_empty());
 }
+
+#[test]
+fn with_nothing_changed_every_passing_test_would_be_skipped_and_the_saving_is_their_time() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    let json = f.tmp().join("audit.json");
+    let run = f.run(&["test", "--audit", "--report-json", json.to_str().unwrap()]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let audit = &report["audit"];
+    assert_eq!(audit["would_skip"].as_array().unwrap().len(), 5, "{audit}");
+    assert_eq!(audit["missed"], serde_json::json!([]));
+    // The time saved is what those tests took, as their records now say.
+    let recorded: f64 = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["duration"].as_f64().unwrap())
+        .sum();
+    let saved = audit["seconds_saved"].as_f64().unwrap();
+    assert!(
+        (saved - recorded).abs() < 1e-3,
+        "{saved} against {recorded}"
+    );
+}
+
+#[test]
+fn a_commit_whose_message_says_ekstazi_all_runs_every_test_and_says_why() {
+    let f = Fixture::new("verdicts").in_git();
+    f.test_ok(&[]);
+    f.edit("src/lib.rs", "a * b", "b * a");
+    f.git(&[
+        "commit",
+        "-q",
+        "-a",
+        "-m",
+        "swap the factors\n\nEkstazi: all",
+    ]);
+    let run = f.test_ok(&[]);
+    assert_eq!(run.ran().len(), 5, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("running every test: HEAD's message has the trailer `Ekstazi: all`"),
+        "{run:?}"
+    );
+    // A later commit without it selects again.
+    f.edit("src/lib.rs", "b * a", "a.wrapping_mul(b)");
+    f.commit("multiply without overflow checks");
+    assert_eq!(f.test_ok(&[]).ran().len(), 1);
+}

@@ -108,6 +108,22 @@ impl Repo {
     }
 }
 
+/// The values of the trailer `key` (`Key: value` lines at the end of the
+/// message, as `git interpret-trailers` reads them) in `HEAD`'s message;
+/// none outside a repository.
+pub fn head_trailers(dir: &Path, key: &str) -> Vec<String> {
+    let format = format!("--format=%(trailers:key={key},valueonly,separator=%x00)");
+    git(dir, &["log", "-1", &format, "HEAD"])
+        .map(|out| {
+            out.trim_end_matches('\n')
+                .split('\0')
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn is_clean(dir: &Path) -> Option<bool> {
     git(dir, &["status", "--porcelain", "--untracked-files=no"]).map(|s| s.is_empty())
 }
