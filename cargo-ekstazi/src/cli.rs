@@ -178,6 +178,10 @@ pub struct TestArgs {
     /// Accepted for compatibility with `cargo test`: every selected test always runs
     #[arg(long, help_heading = "Running")]
     pub no_fail_fast: bool,
+    /// Run a failed test again, in a fresh process, up to N times; one that
+    /// then passes is reported flaky and runs next time [env: EKSTAZI_RETRIES]
+    #[arg(long, value_name = "N", help_heading = "Running")]
+    pub retries: Option<usize>,
     /// Kill a test that runs longer than this many seconds (it counts as failed) [env: EKSTAZI_TIMEOUT]
     #[arg(long, value_name = "SECS", value_parser = parse_seconds, help_heading = "Running")]
     pub timeout: Option<f64>,
@@ -229,6 +233,7 @@ impl TestArgs {
             timeout: self.timeout,
             slow_timeout: self.slow_timeout,
             verdict_first: self.verdict_first,
+            retries: self.retries,
             ..self.selection.layer()
         }
     }

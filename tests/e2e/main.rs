@@ -3,7 +3,7 @@
 
 mod support;
 
-mod audit;
+mod adoption;
 mod bisect;
 mod capture;
 mod doctests;

@@ -393,6 +393,7 @@ fn record_of(session: &Session, ran: &Ran<'_>, job: usize, result: &results::Rep
             .map(|t| session.tmpdir_of(&planned.case, t)),
         partial: false,
         interrupted: false,
+        attempts: 1,
     };
     match &stamp {
         Some(stamp) => {

@@ -9,7 +9,7 @@ use crate::session::{Planned, Session};
 use anyhow::{Context, Result};
 use ekstazi_core::model::record::Outcome;
 use ekstazi_core::selection::filter::Decision;
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 use std::path::Path;
 use std::time::Duration;
 
@@ -62,6 +62,15 @@ fn case(
         status
     };
     let status = match result {
+        // A pass after a failure: nextest's way, a success with a flaky
+        // failure before it.
+        Some(result) if result.outcome == Outcome::Passed && result.flaky => {
+            let mut status = TestCaseStatus::success();
+            let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+            rerun.set_message("failed before it passed (--retries)");
+            status.add_rerun(rerun);
+            status
+        }
         Some(result) if result.outcome == Outcome::Passed => TestCaseStatus::success(),
         Some(result) => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);

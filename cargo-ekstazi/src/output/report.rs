@@ -30,6 +30,8 @@ pub struct Tally {
     pub saved: Duration,
     /// Labels of the tests that ran longer than the slow threshold.
     pub slow: Vec<String>,
+    /// Labels of the tests that passed only after failing (`--retries`).
+    pub flaky: Vec<String>,
 }
 
 impl Tally {
@@ -105,6 +107,14 @@ pub fn nothing_to_run(tally: &Tally, selected: usize, planned: usize) -> Option<
 
 /// One line per finished test, in the spirit of cargo-nextest.
 pub fn finished_line(label: &str, finished: &Finished) -> String {
+    if finished.flaky() {
+        return format!(
+            "{SLOW}{:>12}{SLOW:#} [{:>8.3}s] {label} (passed on attempt {})",
+            "FLAKY",
+            finished.duration.as_secs_f64(),
+            finished.attempts
+        );
+    }
     let (status, style) = match finished.outcome {
         Outcome::Passed => ("PASS", PASS),
         Outcome::Failed => ("FAIL", FAIL),
@@ -415,6 +425,9 @@ pub struct RunTest {
     /// `passed`, `failed`, `crashed`, `timed out`; absent for a test that did not run.
     pub outcome: Option<&'static str>,
     pub duration: Option<f64>,
+    /// It passed only after failing (`--retries`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub flaky: bool,
     /// Skipped on the word of a record filed under another commit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vouched_by: Option<ekstazi_core::storage::history::candidates::Vouch>,
@@ -443,6 +456,7 @@ pub fn run_json(
             reasons: planned.reasons.iter().map(ToString::to_string).collect(),
             outcome: result.map(|r| r.outcome.as_str()),
             duration: result.map(|r| r.duration.as_secs_f64()),
+            flaky: result.is_some_and(|r| r.flaky),
             vouched_by: planned.vouched.clone(),
         })
         .collect();

@@ -51,6 +51,9 @@ pub struct RunConfig {
     pub slow: Duration,
     /// Start a libtest binary's tests from a fork server (needs the shim).
     pub fork_server: bool,
+    /// A test that did not pass runs again, in a fresh process, up to this
+    /// many times.
+    pub retries: usize,
 }
 
 /// What the runner reports while tests run.
@@ -80,6 +83,16 @@ pub struct Finished {
     /// Stopped because the run was interrupted: it did not finish, so it
     /// has no outcome and must leave its record alone.
     pub interrupted: bool,
+    /// How many times it ran (more than once with `--retries`); the
+    /// outcome, output and trace are the last run's.
+    pub attempts: u32,
+}
+
+impl Finished {
+    /// It passed, but only after failing: its outcome is not to be trusted.
+    pub fn flaky(&self) -> bool {
+        self.attempts > 1 && self.outcome == Outcome::Passed
+    }
 }
 
 /// How a test that ran ended, as the reports tell it.
@@ -90,6 +103,8 @@ pub struct RunResult {
     pub output: Vec<u8>,
     /// It failed at a merge, and passed at every parent.
     pub merge_conflict: bool,
+    /// It passed only after failing (`--retries`).
+    pub flaky: bool,
 }
 
 /// How a run ended.
@@ -181,7 +196,14 @@ pub fn run_all(
                     }
                     let job = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = jobs.get(job) else { break };
-                    let result = run_one(suite, config, running, &mut servers, job, case);
+                    let result = run_retried(
+                        suite,
+                        config,
+                        running,
+                        &mut servers,
+                        (job, case),
+                        &interrupted,
+                    );
                     if tx.send(result.map(Event::Finished)).is_err() {
                         break;
                     }
@@ -212,16 +234,44 @@ pub fn run_all(
     })
 }
 
+/// Runs a test, and again while it does not pass, up to `--retries` times,
+/// each in a fresh process with its own trace and `TMPDIR`.
+fn run_retried(
+    suite: &Suite<'_>,
+    config: &RunConfig,
+    running: &Running,
+    servers: &mut Servers,
+    (job, case): (usize, &TestCase),
+    interrupted: &impl Fn() -> bool,
+) -> Result<Finished> {
+    let mut finished = run_one(suite, config, running, servers, (job, 1), case)?;
+    while finished.outcome != Outcome::Passed
+        && !finished.interrupted
+        && !finished.partial
+        && (finished.attempts as usize) <= config.retries
+        && !interrupted()
+    {
+        let attempt = finished.attempts + 1;
+        let _ = std::fs::remove_file(&finished.trace);
+        finished = run_one(suite, config, running, servers, (job, attempt), case)?;
+        finished.attempts = attempt;
+    }
+    Ok(finished)
+}
+
 fn run_one(
     suite: &Suite<'_>,
     config: &RunConfig,
     running: &Running,
     servers: &mut Servers,
-    job: usize,
+    (job, attempt): (usize, u32),
     case: &TestCase,
 ) -> Result<Finished> {
     let binary = &suite.binaries[case.binary];
-    let trace = config.trace_dir.join(format!("{job}.trace"));
+    let trace = match attempt {
+        1 => config.trace_dir.join(format!("{job}.trace")),
+        n => config.trace_dir.join(format!("{job}.{n}.trace")),
+    };
     let tmpdir = match &config.tmp {
         Some(parent) => Some(
             crate::run::scratch::prepare_test_dir(parent, &binary.key, &case.name).with_context(
@@ -524,6 +574,7 @@ impl Ran {
             tmpdir,
             partial,
             interrupted: self.killed == Some(Kill::Interrupt),
+            attempts: 1,
         }
     }
 }

@@ -43,6 +43,7 @@
 //! private-tmpdir = true      # each test's own, empty TMPDIR
 //! fork-server = true         # start a binary's tests from one loaded process
 //! verdict-first = false      # verdicts at once, the recording in the background
+//! retries = 0                # reruns of a failed test (a pass then is flaky)
 //! state-dir = ".ekstazi"     # relative to the workspace root
 //! forceall = false
 //! skipme = false
@@ -139,6 +140,7 @@ pub struct RunConfig {
     pub private_tmpdir: Option<bool>,
     pub fork_server: Option<bool>,
     pub verdict_first: Option<bool>,
+    pub retries: Option<usize>,
     pub state_dir: Option<PathBuf>,
     pub forceall: Option<bool>,
     pub skipme: Option<bool>,

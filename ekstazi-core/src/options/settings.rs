@@ -22,6 +22,7 @@
 //! | a private `TMPDIR` per test | `--no-private-tmpdir` | `[run] private-tmpdir` | `EKSTAZI_PRIVATE_TMPDIR` |
 //! | tests started from a fork server | `--no-fork-server` | `[run] fork-server` | `EKSTAZI_FORK_SERVER` |
 //! | verdicts first, recording after | `--verdict-first` | `[run] verdict-first` | `EKSTAZI_VERDICT_FIRST` |
+//! | reruns of a failed test | `--retries` | `[run] retries` | `EKSTAZI_RETRIES` |
 //! | external tests | `--external` | `[network] always-run-external` | `EKSTAZI_EXTERNAL` |
 //! | always-run tests | `--always-run` | `[select] always-run` | `EKSTAZI_ALWAYS_RUN` |
 //! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
@@ -113,6 +114,7 @@ pub struct Layer {
     pub private_tmpdir: Option<bool>,
     pub fork_server: Option<bool>,
     pub verdict_first: Option<bool>,
+    pub retries: Option<usize>,
     pub external: Option<External>,
     pub always_run: Vec<String>,
     pub never_record: Vec<String>,
@@ -195,6 +197,18 @@ impl Layer {
             private_tmpdir: flag("EKSTAZI_PRIVATE_TMPDIR")?,
             fork_server: flag("EKSTAZI_FORK_SERVER")?,
             verdict_first: flag("EKSTAZI_VERDICT_FIRST")?,
+            retries: parsed("EKSTAZI_RETRIES")
+                .map(|v| {
+                    v.and_then(|v| {
+                        v.trim().parse::<usize>().map_err(|_| {
+                            error(
+                                "EKSTAZI_RETRIES",
+                                format!("`{v}` is not a number of reruns"),
+                            )
+                        })
+                    })
+                })
+                .transpose()?,
             external: parsed("EKSTAZI_EXTERNAL")
                 .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_EXTERNAL", m))))
                 .transpose()?,
@@ -256,6 +270,7 @@ impl Layer {
             private_tmpdir: run.private_tmpdir,
             fork_server: run.fork_server,
             verdict_first: run.verdict_first,
+            retries: run.retries,
             external: config.network.always_run_external.map(|always| {
                 if always {
                     External::AlwaysRun
@@ -305,6 +320,9 @@ pub struct Settings {
     /// (one process per binary, nothing traced); their recording after, in
     /// the background.
     pub verdict_first: bool,
+    /// A test that fails is run again, in a fresh process, up to this many
+    /// times; one that then passes is flaky, and its record never vouches.
+    pub retries: usize,
     pub external: External,
     pub always_run: TestPatterns,
     pub never_record: TestPatterns,
@@ -361,6 +379,7 @@ impl Settings {
             private_tmpdir: first!(private_tmpdir).unwrap_or(true),
             fork_server: first!(fork_server).unwrap_or(true),
             verdict_first: first!(verdict_first).unwrap_or(false),
+            retries: first!(retries).unwrap_or(0),
             external: first!(external).unwrap_or(External::AlwaysRun),
             always_run: patterns("always-run patterns", |l| &l.always_run)?,
             never_record: patterns("never-record patterns", |l| &l.never_record)?,

@@ -198,6 +198,7 @@ fn run_config(session: &Session, dirs: &RunDirs) -> RunConfig {
         timeout: settings.timeout,
         slow: settings.slow_timeout,
         fork_server: settings.fork_server,
+        retries: settings.retries,
     }
 }
 
@@ -259,12 +260,15 @@ impl<W: Write> Runner<'_, W> {
         } else {
             self.ran.tally.failed += 1;
         }
+        if finished.flaky() {
+            self.ran.tally.flaky.push(label.clone());
+        }
         self.record(planned, &finished, &label);
         let options = &self.session.options;
         let (quiet, show_output) = (options.cargo.quiet, options.harness.show_output);
         let (progress, stdout) = (&self.progress, &mut self.stdout);
         progress.suspend(|| {
-            if !quiet || !passed {
+            if !quiet || !passed || finished.flaky() {
                 let _ = writeln!(stdout, "{}", report::finished_line(&label, &finished));
             }
             if passed && show_output {
@@ -282,7 +286,10 @@ impl<W: Write> Runner<'_, W> {
             let mut record = recording::record_of(self.session, &planned.case, finished);
             let key = &self.session.built.binaries[planned.case.binary].key;
             let failed_in_verdicts = &self.recording.failed_in_verdicts;
-            if failed_in_verdicts.contains(&background::label(key, &planned.case.name)) {
+            // A pass after a failure is no witness: the test runs next time.
+            if finished.flaky()
+                || failed_in_verdicts.contains(&background::label(key, &planned.case.name))
+            {
                 record.outcome = Outcome::Failed;
             }
             self.ran.written.save(self.session, label, record);
@@ -299,6 +306,7 @@ impl<W: Write> Runner<'_, W> {
     ) -> (usize, RunResult) {
         let merge_conflict =
             finished.outcome != Outcome::Passed && self.passed_at_every_parent(planned);
+        let flaky = finished.flaky();
         let output = if finished.outcome == Outcome::Passed {
             Vec::new()
         } else {
@@ -315,6 +323,7 @@ impl<W: Write> Runner<'_, W> {
             duration: finished.duration,
             output,
             merge_conflict,
+            flaky,
         };
         (finished.job, result)
     }
@@ -380,6 +389,16 @@ fn report(
     report::print_summary(stdout, &ran.written.errors, &ran.tally, elapsed)?;
     if let Some(audit) = audit {
         audit::print(stdout, audit, plan.len())?;
+    }
+    let flaky = &ran.tally.flaky;
+    if !flaky.is_empty() {
+        writeln!(
+            stdout,
+            "{} flaky test{} (passed only after failing; they run next time): {}",
+            flaky.len(),
+            if flaky.len() == 1 { "" } else { "s" },
+            flaky.join(", ")
+        )?;
     }
     let slow = &ran.tally.slow;
     if !slow.is_empty() {

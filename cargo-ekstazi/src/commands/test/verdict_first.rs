@@ -138,6 +138,7 @@ fn write_json(
             duration: Duration::ZERO,
             output: Vec::new(),
             merge_conflict: false,
+            flaky: false,
         })
         .collect();
     let outcomes: Vec<Option<&RunResult>> = plan

@@ -1,5 +1,7 @@
-//! `cargo ekstazi test --audit`: every test runs, and the run says what the
-//! selection would have skipped, and which of those failed (a miss).
+//! What lets a team trust the selection: `--audit` (every test runs, and
+//! the run says what the selection would have skipped and which of those
+//! failed), the `Ekstazi: all` escape hatch, and flaky tests under
+//! `--retries`.
 
 use crate::support::Fixture;
 
@@ -116,4 +118,57 @@ fn a_commit_whose_message_says_ekstazi_all_runs_every_test_and_says_why() {
     f.edit("src/lib.rs", "b * a", "a.wrapping_mul(b)");
     f.commit("multiply without overflow checks");
     assert_eq!(f.test_ok(&[]).ran().len(), 1);
+}
+
+#[test]
+fn a_test_that_passes_on_its_second_attempt_is_flaky_and_runs_next_time() {
+    let f = Fixture::new("verdicts");
+    f.write(
+        "tests/flaky.rs",
+        "#[test]\nfn passes_on_its_second_attempt() {\n    let Some(file) = std::env::var_os(\"FIXTURE_ATTEMPTS\") else { return };\n    let n = std::fs::read_to_string(&file).map(|t| t.trim().parse::<u32>().unwrap()).unwrap_or(0) + 1;\n    std::fs::write(&file, n.to_string()).unwrap();\n    assert!(n >= 2, \"attempt {n}\");\n}\n",
+    );
+    let attempts = f.tmp().join("attempts");
+    let f = f.with_env("FIXTURE_ATTEMPTS", attempts.to_str().unwrap());
+    let (json, junit) = (f.tmp().join("run.json"), f.tmp().join("junit.xml"));
+    let run = f.test_ok(&[
+        "--retries",
+        "1",
+        "--report-json",
+        json.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    const FLAKY: &str = "verdicts::flaky passes_on_its_second_attempt";
+    assert!(
+        run.stdout
+            .contains(&format!("{FLAKY} (passed on attempt 2)")),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("1 flaky test"), "{run:?}");
+    assert_eq!(std::fs::read_to_string(&attempts).unwrap(), "2");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let flaky: Vec<&str> = report["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["flaky"] == true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(flaky, ["passes_on_its_second_attempt"]);
+    assert!(
+        std::fs::read_to_string(&junit)
+            .unwrap()
+            .contains("flakyFailure")
+    );
+    // A flaky pass is no witness: it runs next time, as failed.
+    let selected = f.selected(&[]);
+    let reasons = &selected
+        .iter()
+        .find(|(label, _)| label == FLAKY)
+        .unwrap_or_else(|| panic!("not selected: {selected:?}"))
+        .1;
+    assert!(
+        reasons.contains(&"failed last time".to_owned()),
+        "{reasons:?}"
+    );
 }
