@@ -106,6 +106,19 @@ The history keeps the newest 100 commits ([history] commits in
 .config/ekstazi.toml, or EKSTAZI_HISTORY_COMMITS); --no-history turns it off
 for one run, [history] enabled = false for the workspace.")]
     History(HistoryArgs),
+    /// What the selection saved: runs, tests selected and skipped, time
+    /// spent and saved, overall, per day and per commit
+    ///
+    /// From the log of the runs that recorded in this state directory
+    /// (`runs.log`, the newest 1 000). Time saved is estimated: the sum,
+    /// over the tests each run skipped, of the duration their records
+    /// give (their last run's).
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi stats              overall, the last 7 days, the last 10 commits
+  cargo ekstazi stats --summary    one line, for a CI job's summary
+  cargo ekstazi stats --json       one JSON object (docs/reference/json.md)")]
+    Stats(StatsArgs),
     /// Find the latest commit that broke tests, with as few builds as possible
     ///
     /// A commit is bad when one of the named tests fails there. The search
@@ -404,6 +417,22 @@ pub struct HistoryArgs {
     pub state_dir: Option<PathBuf>,
     /// Path to Cargo.toml (to find the workspace's state directory)
     #[arg(long, value_name = "PATH", global = true)]
+    pub manifest_path: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// One JSON object instead of tables
+    #[arg(long, conflicts_with = "summary")]
+    pub json: bool,
+    /// One line: runs, tests skipped, time saved
+    #[arg(long)]
+    pub summary: bool,
+    /// The state directory [default: <workspace>/.ekstazi] [env: EKSTAZI_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Path to Cargo.toml (to find the workspace's state directory)
+    #[arg(long, value_name = "PATH")]
     pub manifest_path: Option<PathBuf>,
 }
 

@@ -70,6 +70,7 @@ fn main() -> ExitCode {
         Command::Why(args) => commands::why::run(args),
         Command::MergeState(args) => commands::merge_state::run(args),
         Command::History(args) => commands::history::run(args),
+        Command::Stats(args) => commands::stats::run(args),
         Command::Bisect(args) => commands::bisect::run(args),
         Command::MergeCheck(args) => commands::merge_check::run(args),
         Command::Nextest(args) => commands::nextest::run(args),

@@ -172,3 +172,75 @@ fn a_test_that_passes_on_its_second_attempt_is_flaky_and_runs_next_time() {
         "{reasons:?}"
     );
 }
+
+#[test]
+fn stats_count_the_runs_and_the_time_their_skipped_tests_took() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    f.test_ok(&[]);
+    // What each test's record says it took, as the third run finds them.
+    let listed = f.list(&[]);
+    let duration = |name: &str| {
+        listed["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["last_duration"]
+            .as_f64()
+            .unwrap()
+    };
+    let names = ["a_claims", "adds", "b_claims", "counts_runs", "multiplies"];
+    let all: f64 = names.iter().map(|n| duration(n)).sum();
+    f.edit("src/lib.rs", "a * b", "b * a");
+    assert_eq!(f.test_ok(&[]).ran().len(), 1);
+
+    let run = f.run(&["stats", "--json"]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    let stats: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let overall = &stats["overall"];
+    assert_eq!(overall["runs"], 3, "{stats}");
+    // Selected 5, 0, 1; skipped 0, 5, 4.
+    assert_eq!(overall["selected"], 6, "{stats}");
+    assert_eq!(overall["skipped"], 9, "{stats}");
+    // The second run skipped all five, the third all but `multiplies`.
+    let expected = all + (all - duration("multiplies"));
+    let saved = overall["seconds_saved"].as_f64().unwrap();
+    assert!(
+        (saved - expected).abs() < 0.01,
+        "{saved} against {expected}"
+    );
+    let summary = f.run(&["stats", "--summary"]);
+    assert!(
+        summary
+            .stdout
+            .starts_with("cargo-ekstazi: 3 runs: 6 tests selected, 9 skipped"),
+        "{summary:?}"
+    );
+}
+
+#[test]
+fn full_every_two_runs_makes_every_second_run_a_full_one() {
+    let f = Fixture::new("verdicts");
+    f.write(".config/ekstazi.toml", "[run]\nfull-every = 2\n");
+    let first = f.test_ok(&[]);
+    assert!(
+        first.stderr.contains("running every test as an audit"),
+        "{first:?}"
+    );
+    let second = f.test_ok(&[]);
+    assert_eq!(second.ran().len(), 0, "{second:?}");
+    let third = f.test_ok(&[]);
+    assert_eq!(third.ran().len(), 5, "{third:?}");
+    assert!(
+        third.stderr.contains(
+            "running every test as an audit: 1 run since the last full one ([run] full-every)"
+        ),
+        "{third:?}"
+    );
+    assert!(
+        third.stdout.contains("would have skipped 5 of 5 tests"),
+        "{third:?}"
+    );
+    assert_eq!(f.test_ok(&[]).ran().len(), 0);
+}

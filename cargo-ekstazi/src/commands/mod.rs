@@ -12,6 +12,7 @@ pub mod list;
 pub mod merge_check;
 pub mod merge_state;
 pub mod nextest;
+pub mod stats;
 pub mod test;
 pub mod why;
 

@@ -44,6 +44,7 @@
 //! fork-server = true         # start a binary's tests from one loaded process
 //! verdict-first = false      # verdicts at once, the recording in the background
 //! retries = 0                # reruns of a failed test (a pass then is flaky)
+//! full-every = "7d"          # a full run (an audit) every 7 days, or every N runs
 //! state-dir = ".ekstazi"     # relative to the workspace root
 //! forceall = false
 //! skipme = false
@@ -141,10 +142,29 @@ pub struct RunConfig {
     pub fork_server: Option<bool>,
     pub verdict_first: Option<bool>,
     pub retries: Option<usize>,
+    /// `7` (runs) or `"7d"`, `"12h"`, `"30m"`.
+    pub full_every: Option<CountOrText>,
     pub state_dir: Option<PathBuf>,
     pub forceall: Option<bool>,
     pub skipme: Option<bool>,
     pub no_record: Option<bool>,
+}
+
+/// A value given as a number or as text (`full-every = 2`, `= "7d"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CountOrText {
+    Count(usize),
+    Text(String),
+}
+
+impl std::fmt::Display for CountOrText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CountOrText::Count(n) => write!(f, "{n}"),
+            CountOrText::Text(t) => f.write_str(t),
+        }
+    }
 }
 
 /// `[select]`: tests that always run, and tests never recorded (so that they

@@ -23,6 +23,7 @@
 //! | tests started from a fork server | `--no-fork-server` | `[run] fork-server` | `EKSTAZI_FORK_SERVER` |
 //! | verdicts first, recording after | `--verdict-first` | `[run] verdict-first` | `EKSTAZI_VERDICT_FIRST` |
 //! | reruns of a failed test | `--retries` | `[run] retries` | `EKSTAZI_RETRIES` |
+//! | a full run on a schedule | | `[run] full-every` | `EKSTAZI_FULL_EVERY` |
 //! | external tests | `--external` | `[network] always-run-external` | `EKSTAZI_EXTERNAL` |
 //! | always-run tests | `--always-run` | `[select] always-run` | `EKSTAZI_ALWAYS_RUN` |
 //! | never-record tests | `--never-record` | `[select] never-record` | `EKSTAZI_NEVER_RECORD` |
@@ -98,6 +99,43 @@ impl FromStr for External {
     }
 }
 
+/// How often a run is a full one (`[run] full-every`): every N runs, or
+/// when the last full run is older than a duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FullEvery {
+    Runs(usize),
+    Age(Duration),
+}
+
+impl FromStr for FullEvery {
+    type Err = String;
+
+    /// `7` (runs), or a number with `m`, `h` or `d` (minutes, hours, days).
+    fn from_str(s: &str) -> Result<FullEvery, String> {
+        let s = s.trim();
+        let bad = || format!("`{s}` is not a count of runs or a duration such as `12h` or `7d`");
+        if let Ok(n) = s.parse::<usize>() {
+            return if n == 0 {
+                Err(bad())
+            } else {
+                Ok(FullEvery::Runs(n))
+            };
+        }
+        let (number, unit) = s.split_at(s.len().saturating_sub(1));
+        let n: u64 = number.trim().parse().map_err(|_| bad())?;
+        let seconds = match unit {
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            _ => return Err(bad()),
+        };
+        match n.checked_mul(seconds) {
+            Some(0) | None => Err(bad()),
+            Some(secs) => Ok(FullEvery::Age(Duration::from_secs(secs))),
+        }
+    }
+}
+
 /// The options one source sets; `None` and empty lists are unset.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Layer {
@@ -115,6 +153,7 @@ pub struct Layer {
     pub fork_server: Option<bool>,
     pub verdict_first: Option<bool>,
     pub retries: Option<usize>,
+    pub full_every: Option<FullEvery>,
     pub external: Option<External>,
     pub always_run: Vec<String>,
     pub never_record: Vec<String>,
@@ -197,6 +236,9 @@ impl Layer {
             private_tmpdir: flag("EKSTAZI_PRIVATE_TMPDIR")?,
             fork_server: flag("EKSTAZI_FORK_SERVER")?,
             verdict_first: flag("EKSTAZI_VERDICT_FIRST")?,
+            full_every: parsed("EKSTAZI_FULL_EVERY")
+                .map(|v| v.and_then(|v| v.parse().map_err(|m| error("EKSTAZI_FULL_EVERY", m))))
+                .transpose()?,
             retries: parsed("EKSTAZI_RETRIES")
                 .map(|v| {
                     v.and_then(|v| {
@@ -271,6 +313,15 @@ impl Layer {
             fork_server: run.fork_server,
             verdict_first: run.verdict_first,
             retries: run.retries,
+            full_every: run
+                .full_every
+                .as_ref()
+                .map(|v| {
+                    v.to_string()
+                        .parse()
+                        .map_err(|m| error("run.full-every", m))
+                })
+                .transpose()?,
             external: config.network.always_run_external.map(|always| {
                 if always {
                     External::AlwaysRun
@@ -323,6 +374,9 @@ pub struct Settings {
     /// A test that fails is run again, in a fresh process, up to this many
     /// times; one that then passes is flaky, and its record never vouches.
     pub retries: usize,
+    /// A run is a full one (an audit) when the last was this long or this
+    /// many runs ago.
+    pub full_every: Option<FullEvery>,
     pub external: External,
     pub always_run: TestPatterns,
     pub never_record: TestPatterns,
@@ -380,6 +434,7 @@ impl Settings {
             fork_server: first!(fork_server).unwrap_or(true),
             verdict_first: first!(verdict_first).unwrap_or(false),
             retries: first!(retries).unwrap_or(0),
+            full_every: first!(full_every),
             external: first!(external).unwrap_or(External::AlwaysRun),
             always_run: patterns("always-run patterns", |l| &l.always_run)?,
             never_record: patterns("never-record patterns", |l| &l.never_record)?,

@@ -15,5 +15,6 @@ pub mod archive;
 pub mod gc;
 pub mod history;
 pub mod merge_state;
+pub mod run_log;
 pub mod snapshots;
 pub mod store;

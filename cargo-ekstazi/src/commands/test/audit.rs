@@ -14,6 +14,8 @@ use crate::run::scheduler::RunResult;
 use crate::session::{Planned, Session};
 use crate::style::{FAIL, SKIP};
 use ekstazi_core::model::record::Outcome;
+use ekstazi_core::options::settings::{FullEvery, Settings};
+use ekstazi_core::storage::run_log::{self, RunEntry};
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
@@ -48,6 +50,34 @@ impl Audit {
             would_skip: self.would_skip.clone(),
             missed: self.missed.iter().map(|m| m.label.clone()).collect(),
             seconds_saved: self.saved.as_secs_f64(),
+        }
+    }
+}
+
+/// Why this run is to be a full one under `[run] full-every`, if it is:
+/// the last full run in the log was that many runs, or that long, ago (or
+/// there is none).
+pub fn due(settings: &Settings, runs: &[RunEntry]) -> Option<String> {
+    let every = settings.full_every?;
+    let Some(last) = run_log::last_full(runs) else {
+        return Some("no full run in the log yet".to_owned());
+    };
+    match every {
+        FullEvery::Runs(n) => {
+            let since = runs.iter().rev().take_while(|e| !e.full).count();
+            (since + 1 >= n).then(|| {
+                format!(
+                    "{since} run{} since the last full one",
+                    if since == 1 { "" } else { "s" }
+                )
+            })
+        }
+        FullEvery::Age(age) => {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let ago = Duration::from_millis(now_ms.saturating_sub(last.at_ms));
+            (ago >= age).then(|| format!("the last full run was {}h ago", ago.as_secs() / 3600))
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::style;
 use anyhow::{Context, Result};
 use ekstazi_core::model::record::Outcome;
 use ekstazi_core::storage::history::Manifest;
+use ekstazi_core::storage::run_log::{self, RunEntry};
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -34,7 +35,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let failed_in_verdicts = background::failed_in_verdicts()?;
     let start = Instant::now();
     let in_background = failed_in_verdicts.is_some();
-    let auditing = args.audit;
+    let mut auditing = args.audit;
     let mut request = request(args)?;
     if in_background {
         // The reports the user asked for are the verdict run's.
@@ -42,6 +43,15 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         request.junit = None;
     }
     let mut session = pipeline::prepare(request)?;
+    if !auditing && !in_background && !session.options.settings.forceall {
+        let runs = run_log::read(session.store.root());
+        if let Some(why) = audit::due(&session.options.settings, &runs) {
+            style::note(format!(
+                "running every test as an audit: {why} ([run] full-every)"
+            ));
+            auditing = true;
+        }
+    }
     // Decided before anything is recorded, as a run without it would.
     let would = auditing.then(|| audit::would_be_plan(&mut session));
     let verdicts_first = !in_background && !auditing && verdict_first::applies(&session);
@@ -87,6 +97,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         start.elapsed(),
         &mut stdout,
     )?;
+    if recording {
+        log_run(&session, &ran.tally, start.elapsed(), auditing);
+    }
     let code = exit_code(&session, ended, &ran.tally, selected.len(), recording);
     Ok(match &audit {
         Some(audit) if !audit.missed.is_empty() && ended == Ended::Completed => {
@@ -94,6 +107,31 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         }
         _ => code,
     })
+}
+
+/// This run, in the state directory's log of runs (`stats`, `full-every`).
+fn log_run(session: &Session, tally: &Tally, spent: Duration, audit: bool) {
+    let entry = RunEntry {
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        commit: session
+            .repo
+            .as_ref()
+            .map(|r| r.head.clone())
+            .unwrap_or_default(),
+        selected: tally.selected,
+        skipped: tally.skipped,
+        passed: tally.passed,
+        failed: tally.failed,
+        flaky: tally.flaky.len(),
+        spent,
+        saved: tally.saved,
+        full: audit || session.options.settings.forceall,
+    };
+    if let Err(e) = run_log::append(session.store.root(), &entry) {
+        style::warn(format!("cannot log this run for `stats`: {e}"));
+    }
 }
 
 /// What the command line asks: libtest's arguments parsed first.
