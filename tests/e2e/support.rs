@@ -386,9 +386,10 @@ impl Fixture {
             // table, history) start with a dot; no binary key does.
             .filter_entry(|e| e.depth() < 2 || !e.file_name().to_string_lossy().starts_with('.'))
             .filter_map(Result::ok)
-            .filter(|e| {
-                e.file_type().is_file() && e.file_name() != "lock" && e.file_name() != ".gitignore"
-            })
+            // Records are in the format's directory (`v11/<binary>/<test>`);
+            // the files beside it (the lock, the log of runs, a recording's
+            // process id) are the tool's own.
+            .filter(|e| e.file_type().is_file() && e.depth() >= 2)
             .map(|e| e.path().strip_prefix(self.path()).unwrap().to_path_buf())
             .collect()
     }
