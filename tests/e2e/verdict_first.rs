@@ -6,6 +6,17 @@
 use crate::support::Fixture;
 use std::time::{Duration, Instant};
 
+/// Which of the two tests that share a process's state failed in the
+/// verdicts: exactly one of them does.
+fn the_one_that_failed(run: &crate::support::TestRun) -> &'static str {
+    let failed: Vec<&str> = ["a_claims", "b_claims"]
+        .into_iter()
+        .filter(|name| run.stdout.contains(&format!("test {name} ... FAILED")))
+        .collect();
+    assert_eq!(failed.len(), 1, "{run:?}");
+    failed[0]
+}
+
 #[test]
 fn verdicts_come_first_and_the_recording_follows() {
     let f = Fixture::new("verdicts");
@@ -66,11 +77,7 @@ fn a_test_that_failed_in_the_verdicts_is_recorded_failed() {
     let f = Fixture::new("verdicts").with_env("FIXTURE_INTERFERE", "1");
     let run = f.run(&["test", "--verdict-first"]);
     assert_eq!(run.code(), Some(101), "{run:?}");
-    let failed: Vec<&str> = ["a_claims", "b_claims"]
-        .into_iter()
-        .filter(|name| run.stdout.contains(&format!("test {name} ... FAILED")))
-        .collect();
-    assert_eq!(failed.len(), 1, "{run:?}");
+    let failed = [the_one_that_failed(&run)];
     f.wait_for_background_recording();
     let log = f.read(".ekstazi/recording.log");
     assert!(log.contains("5 passed"), "alone, both passed: {log}");
@@ -154,11 +161,7 @@ fn a_failure_in_the_verdicts_is_recorded_before_the_recording_gets_to_it() {
     ];
     let run = f.run_with(&["test", "--forceall", "--verdict-first"], &env);
     assert_eq!(run.code(), Some(101), "{run:?}");
-    let failed: Vec<&str> = ["a_claims", "b_claims"]
-        .into_iter()
-        .filter(|name| run.stdout.contains(&format!("test {name} ... FAILED")))
-        .collect();
-    assert_eq!(failed.len(), 1, "{run:?}");
+    let failed = [the_one_that_failed(&run)];
     let since = Instant::now();
     let held = |name: &str| std::fs::read_to_string(runs.join(name)).unwrap_or_default() == "2";
     while !(held("a_claims") && held("b_claims")) {

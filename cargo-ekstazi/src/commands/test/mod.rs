@@ -428,26 +428,24 @@ fn report(
     if let Some(audit) = audit {
         audit::print(stdout, audit, plan.len())?;
     }
-    let flaky = &ran.tally.flaky;
-    if !flaky.is_empty() {
-        writeln!(
-            stdout,
-            "{} flaky test{} (passed only after failing; they run next time): {}",
-            flaky.len(),
-            if flaky.len() == 1 { "" } else { "s" },
-            flaky.join(", ")
-        )?;
-    }
-    let slow = &ran.tally.slow;
-    if !slow.is_empty() {
-        writeln!(
-            stdout,
-            "{} slow test{} (over {}s): {}",
-            slow.len(),
-            if slow.len() == 1 { "" } else { "s" },
-            options.settings.slow_timeout.as_secs_f64(),
-            slow.join(", ")
-        )?;
+    let slow_limit = options.settings.slow_timeout.as_secs_f64();
+    for (labels, kind, why) in [
+        (
+            &ran.tally.flaky,
+            "flaky",
+            "(passed only after failing; they run next time)".to_owned(),
+        ),
+        (&ran.tally.slow, "slow", format!("(over {slow_limit}s)")),
+    ] {
+        if !labels.is_empty() {
+            writeln!(
+                stdout,
+                "{} {kind} test{} {why}: {}",
+                labels.len(),
+                if labels.len() == 1 { "" } else { "s" },
+                labels.join(", ")
+            )?;
+        }
     }
     Ok(())
 }
