@@ -122,6 +122,27 @@ fn two_bisects_at_once_each_find_the_regression() {
 }
 
 #[test]
+fn from_a_cold_start_the_bad_end_is_built_to_find_the_test() {
+    // A fresh clone: no state at all. Broken at 4, fixed at 7, broken again
+    // at 10.
+    let (f, c) = history(12, |i| (4..7).contains(&i) || i >= 10);
+    assert!(!f.file(".ekstazi").exists());
+    let run = f.run(&["bisect", "--json", "tests::totals", "--good", &c[0]]);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("no record names tests::totals: building the bad end"),
+        "{run:?}"
+    );
+    let report: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(points(&report), [(c[9].clone(), c[10].clone())], "{report}");
+    // The bad end's build is one of them, and its run answered for it.
+    let builds = report["builds"].as_u64().unwrap();
+    assert!(builds >= 2, "{report}");
+    assert!(f.scratch_worktrees("bisect").is_empty());
+}
+
+#[test]
 fn the_latest_of_several_regressions_is_found() {
     // Broken at 4, fixed at 7, broken again at 10: git bisect from the base
     // would find 3 -> 4, already fixed.

@@ -35,10 +35,6 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     let (root, store, _lock) = super::locked_state(&args.state)?;
     let repo = Repo::at(&root).context("bisect needs the workspace to be in a git repository")?;
     let history = store.history();
-    let tests = resolve_tests(&args.tests, &store, &history)?;
-    if tests.iter().any(|(binary, _)| binary.contains("::doc/")) {
-        bail!("doctests cannot be bisected: name the tests of a test binary");
-    }
     let revs = |given: &[String], default: &[&str]| -> Result<Vec<String>> {
         let given: Vec<&str> = if given.is_empty() {
             default.to_vec()
@@ -55,7 +51,6 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     };
     let bad = revs(&args.bad, &["HEAD"])?;
     let mut good = revs(&args.good, &[])?;
-    let dag = commit_dag(&root, &bad, &good, args.first_parent)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     // A closed terminal (SIGHUP) stops it as Ctrl-C does: its worktree and
     // its inner run go.
@@ -66,20 +61,52 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     ] {
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
+    let mut builder = Worktree::new(
+        &repo,
+        &root,
+        &store,
+        interrupted.clone(),
+        &args.state.cargo,
+        "bisect",
+    )?;
+    let mut known = known_tests(&store, &history)?;
+    let mut builds = 0;
+    if args
+        .tests
+        .iter()
+        .any(|query| matching(&known, query).is_empty())
+    {
+        // A cold start (a fresh clone, no state): the tests are found where
+        // they fail, at the bad end, built and run once; what that run
+        // files answers for the bad end too.
+        style::note(format!(
+            "no record names {}: building the bad end {} to list its tests",
+            args.tests.join(", "),
+            short(&bad[0])
+        ));
+        let ran = builder.run(&bad[0], &[], true)?;
+        builds += 1;
+        let outcomes = ran.outcomes.with_context(|| {
+            format!(
+                "the bad end {} does not build (the output: {})",
+                short(&bad[0]),
+                builder.log().display()
+            )
+        })?;
+        known.extend(outcomes.into_iter().map(|(id, _)| id));
+    }
+    let tests = resolve_tests(&args.tests, &known)?;
+    if tests.iter().any(|(binary, _)| binary.contains("::doc/")) {
+        bail!("doctests cannot be bisected: name the tests of a test binary");
+    }
+    let dag = commit_dag(&root, &bad, &good, args.first_parent)?;
     let mut oracle = Answers {
         history: history.clone(),
         tests: tests.clone(),
         seen: RefCell::new(HashMap::new()),
         log: RefCell::new(Vec::new()),
-        builder: Worktree::new(
-            &repo,
-            &root,
-            &store,
-            interrupted.clone(),
-            &args.state.cargo,
-            "bisect",
-        )?,
-        builds: 0,
+        builder,
+        builds,
         test_runs: 0,
         failure: None,
         quiet: false,
@@ -275,9 +302,8 @@ fn print_report(out: &mut impl Write, report: &BisectJson) -> Result<()> {
     Ok(())
 }
 
-/// The named tests, among those the state and the history know: an exact
-/// label (`<binary id> <name>`), else an exact name, else a unique part.
-fn resolve_tests(queries: &[String], store: &Store, history: &History) -> Result<Vec<TestId>> {
+/// The tests the state and the history know.
+fn known_tests(store: &Store, history: &History) -> Result<BTreeSet<TestId>> {
     let mut known: BTreeSet<TestId> = store
         .records()?
         .into_iter()
@@ -287,24 +313,35 @@ fn resolve_tests(queries: &[String], store: &Store, history: &History) -> Result
     for manifest in history.manifests() {
         known.extend(manifest.entries.into_iter().map(|e| (e.binary, e.test)));
     }
+    Ok(known)
+}
+
+/// The known tests `query` names: an exact label (`<binary id> <name>`),
+/// else an exact name, else those whose label contains it.
+fn matching<'a>(known: &'a BTreeSet<TestId>, query: &str) -> Vec<&'a TestId> {
+    let label = |t: &TestId| format!("{} {}", t.0, t.1);
+    let exact: Vec<&TestId> = known.iter().filter(|t| label(t) == query).collect();
+    let named: Vec<&TestId> = known.iter().filter(|t| t.1 == query).collect();
+    let partial: Vec<&TestId> = known.iter().filter(|t| label(t).contains(query)).collect();
+    [exact, named, partial]
+        .into_iter()
+        .find(|f| !f.is_empty())
+        .unwrap_or_default()
+}
+
+/// The named tests, among the known ones; a name that matches several
+/// tests must match each exactly.
+fn resolve_tests(queries: &[String], known: &BTreeSet<TestId>) -> Result<Vec<TestId>> {
     let mut tests = Vec::new();
     for query in queries {
         let label = |t: &TestId| format!("{} {}", t.0, t.1);
-        let exact: Vec<&TestId> = known.iter().filter(|t| label(t) == *query).collect();
-        let named: Vec<&TestId> = known.iter().filter(|t| t.1 == *query).collect();
-        let partial: Vec<&TestId> = known
-            .iter()
-            .filter(|t| label(t).contains(query.as_str()))
-            .collect();
-        let found = [exact, named, partial]
-            .into_iter()
-            .find(|f| !f.is_empty())
-            .with_context(|| {
-                format!(
-                    "no recorded test matches `{query}` (bisect knows the tests the records and \
-                     the history name: run `cargo ekstazi test` first)"
-                )
-            })?;
+        let found = matching(known, query);
+        if found.is_empty() {
+            bail!(
+                "no test matches `{query}`: neither the records, the history nor the tests at \
+                 the bad end name it"
+            );
+        }
         if found.len() > 1 && !found.iter().all(|t| t.1 == *query) {
             bail!(
                 "{} tests match `{query}`; name one: {}",
