@@ -306,3 +306,34 @@ fn the_history_travels_by_export_and_import_and_shards_merge() {
         "taxes and totals ran, in one shard or the other"
     );
 }
+
+#[test]
+fn at_a_merge_a_parent_without_filed_records_is_named() {
+    let f = Fixture::new("history").in_git();
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "-b", "side"]);
+    let side = raise_tax(&f);
+    f.git(&["checkout", "-q", "main"]);
+    raise_price(&f);
+    f.test_ok(&[]);
+    f.git(&["merge", "-q", "--no-edit", "side"]);
+    // The side's commit was never run: nothing is filed there.
+    let list = f.run(&["list"]);
+    assert_eq!(list.code(), Some(0), "{list:?}");
+    let notice = format!("no records are filed at its parent 2 ({})", &side[..10]);
+    assert!(list.stderr.contains(&notice), "{list:?}");
+    assert_eq!(
+        list.stderr
+            .lines()
+            .filter(|l| l.contains("HEAD is a merge"))
+            .count(),
+        1,
+        "one line: {list:?}"
+    );
+    // Once it is, the notice goes.
+    f.git(&["checkout", "-q", &side]);
+    f.test_ok(&[]);
+    f.git(&["checkout", "-q", "main"]);
+    let list = f.run(&["list"]);
+    assert!(!list.stderr.contains("HEAD is a merge"), "{list:?}");
+}

@@ -39,6 +39,7 @@ pub fn prepare(request: Request) -> Result<Session> {
 /// granularity.
 pub fn open_records(session: &Session, records: bool) -> Result<Option<StoreLock>> {
     records::note_missing_records(session);
+    records::note_parents_without_records(session);
     let settings = &session.options.settings;
     let lock = if !records || settings.no_record || settings.skipme {
         None

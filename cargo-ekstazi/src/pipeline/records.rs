@@ -233,6 +233,36 @@ pub fn note_missing_records(session: &Session) {
     }
 }
 
+/// At a merge, says which parents have no records filed: selecting
+/// against every parent ("at least as few as Sᵏ") needs each parent's, and
+/// without them the selection is against the others' alone.
+pub fn note_parents_without_records(session: &Session) {
+    let settings = &session.options.settings;
+    let Some(repo) = session.repo.as_ref().filter(|r| r.parents.len() >= 2) else {
+        return;
+    };
+    // With no records at all, `note_missing_records` says what matters.
+    if settings.skipme || settings.forceall || !settings.history || !session.store.has_records() {
+        return;
+    }
+    let history = session.store.history();
+    let missing: Vec<String> = repo
+        .parents
+        .iter()
+        .enumerate()
+        .filter(|(_, parent)| history.manifest(parent).is_none())
+        .map(|(i, parent)| format!("parent {} ({})", i + 1, &parent[..parent.len().min(10)]))
+        .collect();
+    if !missing.is_empty() {
+        style::note(format!(
+            "HEAD is a merge, and no records are filed at its {}: tests are selected against \
+             the other parents' records alone. A run at that commit files them (in CI, the \
+             branch's own run, with its state saved: docs/guide/ci.md)",
+            missing.join(" or ")
+        ));
+    }
+}
+
 /// `-v`: where the time went.
 pub fn print_timings(session: &Session) {
     eprintln!(
