@@ -385,6 +385,13 @@ pub struct MergeCheckArgs {
     /// Print one JSON object (schema: docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
+    /// Run a test that fails at the merge (or at a parent) again up to N
+    /// times before trusting the failure; one that then passes is flaky
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub reruns: usize,
+    /// Also exit with 101 when a test is flaky at the merge
+    #[arg(long)]
+    pub strict: bool,
     #[command(flatten)]
     pub state: StateOpts,
 }

@@ -485,3 +485,49 @@ fn a_side_that_adds_a_file_to_a_listed_directory_meets_the_test_that_lists_it() 
         "{changes:?}"
     );
 }
+
+#[test]
+fn a_test_that_fails_once_at_the_merge_is_flaky_not_a_conflict() {
+    let f = Fixture::new("history").in_git();
+    // A test that meets both sides, and fails on its first run at the merge
+    // only (a marker file remembers that run).
+    f.write(
+        "tests/flaky_merge.rs",
+        "#[test]\nfn fails_once_at_the_merge() {\n    let merged = shop::price::price(10) != 10 && shop::tax::tax(10) != 1;\n    let marker = std::path::PathBuf::from(std::env::var_os(\"FIXTURE_MARKER\").unwrap());\n    if merged && !marker.exists() {\n        std::fs::write(&marker, \"\").unwrap();\n        panic!(\"the first run at the merge fails\");\n    }\n}\n",
+    );
+    f.git(&["add", "-A"]);
+    f.commit("a test that fails once at the merge");
+    let marker = f.tmp().join("marker");
+    let f = f.with_env("FIXTURE_MARKER", marker.to_str().unwrap());
+    // Small raises: the total stays below 20 at the merge.
+    merged(
+        &f,
+        |f| {
+            f.edit("src/price.rs", "    amount\n", "    amount + 1\n");
+            f.edit(
+                "src/lib.rs",
+                "assert_eq!(price::price(10), 10);",
+                "assert_eq!(price::price(10), 11);",
+            );
+            f.commit("raise the price a little");
+        },
+        |f| {
+            f.edit("src/tax.rs", "amount / 10", "amount / 5");
+            f.edit(
+                "src/lib.rs",
+                "assert_eq!(tax::tax(10), 1);",
+                "assert_eq!(tax::tax(10), 2);",
+            );
+            f.commit("raise the tax a little");
+        },
+    );
+    let report = merge_check(&f, &[], 0);
+    assert!(marker.exists(), "the merge ran it: {report}");
+    let conflicts = report["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{report}");
+    assert_eq!(
+        conflicts[0]["test"],
+        "shop::flaky_merge fails_once_at_the_merge"
+    );
+    assert_eq!(conflicts[0]["kind"], "flaky at the merge", "{report}");
+}

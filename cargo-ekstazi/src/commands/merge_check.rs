@@ -217,6 +217,29 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
             .into_iter()
             .collect()
     };
+    // A failure is trusted only once it repeats: at the merge, and at a
+    // parent that is to excuse it.
+    let failed_at_merge: Vec<TestId> = selected
+        .iter()
+        .filter(|t| matches!(at_merge.get(*t), Some(Some(o)) if *o != Outcome::Passed))
+        .cloned()
+        .collect();
+    let flaky_at_merge = passing_on_a_rerun(&mut worktree, &merge, &failed_at_merge, args.reruns)?;
+    let mut passed_at_parent: Vec<BTreeSet<TestId>> = Vec::new();
+    for (parent, at) in parents.iter().zip(&at_parents) {
+        let failed_there: Vec<TestId> = failed_at_merge
+            .iter()
+            .filter(|t| !flaky_at_merge.contains(*t))
+            .filter(|t| at.outcomes.get(*t).is_some_and(|o| *o != Outcome::Passed))
+            .cloned()
+            .collect();
+        passed_at_parent.push(passing_on_a_rerun(
+            &mut worktree,
+            parent,
+            &failed_there,
+            args.reruns,
+        )?);
+    }
     let mut conflicts = Vec::new();
     for test in &selected {
         let Some(Some(outcome)) = at_merge.get(test) else {
@@ -224,9 +247,17 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         };
         let outcomes: Vec<Option<Outcome>> = at_parents
             .iter()
-            .map(|at| at.outcomes.get(test).copied())
+            .zip(&passed_at_parent)
+            .map(|(at, passed)| match passed.contains(test) {
+                true => Some(Outcome::Passed),
+                false => at.outcomes.get(test).copied(),
+            })
             .collect();
-        if let Some(kind) = merge_check::classify(*outcome, &outcomes, &own[test]) {
+        let kind = match flaky_at_merge.contains(test) {
+            true => Some(Verdict::FlakyAtMerge),
+            false => merge_check::classify(*outcome, &outcomes, &own[test]),
+        };
+        if let Some(kind) = kind {
             let changes = met
                 .get(test)
                 .map(|m| {
@@ -285,10 +316,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     } else {
         print_report(&mut anstream::stdout().lock(), &report, &sides)?;
     }
-    let blamed = report
-        .conflicts
-        .iter()
-        .any(|c| c.kind != Verdict::AlreadyFailing);
+    let blamed = report.conflicts.iter().any(|c| c.kind.blames(args.strict));
     Ok(
         if blamed || (args.fail_on_untested && !report.untested.is_empty()) {
             ExitCode::from(101)
@@ -522,6 +550,34 @@ fn functions_of(ran: &Ran) -> Result<Functions> {
 }
 
 /// The files `side` changed against `base`, relative to the workspace.
+/// Of `tests`, which failed at `commit`, those that pass when run there
+/// again, up to `reruns` times (each run of the ones still failing; not
+/// filed, a rerun only confirms).
+fn passing_on_a_rerun(
+    worktree: &mut Worktree,
+    commit: &str,
+    tests: &[TestId],
+    reruns: usize,
+) -> Result<BTreeSet<TestId>> {
+    let mut passed = BTreeSet::new();
+    let mut failing: Vec<TestId> = tests.to_vec();
+    for _ in 0..reruns {
+        if failing.is_empty() {
+            break;
+        }
+        let Some(outcomes) = worktree.run(commit, &failing, false)?.outcomes else {
+            break;
+        };
+        for (test, outcome) in outcomes {
+            if outcome == Some(Outcome::Passed) && failing.contains(&test) {
+                passed.insert(test);
+            }
+        }
+        failing.retain(|t| !passed.contains(t));
+    }
+    Ok(passed)
+}
+
 fn changed_files(
     toplevel: &Path,
     base: &str,

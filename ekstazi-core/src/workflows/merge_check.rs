@@ -21,7 +21,9 @@
 //!   "unexpected behaviour");
 //! - *lost behaviour*: a side added or changed the test, it passed there,
 //!   and the merge lost what it checks;
-//! - *already failing*: it failed at a parent, so the merge is not to blame.
+//! - *already failing*: it failed at a parent, so the merge is not to blame;
+//! - *flaky at the merge*: it failed at the merge, then passed when run
+//!   again there (TOM reruns a test before trusting its outcome).
 
 use crate::digests::fingerprint::Fp;
 use crate::model::record::Outcome;
@@ -217,6 +219,19 @@ pub enum Verdict {
     LostBehaviour,
     #[serde(rename = "already failing")]
     AlreadyFailing,
+    #[serde(rename = "flaky at the merge")]
+    FlakyAtMerge,
+}
+
+impl Verdict {
+    /// Whether the merge is to blame (a flaky test only with `--strict`).
+    pub fn blames(self, strict: bool) -> bool {
+        match self {
+            Verdict::SemanticConflict | Verdict::LostBehaviour => true,
+            Verdict::FlakyAtMerge => strict,
+            Verdict::AlreadyFailing => false,
+        }
+    }
 }
 
 impl std::fmt::Display for Verdict {
@@ -225,6 +240,7 @@ impl std::fmt::Display for Verdict {
             Verdict::SemanticConflict => "semantic conflict",
             Verdict::LostBehaviour => "lost behaviour",
             Verdict::AlreadyFailing => "already failing",
+            Verdict::FlakyAtMerge => "flaky at the merge",
         })
     }
 }
