@@ -13,7 +13,7 @@ use ekstazi_core::storage::run_log::{self, RunEntry, Totals};
 use serde::Serialize;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// How many recent days and commits are shown.
 const DAYS: u64 = 7;
@@ -25,9 +25,7 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
         None => super::workspace_state_dir(args.manifest_path.as_deref())?.1,
     };
     let entries = run_log::read(&state);
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = ekstazi_core::model::record::now_ms();
     let mut out = anstream::stdout().lock();
     let overall = Totals::of(&entries);
     if args.summary {

@@ -169,11 +169,8 @@ fn file_history(session: &Session, plan: &[Planned], written: &[(Record, Hash)])
         })
     }));
     let history = session.store.history();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let filed = history
-        .file_known(&repo.head, &records, now)
+        .file_known(&repo.head, &records, ekstazi_core::model::record::now_ms())
         .and_then(|()| history.prune(session.options.settings.history_commits));
     if let Err(e) = filed {
         style::warn(format!(

@@ -113,9 +113,7 @@ fn empty_record(session: &Session, case: &TestCase, finished: &Finished) -> Reco
         global: session.global.clone(),
         outcome: finished.outcome,
         duration_us: u64::try_from(finished.duration.as_micros()).unwrap_or(u64::MAX),
-        recorded_at_ms: SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        recorded_at_ms: ekstazi_core::model::record::now_ms(),
         always: Vec::new(),
         deps: Vec::new(),
         code: Vec::new(),

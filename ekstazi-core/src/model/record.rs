@@ -120,6 +120,15 @@ pub struct Record {
 /// At most this many ignored accesses are kept per record.
 pub const MAX_IGNORED: usize = 200;
 
+/// Now, in milliseconds since the Unix epoch by this machine's clock: what
+/// records (`recorded_at_ms`), the history's manifests and the log of runs
+/// are dated in.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// An access that was not a dependency.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ignored {

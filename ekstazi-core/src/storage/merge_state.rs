@@ -54,14 +54,7 @@ pub fn merge_filed(dest: &Store, source: &Store) -> io::Result<Merged> {
 }
 
 fn merge_parts(dest: &Store, source: &Store, current: bool) -> io::Result<Merged> {
-    merge_parts_at(dest, source, current, now_ms())
-}
-
-/// Milliseconds since the Unix epoch, by this machine's clock.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    merge_parts_at(dest, source, current, crate::model::record::now_ms())
 }
 
 /// Why a date is not taken, if it is later than `now_ms` allows.

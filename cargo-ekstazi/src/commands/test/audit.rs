@@ -73,9 +73,7 @@ pub fn due(settings: &Settings, runs: &[RunEntry]) -> Option<String> {
             })
         }
         FullEvery::Age(age) => {
-            let now_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
+            let now_ms = ekstazi_core::model::record::now_ms();
             let ago = Duration::from_millis(now_ms.saturating_sub(last.at_ms));
             (ago >= age).then(|| format!("the last full run was {}h ago", ago.as_secs() / 3600))
         }

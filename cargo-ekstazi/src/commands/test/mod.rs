@@ -112,9 +112,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
 /// This run, in the state directory's log of runs (`stats`, `full-every`).
 fn log_run(session: &Session, tally: &Tally, spent: Duration, audit: bool) {
     let entry = RunEntry {
-        at_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        at_ms: ekstazi_core::model::record::now_ms(),
         commit: session
             .repo
             .as_ref()
