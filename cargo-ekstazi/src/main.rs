@@ -11,8 +11,8 @@
 //! report ([`output`]). [`commands`] holds one module per subcommand;
 //! [`git`] the repository and the worktrees of other commits.
 //!
-//! Layers, each importing only those before it: [`cli`], [`style`] and
-//! [`seal_key`];
+//! Layers, each importing only those before it: [`cli`], [`style`],
+//! [`seal_key`] and [`processes`];
 //! [`cargo`] and [`git`]; [`run`]; [`session`]; [`output`]; [`pipeline`];
 //! [`commands`], which nothing imports.
 
@@ -22,6 +22,7 @@ mod commands;
 mod git;
 mod output;
 mod pipeline;
+mod processes;
 mod run;
 mod seal_key;
 mod session;

@@ -352,7 +352,7 @@ fn remove_leftovers(toplevel: &Path, scratch: &Path) {
 
 /// Whether `pid` names a live process; a name without one does not.
 fn alive(pid: Option<u32>) -> bool {
-    pid.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+    pid.is_some_and(crate::processes::alive)
 }
 
 impl Drop for Worktree {

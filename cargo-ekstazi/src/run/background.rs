@@ -171,15 +171,6 @@ fn is_recording(pid: i32) -> bool {
         .is_some_and(|name| name.to_string_lossy().starts_with("cargo-ekstazi"))
 }
 
-/// Whether `pid` is running: it exists and is not a zombie (an orphan's
-/// end may never be reaped where the init process does not reap).
 fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command's closing parenthesis.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
-    }
+    crate::processes::alive(pid as u32)
 }
