@@ -43,7 +43,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         request.junit = None;
     }
     let mut session = pipeline::prepare(request)?;
-    if !auditing && !in_background && !session.options.settings.forceall {
+    let settings = &session.options.settings;
+    // The log is read only when a schedule is set.
+    if !auditing && !in_background && !settings.forceall && settings.full_every.is_some() {
         let runs = run_log::read(session.store.root());
         if let Some(why) = audit::due(&session.options.settings, &runs) {
             style::note(format!(
