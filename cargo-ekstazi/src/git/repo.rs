@@ -22,22 +22,29 @@ pub struct Repo {
     /// a record names every file it read, untracked or not, and is checked
     /// against each before it vouches).
     pub clean: bool,
+    /// `HEAD`'s message ends with the trailer `Ekstazi: all`.
+    pub asks_full_run: bool,
 }
 
 impl Repo {
     /// The repository containing `dir`, if any.
     pub fn at(dir: &Path) -> Option<Repo> {
-        // `HEAD` and whether the tree is clean, asked at once: both are
-        // paid by every run, twice (before the build and after the tests).
-        let (line, clean) = std::thread::scope(|scope| {
+        // `HEAD`, whether the tree is clean and `HEAD`'s trailers, asked at
+        // once: they are paid by every run.
+        let (line, clean, asks_full_run) = std::thread::scope(|scope| {
             let clean = scope.spawn(|| is_clean(dir));
+            let asks_full_run = scope.spawn(|| asks_full_run(dir));
             // `HEAD`'s id, then its parents', on one line; nothing for an
             // unborn branch.
             let line = git(
                 dir,
                 &["rev-list", "--parents", "-n", "1", "HEAD^{commit}", "--"],
             );
-            (line, clean.join().expect("`git status` thread"))
+            (
+                line,
+                clean.join().expect("`git status` thread"),
+                asks_full_run.join().expect("`git log` thread"),
+            )
         });
         let line = line?;
         let mut ids = line.split_whitespace();
@@ -54,6 +61,7 @@ impl Repo {
             dir: dir.to_path_buf(),
             head,
             parents,
+            asks_full_run,
         })
     }
 
@@ -108,20 +116,20 @@ impl Repo {
     }
 }
 
-/// The values of the trailer `key` (`Key: value` lines at the end of the
-/// message, as `git interpret-trailers` reads them) in `HEAD`'s message;
-/// none outside a repository.
-pub fn head_trailers(dir: &Path, key: &str) -> Vec<String> {
-    let format = format!("--format=%(trailers:key={key},valueonly,separator=%x00)");
-    git(dir, &["log", "-1", &format, "HEAD"])
-        .map(|out| {
-            out.trim_end_matches('\n')
-                .split('\0')
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
+/// The trailer that asks for a full run from a commit message
+/// (`Ekstazi: all`): the escape hatch a CI recipe needs nothing for.
+pub const FULL_RUN_TRAILER: &str = "Ekstazi";
+
+/// Whether `HEAD`'s message ends with the trailer `Ekstazi: all` (a
+/// `Key: value` line at its end, as `git interpret-trailers` reads them);
+/// never outside a repository.
+pub fn asks_full_run(dir: &Path) -> bool {
+    let format = format!("--format=%(trailers:key={FULL_RUN_TRAILER},valueonly,separator=%x00)");
+    git(dir, &["log", "-1", &format, "HEAD"]).is_some_and(|out| {
+        out.trim_end_matches('\n')
+            .split('\0')
+            .any(|value| value.trim().eq_ignore_ascii_case("all"))
+    })
 }
 
 fn is_clean(dir: &Path) -> Option<bool> {

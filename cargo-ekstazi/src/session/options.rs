@@ -95,13 +95,20 @@ impl Options {
 pub fn resolve(request: Request, ws: &Workspace) -> Result<(Options, Option<Repo>)> {
     let mut config = Config::load(&ws.root)?;
     let mut settings = resolve_settings(request.layer, &config, &ws.root)?;
-    if !settings.forceall && !settings.skipme && full_run_asked_by_head(&ws.root) {
-        style::note(format!(
-            "running every test: HEAD's message has the trailer `{TRAILER}: all`"
-        ));
-        settings.forceall = true;
-    }
     let repo = settings.history.then(|| Repo::at(&ws.root)).flatten();
+    if !settings.forceall && !settings.skipme {
+        let asked = match &repo {
+            Some(repo) => repo.asks_full_run,
+            None => crate::git::repo::asks_full_run(&ws.root),
+        };
+        if asked {
+            style::note(format!(
+                "running every test: HEAD's message has the trailer `{}: all`",
+                crate::git::repo::FULL_RUN_TRAILER
+            ));
+            settings.forceall = true;
+        }
+    }
     if let Some(rev) = &settings.vouch_only_from {
         let commit = repo.as_ref().and_then(|r| r.resolve(rev));
         settings.vouch_only_from = Some(commit.with_context(|| {
@@ -130,17 +137,6 @@ pub fn resolve(request: Request, ws: &Workspace) -> Result<(Options, Option<Repo
         junit: request.junit,
     };
     Ok((options, repo))
-}
-
-/// The trailer that asks for a full run from a commit message
-/// (`Ekstazi: all`): the escape hatch a CI recipe needs nothing for.
-pub const TRAILER: &str = "Ekstazi";
-
-/// Whether `HEAD`'s message asks for every test to run.
-fn full_run_asked_by_head(root: &std::path::Path) -> bool {
-    crate::git::repo::head_trailers(root, TRAILER)
-        .iter()
-        .any(|value| value.eq_ignore_ascii_case("all"))
 }
 
 /// The settings from the command line, `.config/ekstazi.toml` and the

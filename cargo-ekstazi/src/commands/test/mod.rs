@@ -47,7 +47,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     // The log is read only when a schedule is set.
     if !auditing && !in_background && !settings.forceall && settings.full_every.is_some() {
         let runs = run_log::read(session.store.root());
-        if let Some(why) = audit::due(&session.options.settings, &runs) {
+        if let Some(why) = audit::due(settings, &runs) {
             style::note(format!(
                 "running every test as an audit: {why} ([run] full-every)"
             ));
