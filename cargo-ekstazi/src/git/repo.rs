@@ -29,35 +29,17 @@ pub struct Repo {
 impl Repo {
     /// The repository containing `dir`, if any.
     pub fn at(dir: &Path) -> Option<Repo> {
-        // `HEAD`, whether the tree is clean and `HEAD`'s trailers, asked at
-        // once: they are paid by every run.
-        let (line, clean, asks_full_run) = std::thread::scope(|scope| {
-            let clean = scope.spawn(|| is_clean(dir));
+        // `HEAD`'s trailers asked beside `HEAD` and the status.
+        let (state, asks_full_run) = std::thread::scope(|scope| {
             let asks_full_run = scope.spawn(|| asks_full_run(dir));
-            // `HEAD`'s id, then its parents', on one line; nothing for an
-            // unborn branch.
-            let line = git(
-                dir,
-                &["rev-list", "--parents", "-n", "1", "HEAD^{commit}", "--"],
-            );
             (
-                line,
-                clean.join().expect("`git status` thread"),
+                head_and_status(dir),
                 asks_full_run.join().expect("`git log` thread"),
             )
         });
-        let line = line?;
-        let mut ids = line.split_whitespace();
-        let head = ids.next()?.to_owned();
-        if !ekstazi_core::storage::history::is_commit_id(&head) {
-            return None;
-        }
-        let parents = ids
-            .filter(|id| ekstazi_core::storage::history::is_commit_id(id))
-            .map(str::to_owned)
-            .collect();
+        let (head, parents, clean) = state?;
         Some(Repo {
-            clean: clean?,
+            clean,
             dir: dir.to_path_buf(),
             head,
             parents,
@@ -68,7 +50,7 @@ impl Repo {
     /// Whether the repository is still at the same clean `HEAD` (a run is
     /// only filed under a commit if it saw that commit from start to end).
     pub fn unchanged(&self) -> bool {
-        Repo::at(&self.dir).is_some_and(|now| now.clean && now.head == self.head)
+        head_and_status(&self.dir).is_some_and(|(head, _, clean)| clean && head == self.head)
     }
 
     /// The top directory of the work tree.
@@ -114,6 +96,34 @@ impl Repo {
             .map(|(id, subject)| (id.to_owned(), subject.to_owned()))
             .collect()
     }
+}
+
+/// `HEAD`, its parents, and whether the tree is clean; `None` outside a
+/// repository or on an unborn branch.
+fn head_and_status(dir: &Path) -> Option<(String, Vec<String>, bool)> {
+    // Asked at once: both are paid by every run, twice (before the build
+    // and after the tests).
+    let (line, clean) = std::thread::scope(|scope| {
+        let clean = scope.spawn(|| is_clean(dir));
+        // `HEAD`'s id, then its parents', on one line; nothing for an
+        // unborn branch.
+        let line = git(
+            dir,
+            &["rev-list", "--parents", "-n", "1", "HEAD^{commit}", "--"],
+        );
+        (line, clean.join().expect("`git status` thread"))
+    });
+    let line = line?;
+    let mut ids = line.split_whitespace();
+    let head = ids.next()?.to_owned();
+    if !ekstazi_core::storage::history::is_commit_id(&head) {
+        return None;
+    }
+    let parents = ids
+        .filter(|id| ekstazi_core::storage::history::is_commit_id(id))
+        .map(str::to_owned)
+        .collect();
+    Some((head, parents, clean?))
 }
 
 /// The trailer that asks for a full run from a commit message
