@@ -406,14 +406,7 @@ fn report(
     stdout: &mut impl Write,
 ) -> Result<()> {
     let options = &session.options;
-    // Results by position in the plan.
-    let outcomes: Vec<Option<&RunResult>> = plan
-        .iter()
-        .map(|p| {
-            let job = selected.iter().position(|s| std::ptr::eq(*s, p))?;
-            ran.results.get(&job)
-        })
-        .collect();
+    let outcomes = results_by_plan(plan, selected, |job| ran.results.get(&job));
     if let Some(path) = &options.report_json {
         let mut json = report::run_json(session, plan, &outcomes, elapsed);
         json.audit = audit.map(audit::Audit::json);
@@ -448,6 +441,21 @@ fn report(
         }
     }
     Ok(())
+}
+
+/// Each planned test's result, in the plan's order; `result` gives it by
+/// the test's position among the selected ones (its job).
+fn results_by_plan<'a>(
+    plan: &[Planned],
+    selected: &[&Planned],
+    result: impl Fn(usize) -> Option<&'a RunResult>,
+) -> Vec<Option<&'a RunResult>> {
+    plan.iter()
+        .map(|p| {
+            let job = selected.iter().position(|s| std::ptr::eq(*s, p))?;
+            result(job)
+        })
+        .collect()
 }
 
 /// The last notes, and the exit status: `cargo test`'s, or a shell's for

@@ -141,13 +141,7 @@ fn write_json(
             flaky: false,
         })
         .collect();
-    let outcomes: Vec<Option<&RunResult>> = plan
-        .iter()
-        .map(|p| {
-            let job = selected.iter().position(|s| std::ptr::eq(*s, p))?;
-            results.get(job)
-        })
-        .collect();
+    let outcomes = super::results_by_plan(plan, selected, |job| results.get(job));
     let mut json = report::run_json(session, plan, &outcomes, start.elapsed());
     json.verdict_first = true;
     for test in &mut json.tests {
