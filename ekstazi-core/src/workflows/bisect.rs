@@ -573,6 +573,18 @@ mod tests {
         move |i| if i >= k { Answer::Bad } else { Answer::Good }
     }
 
+    /// The search over commits 0..=11, 11 bad and 0 good, no propagation.
+    fn on_linear_12(oracle: &mut impl Oracle, search: Search) -> Vec<Result<Regression, Unsolved>> {
+        regressions(
+            &linear(12),
+            &["11".into()],
+            &["0".into()],
+            oracle,
+            search,
+            false,
+        )
+    }
+
     fn point(found: &[Result<Regression, Unsolved>]) -> (usize, usize) {
         let r = found[0].as_ref().unwrap();
         (r.good.parse().unwrap(), r.bad.parse().unwrap())
@@ -582,14 +594,7 @@ mod tests {
     fn a_linear_regression_is_found_both_ways() {
         for search in [Search::Multiplying, Search::Binary] {
             let mut oracle = fake(bad_from(5));
-            let found = regressions(
-                &linear(12),
-                &["11".into()],
-                &["0".into()],
-                &mut oracle,
-                search,
-                false,
-            );
+            let found = on_linear_12(&mut oracle, search);
             assert_eq!(point(&found), (4, 5), "{search:?}");
             assert!(
                 oracle.queried.len() <= 6,
@@ -612,14 +617,7 @@ mod tests {
     fn multiplying_search_finds_the_latest_of_several_points() {
         let valid = broken_fixed_broken;
         let mut oracle = fake(valid);
-        let found = regressions(
-            &linear(12),
-            &["11".into()],
-            &["0".into()],
-            &mut oracle,
-            Search::Multiplying,
-            false,
-        );
+        let found = on_linear_12(&mut oracle, Search::Multiplying);
         assert_eq!(point(&found), (9, 10));
     }
 
@@ -629,14 +627,7 @@ mod tests {
         let mut oracle = fake(valid);
         oracle.free = (0..12).collect();
         for search in [Search::Multiplying, Search::Binary] {
-            let found = regressions(
-                &linear(12),
-                &["11".into()],
-                &["0".into()],
-                &mut oracle,
-                search,
-                false,
-            );
+            let found = on_linear_12(&mut oracle, search);
             assert_eq!(point(&found), (9, 10), "{search:?}");
         }
         assert!(oracle.queried.is_empty());
@@ -650,14 +641,7 @@ mod tests {
             _ => Answer::Good,
         };
         let mut oracle = fake(valid);
-        let found = regressions(
-            &linear(12),
-            &["11".into()],
-            &["0".into()],
-            &mut oracle,
-            Search::Binary,
-            false,
-        );
+        let found = on_linear_12(&mut oracle, Search::Binary);
         let r = found[0].as_ref().unwrap();
         assert_eq!((r.good.as_str(), r.bad.as_str()), ("4", "6"));
         assert_eq!(r.skipped, ["5"]);
