@@ -430,6 +430,32 @@ fn a_checkout_moved_elsewhere_keeps_its_records() {
 }
 
 #[test]
+fn a_workspace_moved_elsewhere_selects_nothing_though_its_tests_embed_its_paths() {
+    // `beta::files` compiles `env!("CARGO_BIN_EXE_helper")` into two tests
+    // and runs the helper: a string constant naming the target directory,
+    // and its length, both of which move with the checkout.
+    let f = Fixture::new("basic");
+    assert!(f.test_ok(&[]).ran().contains("beta::files runs_helper"));
+    let name = format!(
+        "{}-moved-elsewhere",
+        f.path().file_name().unwrap().to_string_lossy()
+    );
+    let moved = f.moved_to(&name);
+    assert!(moved.selected(&[]).is_empty(), "{:?}", moved.selected(&[]));
+    assert!(moved.test_ok(&[]).ran().is_empty());
+
+    // Blind to where the checkout is, not to what the path says inside it:
+    // another file in the same directory is another constant.
+    moved.edit(
+        "beta/tests/files.rs",
+        "assert!(Path::new(env!(\"CARGO_BIN_EXE_helper\")).exists());",
+        "assert!(Path::new(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/Cargo.toml\")).exists());",
+    );
+    let selected: Vec<String> = moved.selected(&[]).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(selected, ["beta::files has_cargo_env"]);
+}
+
+#[test]
 fn records_of_another_format_are_ignored_with_a_message_and_kept() {
     let f = Fixture::new("faults");
     let old = f.file(".ekstazi/v1/faults%3A%3Afaults/a_quick");

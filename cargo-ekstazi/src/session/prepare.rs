@@ -58,7 +58,8 @@ impl Session {
         .with_toolchain(&ws.sysroot);
         let binary_sums = checksum_binaries(&built, &checksums);
         laps.lap("binary checksums");
-        let snapshots = Snapshots::new(store.clone());
+        let snapshots =
+            Snapshots::new(store.clone()).blind_to(checksums.anchors(), Some(&ws.sysroot));
         let code = fingerprint_functions(&built, &binary_sums, &snapshots, options.granularity);
         laps.lap("function fingerprints");
         let mut ignore = ignored_paths(&options, &ws, &state_dir, &shim)?;

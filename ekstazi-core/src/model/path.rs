@@ -227,6 +227,26 @@ impl Placeholders {
         self
     }
 
+    /// Whether there is no directory to replace.
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+    }
+
+    /// [`Placeholders::replace`], or `None` when it would change nothing:
+    /// most text names no directory, and a search for each is cheaper than
+    /// a copy.
+    pub fn replaced(&self, text: &[u8]) -> Option<Vec<u8>> {
+        if !self
+            .dirs
+            .iter()
+            .any(|(dir, _)| memchr::memmem::find(text, dir).is_some())
+        {
+            return None;
+        }
+        let out = self.replace(text);
+        (out != text).then_some(out)
+    }
+
     /// `text` with every directory that starts a path and ends at a path
     /// boundary replaced by its placeholder.
     pub fn replace(&self, text: &[u8]) -> Vec<u8> {
@@ -341,6 +361,18 @@ mod tests {
         }
         assert!(StoredPath::new(Anchor::Workspace, &b"a/b.txt"[..]).is_some());
         assert!(StoredPath::new(Anchor::Workspace, &b""[..]).is_some());
+    }
+
+    #[test]
+    fn replaced_is_none_when_no_directory_is_named() {
+        let p = Placeholders::new(&anchors(), None);
+        assert_eq!(p.replaced(b"/wsx/a and ws/b"), None);
+        assert_eq!(
+            p.replaced(b"/ws/target/debug/helper").as_deref(),
+            Some(&b"${CARGO_TARGET_DIR}/debug/helper"[..])
+        );
+        assert!(Placeholders::default().is_empty());
+        assert_eq!(Placeholders::default().replaced(b"/ws/a"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::digests::fingerprint::{self, FingerprintError};
 use crate::digests::functions::FunctionTable;
 use crate::digests::program::{Build, Uninstrumented, map_path};
 use crate::model::dep::Hash;
+use crate::model::path::{Anchors, Placeholders};
 use crate::storage::store::Store;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -21,6 +22,8 @@ type Changed = Arc<Vec<String>>;
 /// per run, and the function table records name functions by.
 pub struct Snapshots {
     store: Store,
+    /// This checkout's directories, which fingerprints are blind to.
+    checkout: Placeholders,
     table: FunctionTable,
     builds: Mutex<HashMap<Hash, Arc<Build>>>,
     /// Uninstrumented tables of past builds, `None` when gone or damaged.
@@ -34,10 +37,19 @@ impl Snapshots {
         Snapshots {
             table: FunctionTable::load(&store.functions_dir()),
             store,
+            checkout: Placeholders::default(),
             builds: Mutex::new(HashMap::new()),
             tables: Mutex::new(HashMap::new()),
             compared: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Fingerprints computed from now on hash the directories of `anchors`
+    /// (and the toolchain's) as placeholders where string constants name
+    /// them: a checkout moved elsewhere keeps its fingerprints.
+    pub fn blind_to(mut self, anchors: &Anchors, sysroot: Option<&Path>) -> Snapshots {
+        self.checkout = Placeholders::new(anchors, sysroot);
+        self
     }
 
     /// The function table records name functions by.
@@ -55,7 +67,7 @@ impl Snapshots {
             Some(snapshot) => snapshot,
             None => {
                 let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
-                let snapshot = fingerprint::fingerprint_file(binary, &map)?;
+                let snapshot = fingerprint::fingerprint_file(binary, &map, &self.checkout)?;
                 // Not being able to keep it costs only time: the next run
                 // computes it again.
                 let _ = self.store.save_snapshot(id, &snapshot);

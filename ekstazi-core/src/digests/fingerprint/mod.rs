@@ -14,7 +14,10 @@
 //! column stored in `core::panic::Location` data are ignored (the file name
 //! is kept), and so is the line of a `tracing` event's callsite (in its
 //! metadata and its name, `event <file>:<line>`), so that moving code down a
-//! few lines changes no fingerprint.
+//! few lines changes no fingerprint. A string constant that names a
+//! directory of the checkout (`env!("CARGO_MANIFEST_DIR")`) is hashed with
+//! that directory as a placeholder, and its length with it, so that moving
+//! the checkout changes none either.
 //!
 //! Inputs: the executable, linked with `--emit-relocs` (relocations of data
 //! survive linking) and the linker's map (the exact extent of every
@@ -48,6 +51,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// chosen keys protects nothing here.
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+use crate::model::path::Placeholders;
 use std::path::Path;
 
 /// A function fingerprint: 128 bits of blake3.
@@ -144,9 +148,15 @@ impl Snapshot {
 }
 
 /// Fingerprints every function of the instrumented executable at `binary`,
-/// given its linker map at `map`.
-pub fn fingerprint_file(binary: &Path, map: &Path) -> Result<Snapshot, FingerprintError> {
-    with_image_file(binary, map, fingerprint_image)
+/// given its linker map at `map`. The directories of `checkout` are hashed
+/// as their placeholders where string constants name them, so that the same
+/// code built in another checkout has the same fingerprints.
+pub fn fingerprint_file(
+    binary: &Path,
+    map: &Path,
+    checkout: &Placeholders,
+) -> Result<Snapshot, FingerprintError> {
+    with_image_file(binary, map, |image| fingerprint_image(image, checkout))
 }
 
 /// Reads the executable at `binary`, mapped, and its linker map at `map`,
@@ -173,10 +183,16 @@ fn unreadable(e: std::io::Error) -> FingerprintError {
 /// Fingerprints every function of an instrumented executable, given the
 /// text of its linker map.
 pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, FingerprintError> {
-    fingerprint_image(image::Image::parse(binary, map_text)?)
+    fingerprint_image(
+        image::Image::parse(binary, map_text)?,
+        &Placeholders::default(),
+    )
 }
 
-fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintError> {
+fn fingerprint_image(
+    image: image::Image<'_>,
+    checkout: &Placeholders,
+) -> Result<Snapshot, FingerprintError> {
     if image.coverage_flags.is_empty() {
         return Err(FingerprintError::NotInstrumented);
     }
@@ -198,7 +214,7 @@ fn fingerprint_image(image: image::Image<'_>) -> Result<Snapshot, FingerprintErr
         .iter()
         .map(|(_, entry)| *entry)
         .collect();
-    let normaliser = normalise::Normaliser::new(&image);
+    let normaliser = normalise::Normaliser::new(&image, checkout);
     let shallow: Vec<(u64, &str, Fp, Vec<u64>, bool)> = by_addr
         .par_iter()
         .map_init(normalise::Memo::default, |memo, (addr, f)| {

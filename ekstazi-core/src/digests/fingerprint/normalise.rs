@@ -5,6 +5,7 @@ use super::image::{CodeReloc, DynReloc, Image, Section, StaticReloc, Symbol};
 use super::map::Merge;
 use super::source_path::stable_source_path;
 use super::{Fp, truncate};
+use crate::model::path::Placeholders;
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -29,6 +30,10 @@ enum Referent<'a> {
     SectionStart(&'a str, [u8; 32]),
     /// Nothing better known: a section and offset (layout-dependent).
     Unresolved(&'a str, u64),
+    /// The length of a string that names a directory of this checkout,
+    /// given as the length it has with the directory replaced by its
+    /// placeholder (see [`Normaliser::checkout_text`]).
+    CheckoutTextLength(u64),
 }
 
 impl Referent<'_> {
@@ -68,6 +73,10 @@ impl Referent<'_> {
                 out.push(0);
                 out.extend_from_slice(&off.to_le_bytes());
             }
+            Referent::CheckoutTextLength(len) => {
+                out.push(9);
+                out.extend_from_slice(&len.to_le_bytes());
+            }
         }
     }
 }
@@ -92,6 +101,11 @@ pub(crate) struct Memo {
     /// Whether the function being hashed refers, in its own code, to one of
     /// the ways to walk the whole environment ([`is_environment_walk`]).
     walks_environment: bool,
+    /// Data that names a directory of this checkout, by its start: its
+    /// length, and its length with the directories replaced.
+    checkout_texts: FastMap<u64, (u64, u64)>,
+    /// Those the function being hashed refers to in its own code.
+    texts_referred: Vec<(u64, u64)>,
 }
 
 /// Whether a referent's name is a way to walk the whole environment: std's
@@ -106,6 +120,9 @@ pub(crate) fn is_environment_walk(name: &str) -> bool {
 
 pub(crate) struct Normaliser<'i, 'a> {
     image: &'i Image<'a>,
+    /// This checkout's directories: hashed as placeholders wherever a
+    /// string constant names them (see [`Normaliser::checkout_text`]).
+    placeholders: &'i Placeholders,
     unresolved: AtomicU64,
     /// The values of the types' `TypeId`s, found where the type-id
     /// functions load them (see [`type_id_values`]), and the type of each.
@@ -172,9 +189,10 @@ impl<'r> Masked<'r> {
 }
 
 impl<'i, 'a> Normaliser<'i, 'a> {
-    pub fn new(image: &'i Image<'a>) -> Self {
+    pub fn new(image: &'i Image<'a>, placeholders: &'i Placeholders) -> Self {
         Normaliser {
             image,
+            placeholders,
             unresolved: AtomicU64::new(0),
             type_ids: type_id_values(image),
             walkable: image
@@ -212,6 +230,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
         memo.ambiguous.clear();
         memo.walks_environment = false;
+        memo.texts_referred.clear();
         let fp = self.shallow(f, memo);
         (
             fp,
@@ -298,11 +317,58 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 masked.mask(place - f.addr, u64::from(size), referent);
             }
         }
+        if !memo.texts_referred.is_empty() {
+            self.mask_text_lengths(code, f.addr, &memo.texts_referred, &mut masked);
+        }
         memo.walks_environment = masked
             .referents
             .iter()
             .any(|(_, r)| matches!(r, Referent::Function(name, _) if is_environment_walk(name)));
         truncate_digest(masked.digest(b"fn"))
+    }
+
+    /// Masks the immediates of `code` that equal the length of a checkout
+    /// text it refers to (`lea rsi, [path]; mov edx, <its length>`), as that
+    /// text's length with placeholders. An immediate that only happens to
+    /// equal the length is masked too: in another checkout it no longer
+    /// equals the length, stays as it is, and the fingerprint differs, so
+    /// the error can only run a test, never skip one.
+    fn mask_text_lengths(
+        &self,
+        code: &[u8],
+        addr: u64,
+        texts: &[(u64, u64)],
+        masked: &mut Masked<'i>,
+    ) {
+        let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+        let mut instruction = Instruction::default();
+        while decoder.can_decode() {
+            let at = decoder.position() as u64;
+            decoder.decode_out(&mut instruction);
+            if instruction.is_invalid() {
+                continue;
+            }
+            let offsets = decoder.get_constant_offsets(&instruction);
+            if !offsets.has_immediate() {
+                continue;
+            }
+            let (place, size) = (
+                at + offsets.immediate_offset() as u64,
+                offsets.immediate_size() as u64,
+            );
+            if masked.covers(place, size) {
+                continue;
+            }
+            let Some(field) = code.get(place as usize..(place + size) as usize) else {
+                continue;
+            };
+            let mut value = [0u8; 8];
+            value[..field.len()].copy_from_slice(field);
+            let value = u64::from_le_bytes(value);
+            if let Some((_, blinded)) = texts.iter().find(|(len, _)| *len == value) {
+                masked.mask(place, size, Referent::CheckoutTextLength(*blinded));
+            }
+        }
     }
 
     /// What an address refers to, seen from function `from` (if any).
@@ -448,6 +514,12 @@ impl<'i, 'a> Normaliser<'i, 'a> {
             None
         };
         let digest = self.extent(start, end, addr, identity, memo);
+        if from.is_some()
+            && addr == start
+            && let Some(lengths) = memo.checkout_texts.get(&start)
+        {
+            memo.texts_referred.push(*lengths);
+        }
         Referent::Data(digest, addr - start)
     }
 
@@ -491,15 +563,23 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         // hashed without its line, which moving code changes, and with its
         // file as a panic location's.
         let event_name = event_name_parts(bytes).map(|(file, _)| file);
-        let mut masked = match event_name {
-            Some(file) => Masked::new(&[b"event ", &*stable_source_path(file), b":"].concat()),
-            None => Masked::new(bytes),
-        };
         let relocs: Vec<(u64, StaticReloc)> = image
             .data_relocs
             .range(start..end)
             .map(|(p, r)| (*p, *r))
             .collect();
+        let checkout_text = match event_name {
+            Some(_) => None,
+            None => self.checkout_text(start, bytes, &relocs),
+        };
+        let mut masked = match (event_name, &checkout_text) {
+            (Some(file), _) => Masked::new(&[b"event ", &*stable_source_path(file), b":"].concat()),
+            (None, Some(text)) => {
+                memo.checkout_texts.insert(start, (len, text.len() as u64));
+                Masked::new(text)
+            }
+            (None, None) => Masked::new(bytes),
+        };
         // `core::panic::Location { file: &str, line: u32, col: u32 }`: the
         // file is kept, as a `source_file`, and where in it is forgotten.
         if let Some(file) = self.panic_location_file(start, len, &relocs) {
@@ -535,6 +615,16 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 StaticReloc::Absolute { target, size } => {
                     let referent = self.referent(target, None, memo);
                     masked.mask(place - start, u64::from(size), referent);
+                    // A `&str` naming a checkout directory: its length
+                    // follows the pointer.
+                    if size == 8
+                        && let Some(&(len, blinded)) = memo.checkout_texts.get(&target)
+                        && self.image.bytes(place + 8, 8) == Some(&len.to_le_bytes()[..])
+                        && place + 16 <= end
+                        && !masked.covers(place + 8 - start, 8)
+                    {
+                        masked.mask(place + 8 - start, 8, Referent::CheckoutTextLength(blinded));
+                    }
                 }
                 StaticReloc::Relative32 => {
                     // `.long sym - .`: relative to the place itself.
@@ -569,6 +659,29 @@ impl<'i, 'a> Normaliser<'i, 'a> {
                 .insert(key, (digest, memo.ambiguous[met_before..].to_vec()));
         }
         digest
+    }
+
+    /// The bytes of the data `[start, start + len)` with this checkout's
+    /// directories replaced by placeholders, when it names one and is plain
+    /// bytes (no pointer in it): `env!("CARGO_MANIFEST_DIR")`,
+    /// `env!("CARGO_BIN_EXE_<name>")` and the like compile to such a
+    /// string, and the same code built in another checkout — a state
+    /// restored at another path, a worktree — must keep its fingerprint.
+    fn checkout_text(
+        &self,
+        start: u64,
+        bytes: &[u8],
+        relocs: &[(u64, StaticReloc)],
+    ) -> Option<Vec<u8>> {
+        if self.placeholders.is_empty() || !relocs.is_empty() {
+            return None;
+        }
+        let text = self.placeholders.replaced(bytes)?;
+        let end = start + bytes.len() as u64;
+        let has_pointer = (start.next_multiple_of(8)..end.saturating_sub(7))
+            .step_by(8)
+            .any(|place| self.image.dynamic.contains_key(&place));
+        (!has_pointer).then_some(text)
     }
 
     fn i32_at(&self, addr: u64) -> i32 {
