@@ -1,6 +1,6 @@
 //! `cargo xtask eval replay --graph`: replays every commit of a window of a
 //! project's history, merges and their branches alike, and measures at
-//! merges (and at reverts and cherry-picks) what Gligoric et al.'s history
+//! merges (and at reverts, cherry-picks and rebased commits) what Gligoric et al.'s history
 //! paper ("Regression Test Selection for Distributed Software Histories")
 //! compares:
 //!
@@ -20,6 +20,13 @@
 //! outside it only starts the state. One state directory, with its history,
 //! and one target directory are carried across the whole window, and every
 //! commit is checked out clean, so every run is filed under its commit.
+//!
+//! A revert or cherry-pick is known by its message (`git revert`, `git
+//! cherry-pick -x`), or by its patch id (`git patch-id --stable`): the same
+//! patch as an older commit the window's end reaches is a cherry-pick; as a
+//! commit only another ref reaches (a pull request's branch in a mirror),
+//! a *rebased* commit, which is how rebase-merges and one-commit squashes
+//! appear in `git log`.
 //!
 //! Safety: `cargo test` runs everything at every commit. A test the tool
 //! skipped is a miss when its outcome differs from its outcome at its
@@ -379,7 +386,13 @@ enum Kind {
     Merge,
     /// Of the commit (its number in the window, when it is in it).
     Revert(Option<usize>),
+    /// Of the commit its message names, or of an older commit with the same
+    /// patch id (its number in the window, when it is in it).
     CherryPick(Option<usize>),
+    /// The same patch id as a commit that the window's end does not reach
+    /// (a pull request's branch, as a rebase-merge or a one-commit squash
+    /// leaves it): the change made again on another base.
+    Rebased,
 }
 
 impl Kind {
@@ -390,6 +403,7 @@ impl Kind {
             Kind::Merge => "merge",
             Kind::Revert(_) => "revert",
             Kind::CherryPick(_) => "cherry-pick",
+            Kind::Rebased => "rebased",
         }
     }
 
@@ -397,6 +411,57 @@ impl Kind {
     fn compared(self) -> bool {
         !matches!(self, Kind::Start | Kind::Commit)
     }
+}
+
+/// Per commit of `commits`, the other commits of the clone (every ref) that
+/// have its patch id (`git patch-id --stable`: the diff without
+/// whitespace, line numbers and order of files): copies of the same change.
+/// Merges have none.
+fn copies_by_patch_id(repo: &Path, commits: &[String]) -> Result<Vec<Vec<String>>> {
+    let mut log = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["log", "--all", "--no-merges", "-p", "--format=commit %H"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run git log")?;
+    let ids = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["patch-id", "--stable"])
+        .stdin(log.stdout.take().context("git log's output")?)
+        .output()
+        .context("cannot run git patch-id")?;
+    log.wait()?;
+    let mut by_patch: HashMap<&str, Vec<&str>> = HashMap::new();
+    let text = String::from_utf8_lossy(&ids.stdout);
+    for line in text.lines() {
+        if let Some((patch, commit)) = line.split_once(' ') {
+            by_patch.entry(patch).or_default().push(commit);
+        }
+    }
+    let mut patch_of: HashMap<&str, &str> = HashMap::new();
+    for (patch, with) in &by_patch {
+        for commit in with {
+            patch_of.insert(commit, patch);
+        }
+    }
+    Ok(commits
+        .iter()
+        .map(|c| {
+            patch_of
+                .get(c.as_str())
+                .map(|p| {
+                    by_patch[p]
+                        .iter()
+                        .filter(|o| **o != c.as_str())
+                        .map(|o| (*o).to_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect())
 }
 
 /// The commit a message says it reverts or cherry-picks, if it says so.
@@ -412,6 +477,10 @@ fn named_commit<'m>(message: &'m str, before: &str) -> Option<&'m str> {
 /// The window: commits in replay order with their full and short ids.
 struct Window {
     commits: Vec<String>,
+    /// Per commit, the other commits of the clone with its patch id.
+    copies: Vec<Vec<String>>,
+    /// The commits the window's end reaches.
+    reached: std::collections::HashSet<String>,
     short: Vec<String>,
     subjects: Vec<String>,
     all_parents: Vec<Vec<String>>,
@@ -420,7 +489,9 @@ struct Window {
 }
 
 impl Window {
-    fn read(scratch: &Path, from: &str, n: usize) -> Result<Window> {
+    /// `source` is the project's repository, whose every ref (pull
+    /// requests' too, in a mirror) is searched for copies.
+    fn read(scratch: &Path, source: &Path, from: &str, n: usize) -> Result<Window> {
         let listing = output(
             Command::new("git")
                 .arg("-C")
@@ -432,6 +503,16 @@ impl Window {
         let mut lines: Vec<&str> = listing.lines().collect();
         lines.reverse();
         let mut window = Window {
+            copies: Vec::new(),
+            reached: output(
+                Command::new("git")
+                    .arg("-C")
+                    .arg(scratch)
+                    .args(["rev-list", from]),
+            )?
+            .lines()
+            .map(str::to_owned)
+            .collect(),
             commits: Vec::new(),
             short: Vec::new(),
             subjects: Vec::new(),
@@ -465,6 +546,7 @@ impl Window {
                 .push(parents.is_empty() || inside.len() < parents.len());
             window.dag.parents.push(inside);
         }
+        window.copies = copies_by_patch_id(source, &window.commits)?;
         Ok(window)
     }
 
@@ -491,15 +573,32 @@ impl Window {
             .ok()?;
             self.index.get(full.trim()).copied()
         };
-        Ok(
-            if let Some(named) = named_commit(&message, "This reverts commit") {
-                Kind::Revert(resolve(named))
-            } else if let Some(named) = named_commit(&message, "cherry picked from commit") {
-                Kind::CherryPick(resolve(named))
-            } else {
-                Kind::Commit
-            },
-        )
+        if let Some(named) = named_commit(&message, "This reverts commit") {
+            return Ok(Kind::Revert(resolve(named)));
+        }
+        if let Some(named) = named_commit(&message, "cherry picked from commit") {
+            return Ok(Kind::CherryPick(resolve(named)));
+        }
+        // A copy made without `-x`: the same patch as an older commit of the
+        // window (or of the history before it) is a cherry-pick; as one the
+        // end does not reach, a rebase of it.
+        let copies = &self.copies[n];
+        if let Some(&earlier) = copies
+            .iter()
+            .filter_map(|c| self.index.get(c))
+            .filter(|&&c| c < n)
+            .max()
+        {
+            return Ok(Kind::CherryPick(Some(earlier)));
+        }
+        let before_window = |c: &String| self.reached.contains(c) && !self.index.contains_key(c);
+        if copies.iter().any(before_window) {
+            return Ok(Kind::CherryPick(None));
+        }
+        if copies.iter().any(|c| !self.reached.contains(c)) {
+            return Ok(Kind::Rebased);
+        }
+        Ok(Kind::Commit)
     }
 
     /// A two-parent merge git makes on its own gives the tree the merge
@@ -674,7 +773,7 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
         Some(&args.project.ekstazi),
         &args.project.repo,
     )?;
-    let window = Window::read(&scratch, &args.from, args.commits)?;
+    let window = Window::read(&scratch, &args.project.repo, &args.from, args.commits)?;
     let dag = &window.dag;
     let idom = dag.dominators();
     let n = window.commits.len();
@@ -976,7 +1075,7 @@ fn write_results(
         rows.iter().map(|r| r.unknown).sum::<usize>(),
         rows.iter().filter_map(|r| r.tool_beyond_sk).sum::<usize>()
     )?;
-    for kind in ["merge", "revert", "cherry-pick"] {
+    for kind in ["merge", "revert", "cherry-pick", "rebased"] {
         let at: Vec<&Row> = rows.iter().filter(|r| r.kind == kind).collect();
         if !at.is_empty() {
             s.push_str(&comparison(kind, &at));
@@ -1116,6 +1215,56 @@ fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A repository where `main` has a rebase of a pull request's commit and
+    /// a copy of one of its own commits, made without `-x`.
+    #[test]
+    fn copies_are_told_by_patch_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        let commit = |file: &str, text: &str, message: &str| {
+            std::fs::write(repo.join(file), text).unwrap();
+            git(&["add", "."]);
+            git(&["commit", "-q", "-m", message]);
+            git(&["rev-parse", "HEAD"])
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("b.txt"), "y\n").unwrap();
+        commit("a.txt", "x\n", "start");
+        git(&["checkout", "-q", "-b", "pr"]);
+        commit("a.txt", "x\nA\n", "on the branch");
+        git(&["checkout", "-q", "main"]);
+        commit("a.txt", "x\nA\n", "rebased onto main");
+        let m2 = commit("b.txt", "y\nB\n", "adds B");
+        commit("b.txt", "y\n", "takes B out");
+        commit("b.txt", "y\nB\n", "B again");
+        let window = Window::read(repo, repo, "main", 10).unwrap();
+        let kinds: Vec<Kind> = (0..window.commits.len())
+            .map(|n| window.kind(repo, n).unwrap())
+            .collect();
+        let picked = window.index[&m2];
+        assert_eq!(
+            kinds,
+            [
+                Kind::Start,
+                Kind::Rebased,
+                Kind::Commit,
+                Kind::Commit,
+                Kind::CherryPick(Some(picked))
+            ]
+        );
+    }
 
     fn dag(parents: &[&[usize]]) -> Dag {
         Dag {
