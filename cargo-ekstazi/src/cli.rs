@@ -198,7 +198,7 @@ test --doc`. The exit status is nextest's (100 when tests failed).")]
 Examples:
   cargo ekstazi completions bash > ~/.local/share/bash-completion/completions/cargo-ekstazi
   cargo ekstazi completions zsh > ~/.zfunc/_cargo-ekstazi       (with fpath+=~/.zfunc)
-  cargo ekstazi completions fish > ~/.config/fish/completions/cargo-ekstazi.fish
+  cargo ekstazi completions fish > ~/.config/fish/conf.d/cargo-ekstazi.fish
 
 docs/reference/configuration.md#shell-completions-and-the-manual-page says where each shell looks.")]
     Completions(CompletionsArgs),

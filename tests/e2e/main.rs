@@ -13,6 +13,7 @@ mod faults;
 mod field;
 mod fork_server;
 mod functions;
+mod github_action;
 mod history;
 mod merge_check;
 mod nextest;
