@@ -581,3 +581,36 @@ fn the_action_declares_its_inputs_and_uses_the_keys_the_script_writes() {
         "{state_paths:?}"
     );
 }
+
+#[test]
+fn a_failure_fails_the_job_is_summarised_and_saved_and_nextest_runs_the_selection() {
+    let f = Fixture::new("history").in_git();
+    let cache = Cache::new();
+    let wrong = "assert_eq!(tax::tax(10), 2);";
+    f.edit("src/lib.rs", "assert_eq!(tax::tax(10), 1);", wrong);
+    f.commit("tax: a wrong expectation");
+    let failed = Runner::new().job(&f, &cache, &Event::push("main"));
+    assert_eq!(failed.status, Some(101), "{failed:?}");
+    assert_eq!(failed.output("exit-code"), "101");
+    for text in [
+        "| failed | 1 |",
+        "**Failed**",
+        "- `shop tests::taxes`: failed",
+    ] {
+        assert!(failed.summary.contains(text), "{text}: {failed:?}");
+    }
+    assert_eq!(cache.entries.borrow().len(), 1, "saved after a failure too");
+
+    // Under nextest, the summary is the selection's: the test that failed
+    // and was fixed runs, nothing else.
+    f.edit("src/lib.rs", wrong, "assert_eq!(tax::tax(10), 1);");
+    f.commit("tax: the right expectation");
+    let event = Event::push("main").with("INPUT_COMMAND", "nextest");
+    let job = job_ok(&f, &cache, &event);
+    assert_eq!(job.restored, [failed.output("save-key")], "{job:?}");
+    assert!(job.report.is_none(), "{job:?}");
+    for row in ["| selected | 1 |", "| skipped as unaffected | 3 |"] {
+        assert!(job.summary.contains(row), "{row}: {job:?}");
+    }
+    assert!(job.log.contains("tests::taxes"), "{job:?}");
+}
