@@ -26,6 +26,18 @@ pub struct Ekstazi {
     pub command: Command,
 }
 
+/// The command line as the program `cargo-ekstazi` on its own: what
+/// completion scripts and manual pages describe. Its usage lines read
+/// `cargo ekstazi …`, as users type it.
+pub fn standalone_command() -> clap::Command {
+    // Built afresh, not taken out of `CargoCli`'s: the subcommands there
+    // already carry their `cargo ekstazi …` names, which completion
+    // scripts would use as function names.
+    <Ekstazi as Args>::augment_args(clap::Command::new("cargo-ekstazi"))
+        .bin_name("cargo-ekstazi")
+        .styles(clap_cargo_styles())
+}
+
 fn version() -> &'static str {
     concat!(
         env!("CARGO_PKG_VERSION"),
@@ -177,6 +189,40 @@ A test that passes only on a retry is recorded as failed: it runs again next
 time. Doctests are not run (nextest does not run them): use `cargo ekstazi
 test --doc`. The exit status is nextest's (100 when tests failed).")]
     Nextest(NextestArgs),
+    /// Print a shell completion script
+    ///
+    /// Completes `cargo-ekstazi`, and `cargo ekstazi` where the shell's
+    /// cargo completion hands third-party subcommands on (zsh) or the
+    /// script hooks into it (bash, fish).
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi completions bash > ~/.local/share/bash-completion/completions/cargo-ekstazi
+  cargo ekstazi completions zsh > ~/.zfunc/_cargo-ekstazi       (with fpath+=~/.zfunc)
+  cargo ekstazi completions fish > ~/.config/fish/conf.d/cargo-ekstazi.fish
+
+docs/reference/configuration.md#shell-completions-and-the-manual-page says where each shell looks.")]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), or write one for every command
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi man | man -l -           read it now
+  cargo ekstazi man --dir ~/.local/share/man/man1   cargo-ekstazi.1, cargo-ekstazi-test.1, ...")]
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write `cargo-ekstazi.1` and a page per command into this directory
+    /// instead of printing the main page
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

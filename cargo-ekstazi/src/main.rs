@@ -75,6 +75,8 @@ fn main() -> ExitCode {
         Command::Bisect(args) => commands::bisect::run(args),
         Command::MergeCheck(args) => commands::merge_check::run(args),
         Command::Nextest(args) => commands::nextest::run(args),
+        Command::Completions(args) => commands::completions::run(args),
+        Command::Man(args) => commands::man::run(args),
     };
     match result {
         Ok(code) => code,

@@ -216,11 +216,16 @@ impl Fixture {
 
     /// `cargo ekstazi <args>` in the fixture, with the fixture's own target directory.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-ekstazi"));
+        let mut command = self.program(Path::new(env!("CARGO_BIN_EXE_cargo-ekstazi")));
+        command.arg("ekstazi").args(args);
         command
-            .arg("ekstazi")
-            .args(args)
-            .current_dir(self.dir.as_path());
+    }
+
+    /// Another program run in the fixture, in the environment `command`
+    /// gives `cargo ekstazi`.
+    pub fn program(&self, program: &Path) -> Command {
+        let mut command = Command::new(program);
+        command.current_dir(self.dir.as_path());
         // The suite may itself run on CI or under a user's settings: a
         // test that wants CI's behaviour (louder notes), colour, or an
         // option from the environment sets it itself.

@@ -2,13 +2,16 @@
 //! `nextest` go the run path of [`crate::pipeline`]; `why` prepares and
 //! analyses as they do; `history`, `merge-state`, `bisect` and
 //! `merge-check` need no build of the user's checkout, and find the state
-//! directory here ([`locked_state`], [`workspace_state_dir`]).
+//! directory here ([`locked_state`], [`workspace_state_dir`]);
+//! `completions` and `man` describe the command line itself.
 //!
 //! Invariant: commands import every other module; nothing imports them.
 
 pub mod bisect;
+pub mod completions;
 pub mod history;
 pub mod list;
+pub mod man;
 pub mod merge_check;
 pub mod merge_state;
 pub mod nextest;

@@ -425,6 +425,9 @@ pub struct RunTest {
     /// `passed`, `failed`, `crashed`, `timed out`; absent for a test that did not run.
     pub outcome: Option<&'static str>,
     pub duration: Option<f64>,
+    /// Seconds its last recorded run took (of the vouching record, when
+    /// one vouched): for a skipped test, the time its skip saved.
+    pub last_duration: Option<f64>,
     /// It passed only after failing (`--retries`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub flaky: bool,
@@ -456,6 +459,7 @@ pub fn run_json(
             reasons: planned.reasons.iter().map(ToString::to_string).collect(),
             outcome: result.map(|r| r.outcome.as_str()),
             duration: result.map(|r| r.duration.as_secs_f64()),
+            last_duration: planned.last.as_ref().map(|r| r.duration().as_secs_f64()),
             flaky: result.is_some_and(|r| r.flaky),
             vouched_by: planned.vouched.clone(),
         })
