@@ -15,6 +15,7 @@ mod functions;
 mod history;
 mod merge_check;
 mod nextest;
+mod nextest_archive;
 mod options;
 mod raw_syscalls;
 mod reasons;
