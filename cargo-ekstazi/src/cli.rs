@@ -184,6 +184,10 @@ Examples:
   cargo ekstazi nextest -- -E 'package(a)'    nextest's filtersets narrow the selection further
   cargo ekstazi nextest --forceall            run every test and rewrite every record
   cargo ekstazi nextest --skipme              plain `cargo nextest run`: no selection, no records
+  cargo ekstazi nextest archive --archive-file tests.tar.zst
+                                              build once, for many machines
+  cargo ekstazi nextest run --archive-file tests.tar.zst --workspace-remap . --partition count:1/4
+                                              on each machine: select, run this share, record
 
 A test that passes only on a retry is recorded as failed: it runs again next
 time. Doctests are not run (nextest does not run them): use `cargo ekstazi
@@ -300,6 +304,19 @@ impl TestArgs {
 
 #[derive(Args, Debug)]
 pub struct NextestArgs {
+    /// `run` (the default), or `archive`: build the instrumented tests once
+    /// into a nextest archive, for `run --archive-file` on other machines
+    #[arg(value_enum, value_name = "ACTION")]
+    pub action: Option<NextestAction>,
+    /// With `archive`, the archive to write; with `run`, the archive to run
+    /// the selected tests of (a build made elsewhere, not built here)
+    #[arg(long, value_name = "PATH", help_heading = "Archive")]
+    pub archive_file: Option<PathBuf>,
+    /// With `run --archive-file`, the workspace to select and run in, a
+    /// checkout of the commit the archive was built from [default: the
+    /// current directory's]
+    #[arg(long, value_name = "DIR", help_heading = "Archive")]
+    pub workspace_remap: Option<PathBuf>,
     #[command(flatten)]
     pub cargo: CargoOpts,
     #[command(flatten)]
@@ -312,6 +329,15 @@ pub struct NextestArgs {
     /// Arguments for `cargo nextest run`, passed on as they are
     #[arg(last = true, value_name = "NEXTEST ARGS")]
     pub nextest: Vec<String>,
+}
+
+/// What `cargo ekstazi nextest` does.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextestAction {
+    /// Select, run under `cargo nextest run`, and record
+    Run,
+    /// Build the instrumented tests into a nextest archive
+    Archive,
 }
 
 impl NextestArgs {
@@ -619,7 +645,10 @@ fn parse_partition(s: &str) -> Result<Partition, String> {
 }
 
 /// The options `cargo test` takes that decide what is built; forwarded to cargo.
-#[derive(Args, Debug, Clone, Default)]
+/// (Serialized into a nextest archive's manifest: the build is described by
+/// them on the machine that runs it.)
+#[derive(Args, Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct CargoOpts {
     /// Package(s) to test
     #[arg(

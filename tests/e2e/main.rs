@@ -17,6 +17,7 @@ mod github_action;
 mod history;
 mod merge_check;
 mod nextest;
+mod nextest_archive;
 mod options;
 mod raw_syscalls;
 mod reasons;

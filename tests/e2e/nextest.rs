@@ -31,7 +31,7 @@ fn nextest_installed() -> bool {
 
 /// `(status, label)` of every test nextest reports finished, from its lines
 /// `        PASS [   0.011s] ( 1/12) alpha tests::doubles` (on stderr).
-fn nextest_finished(run: &TestRun) -> Vec<(String, String)> {
+pub fn nextest_finished(run: &TestRun) -> Vec<(String, String)> {
     run.stderr
         .lines()
         .filter_map(|line| {
@@ -52,7 +52,7 @@ fn nextest_finished(run: &TestRun) -> Vec<(String, String)> {
 }
 
 /// Labels of the tests nextest ran, whatever their outcome.
-fn nextest_ran(run: &TestRun) -> BTreeSet<String> {
+pub fn nextest_ran(run: &TestRun) -> BTreeSet<String> {
     nextest_finished(run).into_iter().map(|(_, l)| l).collect()
 }
 

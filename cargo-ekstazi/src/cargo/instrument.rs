@@ -50,6 +50,12 @@ pub struct Instrumentation<'a> {
 /// flags, so a build made with other flags must be thrown away.
 const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table v0-mangling 2";
 
+/// Where the instrumented build goes, inside the user's target directory
+/// (and where a nextest archive of it is unpacked).
+pub fn build_dir(target_dir: &Path) -> std::io::Result<PathBuf> {
+    std::path::absolute(target_dir.join("ekstazi").join("build"))
+}
+
 /// Where the instrumented build goes, inside the user's target directory;
 /// emptied first if it was made with other instrumentation, another shim or
 /// other debug information (cargo cannot see what the wrapper adds).
@@ -57,7 +63,7 @@ pub fn prepare_target_dir(
     target_dir: &Path,
     instrumentation: Instrumentation,
 ) -> anyhow::Result<PathBuf> {
-    let dir = std::path::absolute(target_dir.join("ekstazi").join("build"))?;
+    let dir = build_dir(target_dir)?;
     let marker = dir.join(".instrumentation");
     let expected = format!(
         "{INSTRUMENTATION}\n{}\ndebuginfo {}\n",

@@ -11,6 +11,7 @@
 //! Invariant: this folder knows nothing of records, selection or runs; it
 //! imports only `cli` and `style` from this crate.
 
+pub mod archived;
 pub mod doctests;
 pub mod instrument;
 pub mod libtest;

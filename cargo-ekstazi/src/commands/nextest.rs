@@ -19,6 +19,7 @@
 //!    [`recording`](crate::session::recording) as `test`. A test with no result keeps
 //!    its record.
 
+mod archive;
 mod args;
 mod config;
 mod filterset;
@@ -27,7 +28,7 @@ pub mod runner;
 
 use crate::cargo::instrument;
 use crate::cargo::libtest::TestCase;
-use crate::cli::{HarnessArgs, NextestArgs};
+use crate::cli::{HarnessArgs, NextestAction, NextestArgs};
 use crate::output::report::{self, Tally};
 use crate::pipeline::{self, records::Written};
 use crate::run::scheduler::Finished;
@@ -55,17 +56,49 @@ use std::time::{Duration, Instant, SystemTime};
 const MIN_NEXTEST: (u64, u64, u64) = (0, 9, 116);
 
 pub fn run(args: NextestArgs) -> Result<ExitCode> {
-    let start = Instant::now();
-    let user = args::parse(&args.nextest)?;
     if args.selection.doc {
         bail!("nextest does not run doctests: use `cargo ekstazi test --doc`");
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    check_nextest(&cargo)?;
+    match args.action.unwrap_or(NextestAction::Run) {
+        NextestAction::Archive => archive::run(&args, &cargo),
+        NextestAction::Run => {
+            check_nextest(&cargo)?;
+            run_selected(args)
+        }
+    }
+}
+
+/// `run`: select, run under nextest, record.
+fn run_selected(mut args: NextestArgs) -> Result<ExitCode> {
+    let start = Instant::now();
+    let user = args::parse(&args.nextest)?;
+    archive::check_run_args(&mut args)?;
+    if args.skipme
+        && let Some(file) = &args.archive_file
+    {
+        // The escape hatch, for an archive: nextest as the user would run it.
+        let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        command
+            .args(["nextest", "run", "--archive-file"])
+            .arg(file)
+            .arg("--workspace-remap")
+            .arg(archive::workspace(&args)?)
+            .args(&args.nextest);
+        let (status, _) = wait_for(command)?;
+        return Ok(exit_code(status));
+    }
     let mut session = pipeline::prepare(request(&args, &user))?;
+    let build = if args.archive_file.is_some() {
+        Build::Archived(instrument::build_dir(&session.ws.target_dir)?)
+    } else if session.options.granularity == Granularity::Function {
+        Build::Instrumented
+    } else {
+        Build::Plain
+    };
     if session.options.settings.skipme {
         // The escape hatch: nextest as the user would run it.
-        let mut command = nextest_command(&session, None);
+        let mut command = nextest_command(&session, &Build::Plain)?;
         command.args(&args.nextest);
         let (status, _) = wait_for(command)?;
         return Ok(exit_code(status));
@@ -88,7 +121,7 @@ pub fn run(args: NextestArgs) -> Result<ExitCode> {
 
     let dirs = RunDirs::make(&session, &user, recording)?;
     let ids = test_ids(&session, &selected);
-    let command = run_command(&session, &user, &dirs, &ids, recording, user_runner)?;
+    let command = run_command(&session, &user, &dirs, &ids, recording, user_runner, &build)?;
     let launched = SystemTime::now();
     let run_clock = Instant::now();
     let (status, interrupted) = wait_for(command)?;
@@ -138,6 +171,7 @@ fn request(args: &NextestArgs, user: &args::UserArgs) -> Request {
             ..HarnessArgs::default()
         },
         no_wait: args.recording.no_wait,
+        archive: args.archive_file.clone(),
         ..Request::default()
     }
 }
@@ -213,17 +247,9 @@ fn run_command(
     ids: &[(String, String)],
     recording: bool,
     user_runner: Option<Vec<String>>,
+    build: &Build,
 ) -> Result<Command> {
-    let instrumented = session.options.granularity == Granularity::Function;
-    let build = if instrumented {
-        Some(instrument::prepare_target_dir(
-            &session.ws.target_dir,
-            instrumentation(session),
-        )?)
-    } else {
-        None
-    };
-    let mut command = nextest_command(session, build.as_deref());
+    let mut command = nextest_command(session, build)?;
     command.arg("--tool-config-file").arg({
         let mut value = OsString::from("ekstazi:");
         value.push(&dirs.tool_config);
@@ -246,6 +272,13 @@ fn run_command(
         shim.map(|s| (s, dirs.traces.as_path())),
         user_runner.as_deref(),
     )?;
+    if let Build::Archived(_) = build
+        && let Some(dir) = session.shim.parent()
+    {
+        // The archive's binaries look for the shim in the building
+        // machine's target directory; the runner shows them this one's.
+        command.env(runner::LIBRARY_PATH_ENV, dir);
+    }
     if let Some(tmp) = &dirs.tmp {
         command.env(runner::TMP_ENV, tmp);
     }
@@ -476,20 +509,50 @@ fn instrumentation(session: &Session) -> instrument::Instrumentation<'_> {
     }
 }
 
-fn nextest_command(session: &Session, build: Option<&Path>) -> Command {
+/// Which build nextest runs.
+enum Build {
+    /// The ordinary build (binary granularity, `--skipme`).
+    Plain,
+    /// The instrumented build of function granularity, in its own target
+    /// directory.
+    Instrumented,
+    /// A nextest archive's build, unpacked in this directory: nextest reuses
+    /// it (`--binaries-metadata`) and builds nothing.
+    Archived(PathBuf),
+}
+
+fn nextest_command(session: &Session, build: &Build) -> Result<Command> {
     let mut command = Command::new(&session.ws.cargo);
-    command
-        .args(["nextest", "run"])
-        .args(args::cargo_args(&session.options.cargo, build.is_some()))
-        .args(style::cargo_color_arg());
-    if let Some(dir) = build {
-        command
-            .args(["--target", &session.ws.host])
-            .arg("--target-dir")
-            .arg(dir)
-            .envs(instrument::build_env(instrumentation(session)));
+    command.args(["nextest", "run"]);
+    match build {
+        Build::Plain => {
+            command.args(args::cargo_args(&session.options.cargo, false));
+        }
+        Build::Instrumented => {
+            let dir =
+                instrument::prepare_target_dir(&session.ws.target_dir, instrumentation(session))?;
+            command
+                .args(args::cargo_args(&session.options.cargo, true))
+                .args(["--target", &session.ws.host])
+                .arg("--target-dir")
+                .arg(dir)
+                .envs(instrument::build_env(instrumentation(session)));
+        }
+        Build::Archived(dir) => {
+            let metadata = dir.join("nextest");
+            command
+                .arg("--binaries-metadata")
+                .arg(metadata.join("binaries-metadata.json"))
+                .arg("--cargo-metadata")
+                .arg(metadata.join("cargo-metadata.json"))
+                .arg("--target-dir-remap")
+                .arg(dir)
+                .arg("--workspace-remap")
+                .arg(&session.ws.root);
+        }
     }
-    command
+    command.args(style::cargo_color_arg());
+    Ok(command)
 }
 
 /// Makes cargo-ekstazi nextest's target runner for the host. With `traced`

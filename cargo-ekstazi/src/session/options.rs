@@ -32,6 +32,9 @@ pub struct Request {
     pub report_json: Option<PathBuf>,
     /// `--junit PATH`.
     pub junit: Option<PathBuf>,
+    /// `nextest run --archive-file PATH`: the build is unpacked from this
+    /// archive, made elsewhere, not built here.
+    pub archive: Option<PathBuf>,
 }
 
 /// The options of a run, every source applied: resolved once, by

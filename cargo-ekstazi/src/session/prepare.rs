@@ -1,10 +1,12 @@
 //! Preparing a session, stage by stage: open the workspace, resolve the
-//! options, build the tests, list them, open the store, checksum the
-//! binaries, fingerprint their functions, and set up what the tests are
-//! given (ignored paths, temporary directories, environments).
+//! options, build the tests (or unpack them from a nextest archive made
+//! elsewhere), list them, open the store, checksum the binaries,
+//! fingerprint their functions, and set up what the tests are given
+//! (ignored paths, temporary directories, environments).
 
 use super::Session;
 use super::options::{self, Options, Request};
+use crate::cargo::archived::{self, Manifest};
 use crate::cargo::libtest::{self, TestCase};
 use crate::cargo::test_build::{self, Built};
 use crate::cargo::test_env::test_env;
@@ -39,17 +41,28 @@ impl Session {
     pub fn prepare(request: Request) -> Result<Session> {
         let mut laps = Laps::start();
         let ws = open_workspace(&request)?;
-        let (options, repo) = options::resolve(request, &ws)?;
+        let archive = request.archive.clone();
+        let (mut options, repo) = options::resolve(request, &ws)?;
         let state_dir = state_dir(&ws, &options)?;
         stop_background_recording(&state_dir);
         let shim = crate::run::shim::install(&ws.target_dir)?;
         laps.lap("workspace");
-        let built = build_tests(&ws, &options, &shim)?;
-        laps.lap("build");
+        let (built, archived) = match &archive {
+            Some(file) => {
+                let (built, manifest) = unpack_archive(&ws, &mut options, file, &shim)?;
+                laps.lap("unpack");
+                (built, Some(manifest))
+            }
+            None => {
+                let built = build_tests(&ws, &options, &shim)?;
+                laps.lap("build");
+                (built, None)
+            }
+        };
         let (envs, tests) = list_tests(&ws, &built)?;
         laps.lap("list");
         let store = Store::new(&state_dir);
-        let global = global_fingerprint(&ws, &options);
+        let global = global_fingerprint(&ws, &options, archived.as_ref());
         let checksums = Checksums::new(Anchors::new(
             &ws.root,
             &ws.target_dir,
@@ -145,6 +158,61 @@ fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> 
     Ok(built)
 }
 
+/// The test binaries of a nextest archive made elsewhere, unpacked where
+/// this workspace's instrumented build goes; the cargo options become the
+/// ones the archive was built with (but for where and how cargo speaks).
+fn unpack_archive(
+    ws: &Workspace,
+    options: &mut Options,
+    file: &Path,
+    shim: &Path,
+) -> Result<(Built, Manifest)> {
+    if options.granularity != Granularity::Function {
+        anyhow::bail!(
+            "an archive holds the instrumented build of function granularity, but this run \
+             is of {} granularity",
+            options.granularity.as_str()
+        );
+    }
+    let build_dir = crate::cargo::instrument::build_dir(&ws.target_dir)?;
+    let manifest = archived::unpack(file, &build_dir)?;
+    let ours = tool();
+    if manifest.tool != ours {
+        anyhow::bail!(
+            "the archive {} was made by {}, and this is {ours}: run it with the same \
+             cargo-ekstazi that made it",
+            file.display(),
+            manifest.tool
+        );
+    }
+    if manifest.host != ws.host {
+        anyhow::bail!(
+            "the archive {} holds tests built for {}, and this machine is {}",
+            file.display(),
+            manifest.host,
+            ws.host
+        );
+    }
+    let here = &options.cargo;
+    options.cargo = crate::cli::CargoOpts {
+        manifest_path: here.manifest_path.clone(),
+        target_dir: here.target_dir.clone(),
+        locked: here.locked,
+        offline: here.offline,
+        frozen: here.frozen,
+        quiet: here.quiet,
+        verbose: here.verbose,
+        ..manifest.cargo.clone()
+    };
+    let mut built = manifest.built(ws, &build_dir)?;
+    // The binaries find the shim through an rpath into the building
+    // machine's target directory; here it is where this one wrote it.
+    if let Some(dir) = shim.parent() {
+        built.native_dirs.push(dir.to_owned());
+    }
+    Ok((built, manifest))
+}
+
 /// Every test of every binary, as libtest lists them, sorted by binary and
 /// name; and per binary, the variables cargo gives its tests.
 fn list_tests(ws: &Workspace, built: &Built) -> Result<(CargoEnvs, Vec<TestCase>)> {
@@ -186,22 +254,28 @@ fn stop_background_recording(state_dir: &Path) {
     }
 }
 
-/// What every record of this build shares.
-fn global_fingerprint(ws: &Workspace, options: &Options) -> Global {
+/// What every record of this build shares; of a build unpacked from an
+/// archive, the toolchain and flags of the machine that built it.
+fn global_fingerprint(ws: &Workspace, options: &Options, archived: Option<&Manifest>) -> Global {
     Global {
-        rustc: ws.rustc_version.clone(),
+        rustc: archived.map_or_else(|| ws.rustc_version.clone(), |m| m.rustc_version.clone()),
         target: ws.host.clone(),
         profile: options.cargo.profile_name(),
         features: options.cargo.feature_request(),
-        rustflags: rustflags(),
-        tool: format!(
-            "cargo-ekstazi {} format {FORMAT_VERSION} shim {}",
-            env!("CARGO_PKG_VERSION"),
-            crate::run::shim::digest()
-        ),
+        rustflags: archived.map_or_else(rustflags, |m| m.rustflags.clone()),
+        tool: tool(),
         granularity: options.granularity.as_str().to_owned(),
         config: options.config.recording_digest(),
     }
+}
+
+/// This cargo-ekstazi, its record format and its shim.
+fn tool() -> String {
+    format!(
+        "cargo-ekstazi {} format {FORMAT_VERSION} shim {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::run::shim::digest()
+    )
 }
 
 /// Per binary, its smart checksum now: `Unknown` for a binary that cannot

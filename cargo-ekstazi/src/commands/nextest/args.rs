@@ -26,7 +26,7 @@ pub struct UserArgs {
 
 /// Options that change what is built: the selection must analyse the same
 /// build nextest runs, so these go before `--`, to cargo-ekstazi.
-const BUILD_OPTIONS: &[&str] = &[
+pub const BUILD_OPTIONS: &[&str] = &[
     "-p",
     "--package",
     "--workspace",
@@ -157,8 +157,14 @@ fn refuse(name: &str) -> Result<()> {
         | "--workspace-remap"
         | "--target-dir-remap"
         | "--build-dir-remap" => bail!(
-            "reusing a build (`{name}`) is not supported: cargo ekstazi builds and analyses \
-             the tests itself"
+            "`{name}` after `--`: to reuse a build, make it with `cargo ekstazi nextest archive \
+             --archive-file F`, then give `--archive-file F` and `--workspace-remap DIR` before \
+             `--` (`cargo ekstazi nextest run --archive-file F ...`)"
+        ),
+        "--partition" => bail!(
+            "`--partition` splits the selected tests: give it before `--`, to cargo ekstazi \
+             (`cargo ekstazi nextest --partition count:1/2`), so that every shard splits the \
+             same selection and records its share"
         ),
         "--stress-count" | "--stress-duration" => {
             bail!("stress runs (`{name}`) are not supported: use plain `cargo nextest run`")
@@ -173,7 +179,7 @@ fn refuse(name: &str) -> Result<()> {
 }
 
 /// `(name, attached value)` of an option: `--name=value`, `-Xvalue`.
-fn split_option(arg: &str) -> (&str, Option<&str>) {
+pub fn split_option(arg: &str) -> (&str, Option<&str>) {
     if let Some(long) = arg.strip_prefix("--") {
         return match long.split_once('=') {
             Some((name, value)) => (&arg[..name.len() + 2], Some(value)),
@@ -269,6 +275,8 @@ mod tests {
             &["--no-run"],
             &["--archive-file", "a.tar.zst"],
             &["--stress-count", "3"],
+            &["--partition", "count:1/2"],
+            &["--partition=hash:1/2"],
         ] {
             assert!(parse(&strings(refused)).is_err(), "{refused:?}");
         }

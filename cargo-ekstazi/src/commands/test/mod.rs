@@ -147,6 +147,7 @@ fn request(args: TestArgs) -> Result<Request> {
         no_wait: args.recording.no_wait,
         report_json: args.report_json,
         junit: args.junit,
+        archive: None,
     })
 }
 

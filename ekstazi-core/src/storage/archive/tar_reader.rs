@@ -29,6 +29,9 @@ pub struct Header {
     pub path: Vec<u8>,
     pub kind: u8,
     pub size: u64,
+    /// The permission bits (`0o7777` at most); `0o644` when the field
+    /// cannot be read.
+    pub mode: u32,
 }
 
 impl Header {
@@ -117,8 +120,14 @@ impl<R: Read> TarReader<R> {
                 _ => {
                     let size = pax_size.unwrap_or(size);
                     let path = long_path.unwrap_or_else(|| ustar_path(&block));
+                    let mode = parse_size(&block[100..108]).map_or(0o644, |m| (m & 0o7777) as u32);
                     self.pending = size + padding(size);
-                    return Ok(Some(Header { path, kind, size }));
+                    return Ok(Some(Header {
+                        path,
+                        kind,
+                        size,
+                        mode,
+                    }));
                 }
             }
         }
