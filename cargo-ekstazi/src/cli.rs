@@ -415,8 +415,8 @@ pub enum SearchArg {
     /// point; more builds when the point is far back
     Multiplying,
     /// The same first probe, then bisect the gap it found: fewer builds on
-    /// average when the point is far back, an older point more often when
-    /// the test was broken and fixed within the gap
+    /// average when the point is far back; may return an older point when
+    /// the test was fixed and broken again within the gap
     #[value(name = "multiplying-binary")]
     MultiplyingThenBinary,
     /// Bisect the whole path: about log2(commits) builds, the latest point
