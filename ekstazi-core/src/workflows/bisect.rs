@@ -330,9 +330,11 @@ fn search_path(
     // Multiplying-then-binary multiplies until its first good answer.
     let mut multiplying = search == Search::MultiplyingThenBinary;
     loop {
-        let gap = (lo, hi);
         // Free answers first: the last good one known, then the first bad
-        // one after it, narrow the gap at no cost.
+        // one after it, narrow the gap at no cost. (Only the first time
+        // round finds any: every later gap lies between these two. So the
+        // multiplying search starts from the bad end of the gap they leave,
+        // as Algorithm 3 would on that shorter path.)
         if let Some(g) = (lo + 1..hi)
             .rev()
             .find(|&i| free(&path[i], answers, oracle) == Some(Answer::Good))
@@ -346,11 +348,6 @@ fn search_path(
             (lo + 1..hi).find(|&i| free(&path[i], answers, oracle) == Some(Answer::Bad))
         {
             hi = b;
-        }
-        // A gap the history narrowed is a new path to Algorithm 3: its
-        // probes start again next to its bad end.
-        if search == Search::Multiplying && (lo, hi) != gap {
-            step = 1;
         }
         let open: Vec<usize> = (lo + 1..hi)
             .filter(|&i| free(&path[i], answers, oracle) != Some(Answer::Skip))
