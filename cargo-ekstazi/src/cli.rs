@@ -420,8 +420,7 @@ pub struct BisectArgs {
     /// Follow only the first parent of merge commits
     #[arg(long)]
     pub first_parent: bool,
-    /// How a path is searched: `multiplying` (from the bad end, finds the
-    /// latest point) or `binary`
+    /// How a path is searched, from the bad end back to a good commit
     #[arg(long, value_enum, default_value_t = SearchArg::Multiplying)]
     pub search: SearchArg,
     /// Give a regression point found for one bad commit to every other bad
@@ -483,7 +482,17 @@ pub struct StateOpts {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SearchArg {
+    /// Ask 1, 3, 7, 15, ... commits back until one passes, then search that
+    /// gap the same way from its failing end: leans most to the latest
+    /// point; more builds when the point is far back
     Multiplying,
+    /// The same first probe, then bisect the gap it found: fewer builds on
+    /// average when the point is far back; may return an older point when
+    /// the test was fixed and broken again within the gap
+    #[value(name = "multiplying-binary")]
+    MultiplyingThenBinary,
+    /// Bisect the whole path: about log2(commits) builds, the latest point
+    /// only when the history broke once
     Binary,
 }
 
@@ -1068,5 +1077,23 @@ mod tests {
         assert_eq!(args.cargo.feature_request(), "x,y");
         assert_eq!(args.filter.as_deref(), Some("name"));
         assert_eq!(args.libtest, ["--exact"]);
+    }
+
+    #[test]
+    fn bisect_offers_three_searches_the_papers_by_default() {
+        let search = |extra: &[&str]| {
+            let CargoCli::Ekstazi(cli) =
+                CargoCli::parse_from(["cargo", "ekstazi", "bisect", "t"].iter().chain(extra));
+            let Command::Bisect(args) = cli.command else {
+                panic!()
+            };
+            args.search
+        };
+        assert_eq!(search(&[]), SearchArg::Multiplying);
+        assert_eq!(
+            search(&["--search", "multiplying-binary"]),
+            SearchArg::MultiplyingThenBinary
+        );
+        assert_eq!(search(&["--search", "binary"]), SearchArg::Binary);
     }
 }

@@ -270,9 +270,9 @@ enum Eval {
         project: EvalProject,
     },
     /// Bisect real regressions and injected ones (mutants applied from a
-    /// commit on, some removed and applied again) three ways: `git bisect
-    /// run`, `cargo ekstazi bisect` without history, and with the history
-    /// CI left at every commit of the window
+    /// commit on, some removed and applied again) with `git bisect run`,
+    /// and with `cargo ekstazi bisect` (each `--searches` value) without
+    /// history and with the history CI left at every commit of the window
     Bisect {
         /// Commits in the window (after the oldest, the good end)
         #[arg(long, default_value_t = 50)]
@@ -298,6 +298,9 @@ enum Eval {
         /// again, without its CI
         #[arg(long)]
         resume: bool,
+        /// The tool's searches (`cargo ekstazi bisect --search` values)
+        #[arg(long, value_delimiter = ',', value_parser = bisect::SEARCHES, default_values = bisect::SEARCHES)]
+        searches: Vec<String>,
         #[command(flatten)]
         project: EvalProject,
     },
@@ -538,6 +541,7 @@ fn main() -> Result<()> {
                     seed,
                     sources,
                     resume,
+                    searches,
                     project,
                 },
         } => bisect::bisect(&bisect::BisectEvalArgs {
@@ -549,6 +553,7 @@ fn main() -> Result<()> {
             seed,
             sources,
             resume,
+            searches,
         }),
         Task::Eval {
             what:
@@ -608,5 +613,37 @@ fn main() -> Result<()> {
         Task::Eval {
             what: Eval::Plot { out, name, svg },
         } => plot::redraw(&out, &name, svg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn eval_bisect_runs_every_search_unless_told() {
+        let searches = |extra: &[&str]| {
+            let base = ["cargo xtask", "eval", "bisect", "--repo", "r", "--out", "o"];
+            let cli = Cli::try_parse_from(base.iter().chain(extra))?;
+            let Task::Eval {
+                what: Eval::Bisect { searches, .. },
+            } = cli.task
+            else {
+                panic!()
+            };
+            Ok::<_, clap::Error>(searches)
+        };
+        assert_eq!(searches(&[]).unwrap(), bisect::SEARCHES);
+        assert_eq!(
+            searches(&["--searches", "multiplying,binary"]).unwrap(),
+            ["multiplying", "binary"]
+        );
+        assert!(searches(&["--searches", "linear"]).is_err());
     }
 }

@@ -127,6 +127,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     }
     let search = match args.search {
         SearchArg::Multiplying => Search::Multiplying,
+        SearchArg::MultiplyingThenBinary => Search::MultiplyingThenBinary,
         SearchArg::Binary => Search::Binary,
     };
     let found = bisect::regressions(&dag, &bad, &good, &mut oracle, search, args.propagate);

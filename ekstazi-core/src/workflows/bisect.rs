@@ -4,12 +4,22 @@
 //!
 //! A regression point is an edge (good parent → bad commit). For each bad
 //! leaf, RPA takes the shortest path from a commit known to be good to the
-//! leaf, and searches it from the leaf backwards: *multiplying* search asks
-//! v(l−1), v(l−3), v(l−7), … until one is good, then bisects that gap, so
-//! it finds the regression point nearest the leaf far more often than
-//! `git bisect`, which assumes the history is monotone; *binary* search
-//! bisects the whole path. Leaves are taken shortest path first, and a
-//! point found can be propagated to every other leaf it precedes.
+//! leaf, and searches it from the leaf backwards. [`Search::Multiplying`]
+//! is the paper's Algorithm 3: it asks v(l−1), v(l−3), v(l−7), … until one
+//! is good, then searches the gap between that one and the last bad one the
+//! same way, from the gap's bad end, until the gap is one edge. A point d
+//! commits back costs from about log₂ d queries, when it lies just below
+//! the bad end of the gap the first probe finds (6 for the paper's point 16
+//! back on a 1 023-commit path, where halving the path costs 10), to
+//! O((log d)²), the paper's bound, when it lies at the gap's good end; and
+//! within a gap where good and bad alternate it still leans to the point
+//! nearest the leaf, which `git bisect`, assuming the history is monotone,
+//! does not. [`Search::MultiplyingThenBinary`] makes the same
+//! first probe, then bisects the gap (about 2·log₂ d): fewer queries on
+//! average for a monotone history, an older point more often when the gap
+//! is not monotone. [`Search::Binary`] bisects the whole path (log₂ n).
+//! Leaves are taken shortest path first, and a point found can be
+//! propagated to every other leaf it precedes (Algorithm 2).
 //!
 //! Answers are not all equally dear. An [`Oracle`] says which it knows for
 //! free (a record filed at that commit, in the history) and which cost a
@@ -40,6 +50,27 @@
 //! assert_eq!((point.good.as_str(), point.bad.as_str()), ("9", "10"));
 //! // 11 (bad), 9 (good), 10 (bad); git bisect from 0 finds 3 → 4.
 //! assert_eq!(oracle.0, 3);
+//!
+//! // In 32 commits, bad at 17 to 20 and from 23 on: the probe from 31
+//! // meets 30, 28, 24 (bad) and 16 (good). In the gap 16..24, Algorithm 3
+//! // asks 23 (bad), 21 and 22 (good); a binary search asks 20, 18, 17 (bad).
+//! let dag = Dag::new((0..32).map(|i| (i.to_string(), if i == 0 { vec![] } else { vec![(i - 1).to_string()] })));
+//! struct Alternating(usize);
+//! impl Oracle for Alternating {
+//!     fn known(&self, _: &str) -> Option<Answer> { None }
+//!     fn query(&mut self, c: &str) -> Answer {
+//!         self.0 += 1;
+//!         let i: u32 = c.parse().unwrap();
+//!         if (17..=20).contains(&i) || i >= 23 { Answer::Bad } else { Answer::Good }
+//!     }
+//! }
+//! for (search, latest) in [(Search::Multiplying, ("22", "23")), (Search::MultiplyingThenBinary, ("16", "17"))] {
+//!     let mut oracle = Alternating(0);
+//!     let found = regressions(&dag, &["31".into()], &["0".into()], &mut oracle, search, false);
+//!     let point = found[0].as_ref().unwrap();
+//!     assert_eq!((point.good.as_str(), point.bad.as_str()), latest);
+//!     assert_eq!(oracle.0, 7);
+//! }
 //! ```
 
 use crate::digests::functions::FunctionTable;
@@ -70,7 +101,14 @@ pub trait Oracle {
 /// How a path is searched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Search {
+    /// RPA's multiplying search (Algorithm 3): from the bad end, 1, 3, 7,
+    /// 15, … back until one is good, then the same inside the gap found,
+    /// from its bad end, until the gap is one edge.
     Multiplying,
+    /// The same probe from the bad end, then a binary search of the gap
+    /// it found.
+    MultiplyingThenBinary,
+    /// Binary search of the whole path.
     Binary,
 }
 
@@ -273,6 +311,14 @@ fn shortest_path(
 
 /// The regression point on `path` (good first, bad last) nearest its end,
 /// as the search finds it: (good, bad, skipped commits between).
+///
+/// The gap `lo..hi` holds a point: `path[lo]` is good, `path[hi]` bad.
+/// Multiplying search is the paper's Algorithm 3 written as a loop (its
+/// recursion is a tail call): probes fall `step` = 1, 2, 4, … below the
+/// last bad one, that is 1, 3, 7, … below the bad end of the current
+/// gap; a good answer makes a new gap, from it to the last bad probe, and
+/// a probe that would fall at or below `lo` makes the last bad probe the
+/// new end; either way `step` starts again at 1.
 fn search_path(
     path: &[String],
     answers: &mut HashMap<String, Answer>,
@@ -281,16 +327,22 @@ fn search_path(
 ) -> (String, String, Vec<String>) {
     let (mut lo, mut hi) = (0, path.len() - 1);
     let mut step = 1;
-    let mut multiplying = search == Search::Multiplying;
+    // Multiplying-then-binary multiplies until its first good answer.
+    let mut multiplying = search == Search::MultiplyingThenBinary;
     loop {
         // Free answers first: the last good one known, then the first bad
-        // one after it, narrow the gap at no cost.
+        // one after it, narrow the gap at no cost. (Only the first time
+        // round finds any: every later gap lies between these two. So the
+        // multiplying search starts from the bad end of the gap they leave,
+        // as Algorithm 3 would on that shorter path.)
         if let Some(g) = (lo + 1..hi)
             .rev()
             .find(|&i| free(&path[i], answers, oracle) == Some(Answer::Good))
         {
             lo = g;
-            multiplying = false;
+            if search == Search::MultiplyingThenBinary {
+                multiplying = false;
+            }
         }
         if let Some(b) =
             (lo + 1..hi).find(|&i| free(&path[i], answers, oracle) == Some(Answer::Bad))
@@ -307,10 +359,16 @@ fn search_path(
                 path[lo + 1..hi].to_vec(),
             );
         }
-        let want = if multiplying {
-            hi.saturating_sub(step).max(lo + 1)
-        } else {
-            lo + (hi - lo) / 2
+        let want = match search {
+            Search::Multiplying => match hi.checked_sub(step).filter(|&i| i > lo) {
+                Some(i) => i,
+                None => {
+                    step = 1;
+                    hi - 1
+                }
+            },
+            Search::MultiplyingThenBinary if multiplying => hi.saturating_sub(step).max(lo + 1),
+            Search::MultiplyingThenBinary | Search::Binary => lo + (hi - lo) / 2,
         };
         // The open commit nearest the one wanted (a skipped one is passed).
         let probe = *open
@@ -324,7 +382,10 @@ fn search_path(
             }
             Answer::Good => {
                 lo = probe;
-                multiplying = false;
+                step = 1;
+                if search == Search::MultiplyingThenBinary {
+                    multiplying = false;
+                }
             }
             Answer::Skip => {}
         }
@@ -585,14 +646,20 @@ mod tests {
         )
     }
 
+    const ALL: [Search; 3] = [
+        Search::Multiplying,
+        Search::MultiplyingThenBinary,
+        Search::Binary,
+    ];
+
     fn point(found: &[Result<Regression, Unsolved>]) -> (usize, usize) {
         let r = found[0].as_ref().unwrap();
         (r.good.parse().unwrap(), r.bad.parse().unwrap())
     }
 
     #[test]
-    fn a_linear_regression_is_found_both_ways() {
-        for search in [Search::Multiplying, Search::Binary] {
+    fn a_linear_regression_is_found_each_way() {
+        for search in ALL {
             let mut oracle = fake(bad_from(5));
             let found = on_linear_12(&mut oracle, search);
             assert_eq!(point(&found), (4, 5), "{search:?}");
@@ -602,6 +669,203 @@ mod tests {
                 oracle.queried
             );
         }
+    }
+
+    /// The search over commits 0..=1023, 1023 bad and 0 good: the paths
+    /// p₁ and p₂ of the paper's section 3.2; the point and what was asked.
+    fn on_the_papers_path(bad_from_k: usize, search: Search) -> ((usize, usize), Vec<usize>) {
+        let mut oracle = fake(bad_from(bad_from_k));
+        let found = regressions(
+            &linear(1024),
+            &["1023".into()],
+            &["0".into()],
+            &mut oracle,
+            search,
+            false,
+        );
+        (point(&found), oracle.queried)
+    }
+
+    #[test]
+    fn the_papers_p1_with_its_point_at_1007_1008_takes_6_queries() {
+        let (found, asked) = on_the_papers_path(1008, Search::Multiplying);
+        assert_eq!(found, (1007, 1008));
+        // 1022, 1020, 1016, 1008 bad, 992 good; then in 992..1008, 1007.
+        assert_eq!(asked, [1022, 1020, 1016, 1008, 992, 1007]);
+        // Bisecting the gap 992..1008 instead costs 4 more than 1.
+        let (found, asked) = on_the_papers_path(1008, Search::MultiplyingThenBinary);
+        assert_eq!(found, (1007, 1008));
+        assert_eq!(asked, [1022, 1020, 1016, 1008, 992, 1000, 1004, 1006, 1007]);
+        // The paper says 9 for binary search; halving 1 023 edges takes 10.
+        let (found, asked) = on_the_papers_path(1008, Search::Binary);
+        assert_eq!(found, (1007, 1008));
+        assert_eq!(asked.len(), 10, "{asked:?}");
+    }
+
+    #[test]
+    fn the_papers_p2_with_its_point_at_512_513_takes_17_queries() {
+        let (found, asked) = on_the_papers_path(513, Search::Multiplying);
+        assert_eq!(found, (512, 513));
+        assert_eq!(
+            asked,
+            [
+                1022, 1020, 1016, 1008, 992, 960, 896, 768, 512, // good at 2⁹ − 1 back
+                767, 765, 761, 753, 737, 705, 641, 513, // then in 512..768
+            ]
+        );
+        let (found, asked) = on_the_papers_path(513, Search::MultiplyingThenBinary);
+        assert_eq!(found, (512, 513));
+        assert_eq!(asked.len(), 17, "{asked:?}");
+        let (found, asked) = on_the_papers_path(513, Search::Binary);
+        assert_eq!(found, (512, 513));
+        assert_eq!(asked.len(), 10, "{asked:?}");
+    }
+
+    /// The commit graph of the paper's Figure 2 (section 3.4), as its text
+    /// gives it: a → b → c → n → o → p, c → d → e → f → g, n → i → j → k,
+    /// j → l → m. Vertex h is in the figure only; here a good leaf off d.
+    fn figure_2() -> Dag {
+        let edges = [
+            ("a", "b"),
+            ("b", "c"),
+            ("c", "n"),
+            ("n", "o"),
+            ("o", "p"),
+            ("c", "d"),
+            ("d", "e"),
+            ("e", "f"),
+            ("f", "g"),
+            ("d", "h"),
+            ("n", "i"),
+            ("i", "j"),
+            ("j", "k"),
+            ("j", "l"),
+            ("l", "m"),
+        ];
+        let mut parents: BTreeMap<String, Vec<String>> = BTreeMap::from([("a".to_owned(), vec![])]);
+        for (parent, child) in edges {
+            parents
+                .entry(child.to_owned())
+                .or_default()
+                .push(parent.to_owned());
+        }
+        Dag::new(parents)
+    }
+
+    #[test]
+    fn the_papers_figure_2_tests_o_c_n_then_j_i_then_f() {
+        // Invalid: o, p (after n); i, j, k, l, m (after n); g (after f).
+        struct Figure2(Vec<String>);
+        impl Oracle for Figure2 {
+            // The leaves are given as invalid, as RPA's input says.
+            fn known(&self, c: &str) -> Option<Answer> {
+                ["g", "k", "m", "p"].contains(&c).then_some(Answer::Bad)
+            }
+            fn query(&mut self, c: &str) -> Answer {
+                self.0.push(c.to_owned());
+                if "opijklmg".contains(c) {
+                    Answer::Bad
+                } else {
+                    Answer::Good
+                }
+            }
+        }
+        let mut oracle = Figure2(Vec::new());
+        let leaves: Vec<String> = ["g", "k", "m", "p"].map(str::to_owned).into();
+        let found = regressions(
+            &figure_2(),
+            &leaves,
+            &["a".into()],
+            &mut oracle,
+            Search::Multiplying,
+            true,
+        );
+        let points: Vec<(&str, &str, &str, bool)> = found
+            .iter()
+            .map(|r| {
+                let r = r.as_ref().unwrap();
+                (
+                    r.leaf.as_str(),
+                    r.good.as_str(),
+                    r.bad.as_str(),
+                    r.propagated,
+                )
+            })
+            .collect();
+        assert_eq!(
+            points,
+            [
+                ("g", "f", "g", false),
+                ("k", "n", "i", false),
+                ("m", "n", "i", true),
+                ("p", "n", "o", false),
+            ]
+        );
+        // Iteration I tests o, c, n; II j, i; III f: with the root, the
+        // paper's "7 out of 16 vertices".
+        assert_eq!(oracle.0, ["o", "c", "n", "j", "i", "f"]);
+    }
+
+    /// Good at 16, bad 17..=20, good 21 and 22, bad from 23 on: the
+    /// multiplying probe from 31 meets 30, 28, 24 bad and 16 good.
+    fn alternating_in_the_gap(i: usize) -> Answer {
+        if (17..=20).contains(&i) || i >= 23 {
+            Answer::Bad
+        } else {
+            Answer::Good
+        }
+    }
+
+    #[test]
+    fn inside_a_gap_where_good_and_bad_alternate_the_recursion_finds_the_latest_point() {
+        let search = |search| {
+            let mut oracle = fake(alternating_in_the_gap);
+            let found = regressions(
+                &linear(32),
+                &["31".into()],
+                &["0".into()],
+                &mut oracle,
+                search,
+                false,
+            );
+            (point(&found), oracle.queried)
+        };
+        // In 16..24 it asks 23 (bad), 21 (good), then 22 (good).
+        let (found, asked) = search(Search::Multiplying);
+        assert_eq!(found, (22, 23));
+        assert_eq!(asked, [30, 28, 24, 16, 23, 21, 22]);
+        // Bisecting it meets 20, in the older break, and stays there.
+        let (found, asked) = search(Search::MultiplyingThenBinary);
+        assert_eq!(found, (16, 17));
+        assert_eq!(asked, [30, 28, 24, 16, 20, 18, 17]);
+    }
+
+    #[test]
+    fn multiplying_then_binary_spends_fewer_where_the_point_is_deep_in_its_gap() {
+        // The point 996 → 997 lies low in the gap 992..1008.
+        let (found, asked) = on_the_papers_path(997, Search::Multiplying);
+        assert_eq!(found, (996, 997));
+        assert_eq!(asked.len(), 15, "{asked:?}");
+        let (found, asked) = on_the_papers_path(997, Search::MultiplyingThenBinary);
+        assert_eq!(found, (996, 997));
+        assert_eq!(asked.len(), 9, "{asked:?}");
+    }
+
+    #[test]
+    fn history_answers_narrow_the_gap_and_the_search_starts_again_at_its_bad_end() {
+        // Free: 1000 good, 1010 bad. Then 1009 (bad), 1007 (good), 1008.
+        let mut oracle = fake(bad_from(1008));
+        oracle.free = HashSet::from([1000, 1010]);
+        let found = regressions(
+            &linear(1024),
+            &["1023".into()],
+            &["0".into()],
+            &mut oracle,
+            Search::Multiplying,
+            false,
+        );
+        assert_eq!(point(&found), (1007, 1008));
+        assert_eq!(oracle.queried, [1009, 1007, 1008]);
     }
 
     /// Broken at 4, fixed at 7, broken again at 10.
@@ -626,7 +890,7 @@ mod tests {
         let valid = broken_fixed_broken;
         let mut oracle = fake(valid);
         oracle.free = (0..12).collect();
-        for search in [Search::Multiplying, Search::Binary] {
+        for search in ALL {
             let found = on_linear_12(&mut oracle, search);
             assert_eq!(point(&found), (9, 10), "{search:?}");
         }
@@ -640,11 +904,13 @@ mod tests {
             i if i >= 5 => Answer::Bad,
             _ => Answer::Good,
         };
-        let mut oracle = fake(valid);
-        let found = on_linear_12(&mut oracle, Search::Binary);
-        let r = found[0].as_ref().unwrap();
-        assert_eq!((r.good.as_str(), r.bad.as_str()), ("4", "6"));
-        assert_eq!(r.skipped, ["5"]);
+        for search in ALL {
+            let mut oracle = fake(valid);
+            let found = on_linear_12(&mut oracle, search);
+            let r = found[0].as_ref().unwrap();
+            assert_eq!((r.good.as_str(), r.bad.as_str()), ("4", "6"), "{search:?}");
+            assert_eq!(r.skipped, ["5"], "{search:?}");
+        }
     }
 
     #[test]

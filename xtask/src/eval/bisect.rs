@@ -22,14 +22,22 @@
 //!    skip where it did not exist or nothing built. The latest regression
 //!    point is the good commit nearest the newest one and the first bad
 //!    commit after it.
-//! 5. **Three searches** between the same ends (good: the oldest commit;
+//! 5. **The searches** between the same ends (good: the oldest commit;
 //!    bad: the newest): `git bisect run` with a plain `cargo test` of the
 //!    one test (exit 125 where it does not build or the test is missing);
+//!    then, for each `--searches` value (by default all of `cargo ekstazi
+//!    bisect --search`: `multiplying`, `multiplying-binary`, `binary`),
 //!    `cargo ekstazi bisect` on the CI state with its history removed (the
-//!    current records only); and on the CI state as it is.
+//!    current records only), and on the CI state as it is. Each starts from
+//!    a fresh copy of the CI state, so none is answered by what an earlier
+//!    one filed; they share the scratch worktree's target directory, so
+//!    later ones build faster (wall time favours them, builds do not).
 //!
-//! Output in `<out>`: `bisect.csv` (a line per regression and search),
-//! `summary.md`, and logs under `logs/`.
+//! Output in `<out>`: `bisect.csv` (a line per regression and search, with
+//! the latest point's distance from the bad end and its bucket),
+//! `summary.md` (per kind of regression and search: latest point found,
+//! builds mean / median / P90; then the same per distance bucket: 1, 2–3,
+//! 4–7, 8–15, 16–31, 32+ commits back), and logs under `logs/`.
 
 use super::evidence::{self, EkstaziOpts, Report, RetestAll, TestId};
 use super::mutate::{self, Mutant, SplitMix};
@@ -58,7 +66,13 @@ pub struct BisectEvalArgs {
     pub sources: Vec<String>,
     /// Search the regressions of an earlier run's `cases.json` again.
     pub resume: bool,
+    /// The tool's searches to run (`--search` values), each without and
+    /// with the CI history.
+    pub searches: Vec<String>,
 }
+
+/// The tool's `--search` values, in the order they are reported.
+pub const SEARCHES: [&str; 3] = ["multiplying", "multiplying-binary", "binary"];
 
 /// What a commit says of one test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +122,71 @@ struct Placed {
     placement: String,
 }
 
-const WAYS: [&str; 3] = ["git bisect", "tool, no history", "tool, CI history"];
+/// One way a regression is searched: `git bisect run`, or the tool with
+/// one `--search`, on the CI state with or without its history.
+#[derive(Clone, PartialEq, Eq)]
+struct Way {
+    /// The tool's `--search`; `None` for `git bisect run`.
+    search: Option<String>,
+    history: bool,
+}
+
+impl Way {
+    fn label(&self) -> String {
+        match &self.search {
+            None => "git bisect run".to_owned(),
+            Some(search) => format!(
+                "{search}, {}",
+                if self.history {
+                    "CI history"
+                } else {
+                    "no history"
+                }
+            ),
+        }
+    }
+}
+
+/// `git bisect run`, then each search without history, then each with.
+fn ways(searches: &[String]) -> Vec<Way> {
+    let mut ways = vec![Way {
+        search: None,
+        history: false,
+    }];
+    for history in [false, true] {
+        ways.extend(searches.iter().map(|s| Way {
+            search: Some(s.clone()),
+            history,
+        }));
+    }
+    ways
+}
+
+/// Buckets of the distance of the latest regression point from the bad
+/// end (commits from its good commit to the bad end): 1 is the bad end
+/// itself, the multiplying search's first probe; each next bucket is its
+/// next probe's reach.
+const DISTANCES: [(usize, usize, &str); 6] = [
+    (1, 1, "1"),
+    (2, 3, "2–3"),
+    (4, 7, "4–7"),
+    (8, 15, "8–15"),
+    (16, 31, "16–31"),
+    (32, usize::MAX, "32+"),
+];
+
+fn bucket(distance: usize) -> &'static str {
+    DISTANCES
+        .iter()
+        .find(|(lo, hi, _)| (*lo..=*hi).contains(&distance))
+        .map_or("0", |(_, _, name)| name)
+}
+
+/// How far back from the bad end the latest point's good commit is.
+fn distance(case: &Case) -> Option<usize> {
+    let (good, _) = latest_point(&case.truth)?;
+    Some(case.truth.len() - 1 - good)
+}
 
 pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     let (ekstazi, scratch) = evidence::scratch_setup(
@@ -157,7 +235,8 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
     };
 
     // 5. The searches.
-    let mut rows: Vec<(usize, &'static str, Found)> = Vec::new();
+    let ways = ways(&args.searches);
+    let mut rows: Vec<(usize, Way, Found)> = Vec::new();
     for (c, case) in cases.iter().enumerate() {
         let expected = latest_point(&case.truth);
         eprintln!(
@@ -178,25 +257,30 @@ pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
             continue;
         }
         let log = logs.join(format!("search-{}.log", case.name));
-        let found = git_bisect(args, &scratch, case, &log)?;
-        rows.push((c, WAYS[0], found));
-        let without = args.project.out.join("state-search");
-        let _ = std::fs::remove_dir_all(&without);
-        std::fs::create_dir_all(&without)?;
-        copy_tree(&case.state, &without)?;
-        for version in std::fs::read_dir(&without)? {
-            let _ = std::fs::remove_dir_all(version?.path().join(".history"));
+        for way in &ways {
+            let found = match &way.search {
+                None => git_bisect(args, &scratch, case, &log)?,
+                Some(search) => {
+                    // Each search starts from the CI state as it was: what
+                    // an earlier one filed would answer for free.
+                    let state = args.project.out.join("state-search");
+                    let _ = std::fs::remove_dir_all(&state);
+                    std::fs::create_dir_all(&state)?;
+                    copy_tree(&case.state, &state)?;
+                    if !way.history {
+                        for version in std::fs::read_dir(&state)? {
+                            let _ = std::fs::remove_dir_all(version?.path().join(".history"));
+                        }
+                    }
+                    tool_bisect(&ekstazi, &scratch, &state, case, search, &log)?
+                }
+            };
+            rows.push((c, way.clone(), found));
         }
-        let found = tool_bisect(&ekstazi, &scratch, &without, case, &log)?;
-        rows.push((c, WAYS[1], found));
-        let _ = std::fs::remove_dir_all(&without);
-        std::fs::create_dir_all(&without)?;
-        copy_tree(&case.state, &without)?;
-        let found = tool_bisect(&ekstazi, &scratch, &without, case, &log)?;
-        rows.push((c, WAYS[2], found));
-        for (_, way, f) in rows.iter().rev().take(3).rev() {
+        for (_, way, f) in rows.iter().rev().take(ways.len()).rev() {
             eprintln!(
-                "  {way}: {}, {} builds, {} test runs, {:.1}s{}",
+                "  {}: {}, {} builds, {} test runs, {:.1}s{}",
+                way.label(),
                 describe(case, f.point.as_ref()),
                 f.builds,
                 f.test_runs,
@@ -801,13 +885,21 @@ fn tool_bisect(
     scratch: &Path,
     state: &Path,
     case: &Case,
+    search: &str,
     log: &Path,
 ) -> Result<Found> {
     let bad = case.chain.last().context("empty chain")?;
     evidence::checkout_clean(scratch, bad)?;
     let clock = Instant::now();
     let out = Command::new(ekstazi)
-        .args(["ekstazi", "bisect", "--json", "--state-dir"])
+        .args([
+            "ekstazi",
+            "bisect",
+            "--json",
+            "--search",
+            search,
+            "--state-dir",
+        ])
         .arg(state)
         .args(["--good", &case.chain[0], "--bad", bad])
         .arg(format!("{} {}", case.test.0, case.test.1))
@@ -823,7 +915,7 @@ fn tool_bisect(
             std::io::Write::write_all(
                 &mut f,
                 format!(
-                    "== cargo ekstazi bisect ({})\n{}\n{}\n",
+                    "== cargo ekstazi bisect --search {search} ({})\n{}\n{}\n",
                     state.display(),
                     String::from_utf8_lossy(&out.stdout),
                     String::from_utf8_lossy(&out.stderr)
@@ -897,14 +989,15 @@ fn is_latest(case: &Case, point: Option<&(String, String)>) -> bool {
 fn write_results(
     args: &BisectEvalArgs,
     cases: &[Case],
-    rows: &[(usize, &'static str, Found)],
+    rows: &[(usize, Way, Found)],
 ) -> Result<()> {
     let mut csv = String::from(
-        "case,kind,placement,binary,test,truth_good,truth_bad,way,good,bad,latest,builds,test_runs,wall_s,error\n",
+        "case,kind,placement,binary,test,truth_good,truth_bad,distance,distance_bucket,way,search,history,good,bad,latest,builds,test_runs,wall_s,error\n",
     );
     for (c, way, f) in rows {
         let case = &cases[*c];
         let (g, b) = latest_point(&case.truth).unwrap_or((0, 0));
+        let d = distance(case).unwrap_or(0);
         let index = |s: &str| {
             case.chain
                 .iter()
@@ -913,12 +1006,16 @@ fn write_results(
         };
         let _ = writeln!(
             csv,
-            "{},{},\"{}\",{},\"{}\",{g},{b},\"{way}\",{},{},{},{},{},{:.1},\"{}\"",
+            "{},{},\"{}\",{},\"{}\",{g},{b},{d},{},\"{}\",{},{},{},{},{},{},{},{:.1},\"{}\"",
             case.name,
             case.kind,
             case.placement,
             case.test.0,
             case.test.1,
+            bucket(d),
+            way.label(),
+            way.search.as_deref().unwrap_or("git-bisect"),
+            way.history,
             f.point.as_ref().map_or(String::new(), |p| index(&p.0)),
             f.point.as_ref().map_or(String::new(), |p| index(&p.1)),
             is_latest(case, f.point.as_ref()),
@@ -929,7 +1026,18 @@ fn write_results(
         );
     }
     std::fs::write(args.project.out.join("bisect.csv"), csv)?;
+    std::fs::write(
+        args.project.out.join("summary.md"),
+        summary(args, cases, rows),
+    )?;
+    Ok(())
+}
 
+/// The summary: per kind of regression and way, the latest point found and
+/// the builds; then the same per distance of the latest point from the bad
+/// end.
+fn summary(args: &BisectEvalArgs, cases: &[Case], rows: &[(usize, Way, Found)]) -> String {
+    let ways = ways(&args.searches);
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -937,51 +1045,77 @@ fn write_results(
         args.commits + 1,
         args.from,
         super::replay::project_name(&args.project.repo),
-        rows.len() / WAYS.len()
+        rows.len() / ways.len()
     );
-    let _ = writeln!(
-        md,
-        "| regressions | search | cases | latest point found | builds (mean / median) | test runs (mean / median) | wall (mean) |"
-    );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|");
+    // One line: cases, latest found, builds, test runs, wall.
+    let line = |chosen: &[(&Case, &Found)]| -> String {
+        let latest = chosen
+            .iter()
+            .filter(|(c, f)| is_latest(c, f.point.as_ref()))
+            .count();
+        let builds: Vec<f64> = chosen.iter().map(|(_, f)| f.builds as f64).collect();
+        let runs: Vec<f64> = chosen.iter().map(|(_, f)| f.test_runs as f64).collect();
+        let walls: Vec<f64> = chosen.iter().map(|(_, f)| f.wall).collect();
+        format!(
+            "{} | {latest} ({:.0} %) | {:.1} / {:.1} / {:.0} | {:.1} / {:.1} | {:.1}s |",
+            chosen.len(),
+            stats::share(latest, chosen.len()),
+            stats::mean(&builds),
+            stats::median(&builds),
+            stats::percentile(&builds, 90.0),
+            stats::mean(&runs),
+            stats::median(&runs),
+            stats::mean(&walls)
+        )
+    };
+    let chosen = |way: &Way, keep: &dyn Fn(&Case) -> bool| -> Vec<(&Case, &Found)> {
+        rows.iter()
+            .filter(|(c, w, _)| w == way && keep(&cases[*c]))
+            .map(|(c, _, f)| (&cases[*c], f))
+            .collect()
+    };
+    let header = "| cases | latest point found | builds (mean / median / P90) | test runs (mean / median) | wall (mean) |";
+    let rule = "|---:|---:|---:|---:|---:|";
+    let _ = writeln!(md, "| regressions | search {header}");
+    let _ = writeln!(md, "|---|---{rule}");
     for kinds in [
         &["real", "monotone", "non-monotone"][..],
         &["real"],
         &["monotone"],
         &["non-monotone"],
     ] {
-        for way in WAYS {
-            let chosen: Vec<(&Case, &Found)> = rows
-                .iter()
-                .filter(|(c, w, _)| *w == way && kinds.contains(&cases[*c].kind.as_str()))
-                .map(|(c, _, f)| (&cases[*c], f))
-                .collect();
+        for way in &ways {
+            let chosen = chosen(way, &|c| kinds.contains(&c.kind.as_str()));
             if chosen.is_empty() {
                 continue;
             }
-            let latest = chosen
-                .iter()
-                .filter(|(c, f)| is_latest(c, f.point.as_ref()))
-                .count();
-            let builds: Vec<f64> = chosen.iter().map(|(_, f)| f.builds as f64).collect();
-            let runs: Vec<f64> = chosen.iter().map(|(_, f)| f.test_runs as f64).collect();
-            let walls: Vec<f64> = chosen.iter().map(|(_, f)| f.wall).collect();
             let _ = writeln!(
                 md,
-                "| {} | {way} | {} | {latest} ({:.0} %) | {:.1} / {:.1} | {:.1} / {:.1} | {:.1}s |",
+                "| {} | {} | {}",
                 if kinds.len() > 1 { "all" } else { kinds[0] },
-                chosen.len(),
-                stats::share(latest, chosen.len()),
-                stats::mean(&builds),
-                stats::median(&builds),
-                stats::mean(&runs),
-                stats::median(&runs),
-                stats::mean(&walls)
+                way.label(),
+                line(&chosen)
             );
         }
     }
-    std::fs::write(args.project.out.join("summary.md"), md)?;
-    Ok(())
+    let _ = writeln!(
+        md,
+        "\nBy the distance of the latest point from the bad end (commits from its good commit to the bad end; 1: the bad end itself broke):\n"
+    );
+    let _ = writeln!(md, "| distance | search {header}");
+    let _ = writeln!(md, "|---|---{rule}");
+    for (lo, hi, name) in DISTANCES {
+        for way in &ways {
+            let chosen = chosen(way, &|c| {
+                distance(c).is_some_and(|d| (lo..=hi).contains(&d))
+            });
+            if chosen.is_empty() {
+                continue;
+            }
+            let _ = writeln!(md, "| {name} | {} | {}", way.label(), line(&chosen));
+        }
+    }
+    md
 }
 
 #[cfg(test)]
@@ -1001,5 +1135,88 @@ mod tests {
         );
         assert_eq!(latest_point(&[Good, Bad, Bad, Good]), None);
         assert_eq!(latest_point(&[Bad, Bad]), None);
+    }
+
+    #[test]
+    fn the_summary_gives_each_search_its_p90_and_its_distances() {
+        let args = BisectEvalArgs {
+            project: evidence::Project {
+                repo: PathBuf::from("/x/hexyl"),
+                out: PathBuf::from("/x/out"),
+                cargo_args: Vec::new(),
+                timeout: Duration::from_secs(1),
+                ekstazi: PathBuf::from("cargo-ekstazi"),
+            },
+            from: "HEAD".to_owned(),
+            commits: 5,
+            regressions: 2,
+            per_chain: 1,
+            seed: 1,
+            sources: Vec::new(),
+            resume: false,
+            searches: SEARCHES.map(str::to_owned).into(),
+        };
+        let chain: Vec<String> = (0..6).map(|i| format!("c{i}")).collect();
+        let case = |name: &str, truth: Vec<Truth>| Case {
+            name: name.to_owned(),
+            kind: "monotone".to_owned(),
+            test: ("t".to_owned(), "n".to_owned()),
+            chain: chain.clone(),
+            truth,
+            placement: String::new(),
+            state: PathBuf::new(),
+        };
+        // The latest points: 4 → 5 (1 back) and 1 → 2 (4 back).
+        let cases = [
+            case("near", vec![Good, Good, Good, Good, Good, Bad]),
+            case("far", vec![Good, Good, Bad, Bad, Bad, Bad]),
+        ];
+        let found = |g: &str, b: &str, builds| Found {
+            point: Some((g.to_owned(), b.to_owned())),
+            builds,
+            ..Found::default()
+        };
+        let mut rows = Vec::new();
+        for (c, right) in [(0, ("c4", "c5")), (1, ("c1", "c2"))] {
+            for (i, way) in ways(&args.searches).into_iter().enumerate() {
+                // git bisect misses the far one; the others find both.
+                let f = if i == 0 && c == 1 {
+                    found("c0", "c1", 3)
+                } else {
+                    found(right.0, right.1, i)
+                };
+                rows.push((c, way, f));
+            }
+        }
+        let md = summary(&args, &cases, &rows);
+        assert!(md.contains("builds (mean / median / P90)"), "{md}");
+        assert!(
+            md.contains("| all | git bisect run | 2 | 1 (50 %) | 1.5 / 1.5 / 3 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| all | multiplying-binary, no history | 2 | 2 (100 %) | 2.0 / 2.0 / 2 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 4–7 | git bisect run | 1 | 0 (0 %) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 | binary, CI history | 1 | 1 (100 %) |"),
+            "{md}"
+        );
+        assert!(!md.contains("| 2–3 |"), "no case is 2–3 back: {md}");
+    }
+
+    #[test]
+    fn distances_fall_in_the_multiplying_probes_buckets() {
+        let names: Vec<&str> = [1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 500].map(bucket).into();
+        assert_eq!(
+            names,
+            [
+                "1", "2–3", "2–3", "4–7", "4–7", "8–15", "8–15", "16–31", "16–31", "32+", "32+"
+            ]
+        );
     }
 }
