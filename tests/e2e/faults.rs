@@ -435,7 +435,15 @@ fn a_workspace_moved_elsewhere_selects_nothing_though_its_tests_embed_its_paths(
     // and runs the helper: a string constant naming the target directory,
     // and its length, both of which move with the checkout.
     let f = Fixture::new("basic");
-    assert!(f.test_ok(&[]).ran().contains("beta::files runs_helper"));
+    // And a test that reads its own executable, as a backtrace does: the
+    // binary's layout must not depend on where the checkout is.
+    f.write(
+        "beta/tests/own_executable.rs",
+        "#[test]\nfn reads_it() {\n    let exe = std::env::current_exe().unwrap();\n    assert!(std::fs::read(exe).unwrap().len() > 1000);\n}\n",
+    );
+    let first = f.test_ok(&[]).ran();
+    assert!(first.contains("beta::files runs_helper"), "{first:?}");
+    assert!(first.contains("beta::own_executable reads_it"), "{first:?}");
     let name = format!(
         "{}-moved-elsewhere",
         f.path().file_name().unwrap().to_string_lossy()

@@ -37,6 +37,8 @@ const SHIM_ENV: &str = "EKSTAZI_SHIM";
 const INNER_ENV: &str = "EKSTAZI_INNER_WRAPPER";
 /// Set when debug information is cut to line tables.
 const LINE_TABLES_ENV: &str = "EKSTAZI_LINE_TABLES_ONLY";
+/// The workspace root, remapped in debug information.
+const WORKSPACE_ENV: &str = "EKSTAZI_WORKSPACE_ROOT";
 
 /// What the instrumented build is made with.
 #[derive(Clone, Copy, Debug)]
@@ -44,11 +46,15 @@ pub struct Instrumentation<'a> {
     /// The runtime shim to link against.
     pub shim: &'a Path,
     pub debuginfo: DebugInfo,
+    /// The workspace root: rustc writes it into the debug information as
+    /// the compilation directory, which is remapped (see [`extra_args`]).
+    pub workspace: &'a Path,
 }
 
 /// Bumped when the instrumentation changes: cargo does not see a wrapper's
 /// flags, so a build made with other flags must be thrown away.
-const INSTRUMENTATION: &str = "sancov-bool-flag-pc-table v0-mangling 2";
+const INSTRUMENTATION: &str =
+    "sancov-bool-flag-pc-table v0-mangling origin-runpath remapped-workspace 3";
 
 /// Where the instrumented build goes, inside the user's target directory
 /// (and where a nextest archive of it is unpacked).
@@ -87,6 +93,10 @@ pub fn build_env(instrumentation: Instrumentation) -> Vec<(OsString, OsString)> 
         ("RUSTC_WRAPPER".into(), me.into_os_string()),
         (WRAPPER_ENV.into(), "1".into()),
         (SHIM_ENV.into(), instrumentation.shim.as_os_str().to_owned()),
+        (
+            WORKSPACE_ENV.into(),
+            instrumentation.workspace.as_os_str().to_owned(),
+        ),
     ];
     if instrumentation.debuginfo == DebugInfo::LineTablesOnly {
         env.push((LINE_TABLES_ENV.into(), "1".into()));
@@ -187,10 +197,26 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
     if std::env::var_os(LINE_TABLES_ENV).is_some() && wants_more_than_line_tables(args) {
         extra.extend(["-C".into(), "debuginfo=line-tables-only".into()]);
     }
+    // The workspace root is in the debug information (the compilation
+    // directory, and so the names of the strings after it in `.debug_str`
+    // and every offset into them). A checkout moved to a path of another
+    // length would otherwise change every byte of a binary that a test
+    // reading its own executable (a backtrace) sees. Code never sees it:
+    // cargo names a member's sources relative to the root, so `file!()`
+    // and panic locations are relative already.
+    if let Some(root) = std::env::var_os(WORKSPACE_ENV).map(PathBuf::from)
+        && root.is_absolute()
+        && root != Path::new("/")
+    {
+        let mut remap = OsString::from("--remap-path-prefix=");
+        remap.push(root.as_os_str());
+        remap.push("=.");
+        extra.push(remap);
+    }
     let Some(output) = output_path(args) else {
         return extra;
     };
-    let mut map = output.into_os_string();
+    let mut map = output.clone().into_os_string();
     map.push(".map");
     let map = PathBuf::from(map);
     let mut link = |arg: String| {
@@ -204,9 +230,30 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
     {
         link(format!("-L{}", dir.display()));
         link(format!("-l:{}", file.to_string_lossy()));
-        link(format!("-Wl,-rpath,{}", dir.display()));
+        link(format!("-Wl,-rpath,{}", runpath(&output, dir)));
     }
     extra
+}
+
+/// Where a binary written at `output` finds the shim in `dir`: relative to
+/// the binary (`$ORIGIN`), from where rustc writes it and from where cargo
+/// links it up one directory (a `[[bin]]` in `debug/` for
+/// `CARGO_BIN_EXE_<name>`). An absolute path would put the target
+/// directory's path in the binary's dynamic section: a checkout at a path
+/// of another length would then lay the whole binary out anew, and a test
+/// that reads its own executable (a backtrace does) would see it changed.
+/// `dir` itself when either path is relative.
+fn runpath(output: &Path, dir: &Path) -> String {
+    let from = |base: Option<&Path>| {
+        base.filter(|b| b.is_absolute() && dir.is_absolute())
+            .and_then(|b| pathdiff::diff_paths(dir, b))
+            .map(|rel| format!("$ORIGIN/{}", rel.display()))
+    };
+    let written_in = output.parent();
+    match (from(written_in), from(written_in.and_then(Path::parent))) {
+        (Some(here), Some(up)) => format!("{here}:{up}"),
+        _ => dir.display().to_string(),
+    }
 }
 
 /// Whether rustc is asked for more debug information than line tables (`-C
@@ -238,6 +285,23 @@ fn wants_more_than_line_tables(args: &[OsString]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shim_is_found_relative_to_the_binary_wherever_the_checkout_is() {
+        let at = |root: &str| {
+            runpath(
+                &Path::new(root)
+                    .join("target/ekstazi/build/x86_64-unknown-linux-gnu/debug/deps/t-0a"),
+                &Path::new(root).join("target/ekstazi"),
+            )
+        };
+        assert_eq!(at("/ws"), "$ORIGIN/../../../..:$ORIGIN/../../..");
+        assert_eq!(at("/a/much/longer/checkout-moved-elsewhere"), at("/ws"));
+        assert_eq!(
+            runpath(Path::new("deps/t"), Path::new("/ws/target/ekstazi")),
+            "/ws/target/ekstazi"
+        );
+    }
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()

@@ -506,6 +506,7 @@ fn instrumentation(session: &Session) -> instrument::Instrumentation<'_> {
     instrument::Instrumentation {
         shim: &session.shim,
         debuginfo: session.options.debuginfo(),
+        workspace: &session.ws.root,
     }
 }
 

@@ -142,6 +142,7 @@ fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> 
     let instrumentation = crate::cargo::instrument::Instrumentation {
         shim,
         debuginfo: options.debuginfo(),
+        workspace: &ws.root,
     };
     let instrumented = (options.granularity == Granularity::Function).then_some(instrumentation);
     let only_doctests = options.only_doctests();
