@@ -29,7 +29,8 @@ pub struct Ekstazi {
 fn version() -> &'static str {
     concat!(
         env!("CARGO_PKG_VERSION"),
-        " (record format ",
+        // The history is kept in the records' format, under its version.
+        " (record and history format ",
         // Kept in step with ekstazi_core::files::sealed::FORMAT_VERSION by a test.
         "11",
         ")"
@@ -928,7 +929,7 @@ mod tests {
     #[test]
     fn the_version_names_the_record_format() {
         assert!(version().ends_with(&format!(
-            "(record format {})",
+            "(record and history format {})",
             ekstazi_core::files::sealed::FORMAT_VERSION
         )));
     }
