@@ -41,7 +41,8 @@ pub fn standalone_command() -> clap::Command {
 fn version() -> &'static str {
     concat!(
         env!("CARGO_PKG_VERSION"),
-        " (record format ",
+        // The history is kept in the records' format, under its version.
+        " (record and history format ",
         // Kept in step with ekstazi_core::files::sealed::FORMAT_VERSION by a test.
         "11",
         ")"
@@ -1012,7 +1013,7 @@ mod tests {
     #[test]
     fn the_version_names_the_record_format() {
         assert!(version().ends_with(&format!(
-            "(record format {})",
+            "(record and history format {})",
             ekstazi_core::files::sealed::FORMAT_VERSION
         )));
     }

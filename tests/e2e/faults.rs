@@ -463,18 +463,53 @@ fn a_workspace_moved_elsewhere_selects_nothing_though_its_tests_embed_its_paths(
     assert_eq!(selected, ["beta::files has_cargo_env"]);
 }
 
+/// What a new version of the tool that bumps the record format finds: the
+/// state an older one left, under its own format's directory.
 #[test]
-fn records_of_another_format_are_ignored_with_a_message_and_kept() {
+fn a_format_bump_runs_every_test_once_says_why_and_keeps_the_old_records() {
     let f = Fixture::new("faults");
-    let old = f.file(".ekstazi/v1/faults%3A%3Afaults/a_quick");
-    std::fs::create_dir_all(old.parent().unwrap()).unwrap();
-    std::fs::write(&old, b"an old record").unwrap();
+    assert_eq!(f.test_ok(&[]).ran(), labels(ALL));
+    let ours = ekstazi_core::files::sealed::FORMAT_VERSION;
+    let older = format!("v{}", ours - 1);
+    std::fs::rename(
+        f.file(&format!(".ekstazi/v{ours}")),
+        f.file(&format!(".ekstazi/{older}")),
+    )
+    .unwrap();
+
     let run = f.run(&["test"]);
     assert_eq!(run.code(), Some(0), "{run:?}");
-    assert!(run.stderr.contains("records of format v1"), "{run:?}");
-    assert!(run.stderr.contains("are ignored"), "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "are of format {older} and this cargo-ekstazi reads format v{ours}"
+        )),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("every test runs once, and is recorded again"),
+        "{run:?}"
+    );
+    assert!(
+        !run.stderr.contains("no records yet"),
+        "one note says it: {run:?}"
+    );
     assert_eq!(run.ran(), labels(ALL), "nothing is taken from them");
-    assert!(old.exists(), "not deleted behind the user's back");
+    assert!(
+        f.file(&format!(".ekstazi/{older}")).is_dir(),
+        "not deleted behind the user's back"
+    );
+
+    // Once recorded again, the old records are only mentioned.
+    let again = f.test_ok(&[]);
+    assert!(again.ran().is_empty(), "{again:?}");
+    assert!(
+        again
+            .stderr
+            .contains(&format!("records of format {older} in")),
+        "{again:?}"
+    );
+    assert!(again.stderr.contains("are ignored"), "{again:?}");
 }
 
 #[test]

@@ -398,7 +398,7 @@ fn every_command_has_help_with_examples_and_the_version_names_the_format() {
     let version = f.run(&["--version"]);
     assert!(
         version.stdout.contains(&format!(
-            "(record format {})",
+            "(record and history format {})",
             ekstazi_core::files::sealed::FORMAT_VERSION
         )),
         "{version:?}"

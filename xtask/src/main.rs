@@ -35,6 +35,8 @@
 //!     prints its summary and time tables again (`eval::plot`).
 //! - `layout`: the import circles between a crate's top-level modules
 //!   (`layout`).
+//! - `package-check`: the published crates packaged, verified, installed
+//!   from their packages alone and run on the demo (`package_check`).
 //! - `common/`: what `bench` and `eval` both use (statistics, running
 //!   commands, the workspace's files); it uses neither.
 
@@ -42,6 +44,7 @@ mod bench;
 mod common;
 mod eval;
 mod layout;
+mod package_check;
 
 use anyhow::{Result, bail};
 use bench::{edit, end_to_end, granularity, history, selection, shim};
@@ -187,6 +190,14 @@ enum Task {
         /// workspace]
         #[arg(long = "crate")]
         crates: Vec<PathBuf>,
+    },
+    /// Package the published crates, install cargo-ekstazi from the
+    /// packages alone into a temporary root, and run it on the demo twice
+    /// (the second run must skip every test)
+    PackageCheck {
+        /// Package uncommitted changes too
+        #[arg(long)]
+        allow_dirty: bool,
     },
     /// Evaluate selection on real projects
     Eval {
@@ -459,6 +470,9 @@ fn main() -> Result<()> {
             }
         }
         Task::Layout { crates } => layout::check(&crates),
+        Task::PackageCheck { allow_dirty } => {
+            package_check::check(&package_check::Args { allow_dirty })
+        }
         Task::ShimWorker { dir, files } => shim::shim_worker(&dir, files),
         Task::BenchSelection { project, runs } => {
             selection::bench(&std::path::absolute(project)?, runs)

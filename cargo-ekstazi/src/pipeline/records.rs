@@ -94,6 +94,10 @@ pub fn note_fallbacks(session: &Session) {
 }
 
 pub fn note_other_versions(session: &Session) {
+    if format_changed(session) {
+        // `note_missing_records` said it, with what it means for this run.
+        return;
+    }
     for version in session.store.other_versions() {
         style::note(format!(
             "records of format {version} in {} are ignored (this cargo-ekstazi writes v{}); \
@@ -208,6 +212,16 @@ pub fn forget_removed_tests(session: &Session) -> Result<()> {
     Ok(())
 }
 
+/// The first run after the record format changed: records of another
+/// format only, and a run that would select from records.
+fn format_changed(session: &Session) -> bool {
+    let settings = &session.options.settings;
+    !settings.skipme
+        && !settings.forceall
+        && !session.store.has_records()
+        && !session.store.other_versions().is_empty()
+}
+
 /// Never select from nothing silently: says when there are no records to
 /// select from. Loudly on CI, where it usually means the state directory
 /// was not restored from the cache.
@@ -217,7 +231,17 @@ pub fn note_missing_records(session: &Session) {
         return;
     }
     let root = session.store.root().display();
-    if style::on_ci() {
+    if format_changed(session) {
+        // Not the CI warning: the cache was restored, with records this
+        // version of the tool no longer reads.
+        style::note(format!(
+            "the records in {root} are of format {} and this cargo-ekstazi reads format v{} \
+             (the record format changed with this version of the tool): every test runs \
+             once, and is recorded again; the old records are left in place",
+            session.store.other_versions().join(", "),
+            ekstazi_core::files::sealed::FORMAT_VERSION
+        ));
+    } else if style::on_ci() {
         style::warn(format!(
             "no records in {root} on this CI machine: every test runs. Restore the state \
              directory from a cache before `cargo ekstazi` runs (docs/guide/ci.md) to run \
