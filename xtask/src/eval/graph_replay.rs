@@ -903,6 +903,9 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                     Kind::Merge => s0_merge(dag, &idom, &stored, h),
                     Kind::Revert(Some(x)) => s0_pick(dag, &idom, &stored, h, x, true),
                     Kind::CherryPick(Some(x)) => s0_pick(dag, &idom, &stored, h, x, false),
+                    Kind::Rebased => {
+                        Err("its original is on a branch the window does not hold".into())
+                    }
                     _ => Err("the commit it names is outside the window".into()),
                 };
                 match s0 {
