@@ -4,7 +4,7 @@
 //! ran (a data file, a variable): rustdoc and the doctests run under the
 //! shim.
 
-use crate::support::{Fixture, labels};
+use crate::support::{Fixture, label_of, labels};
 
 const DOCS: &[&str] = &[
     "app::doc/app (doctests)",
@@ -95,13 +95,7 @@ fn doc_and_no_doc_and_target_flags_choose_as_cargo_test_does() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| {
-                format!(
-                    "{} {}",
-                    t["binary"].as_str().unwrap(),
-                    t["name"].as_str().unwrap()
-                )
-            })
+            .map(label_of)
             .collect()
     };
     assert_eq!(names(&["--doc"]), labels(DOCS));

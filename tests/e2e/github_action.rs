@@ -7,7 +7,7 @@
 //! each prefix, newest entry first; only an entry saved from the same
 //! path).
 
-use crate::support::{Fixture, copy_tree, labels};
+use crate::support::{Fixture, copy_tree, label_of, labels};
 use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -176,13 +176,7 @@ impl Job {
             .unwrap()
             .iter()
             .filter(|t| t["selected"] == true)
-            .map(|t| {
-                format!(
-                    "{} {}",
-                    t["binary"].as_str().unwrap(),
-                    t["name"].as_str().unwrap()
-                )
-            })
+            .map(label_of)
             .collect()
     }
 }

@@ -312,11 +312,7 @@ impl Fixture {
             .iter()
             .filter(|t| t["selected"].as_bool().unwrap())
             .map(|t| {
-                let label = format!(
-                    "{} {}",
-                    t["binary"].as_str().unwrap(),
-                    t["name"].as_str().unwrap()
-                );
+                let label = label_of(t);
                 let reasons = t["reasons"]
                     .as_array()
                     .unwrap()
@@ -453,6 +449,16 @@ pub fn assert_each_selected_for(selected: &[(String, Vec<String>)], reason: &str
     );
 }
 
+/// A test's label (`<binary id> <name>`), from its entry in a JSON listing
+/// or report.
+pub fn label_of(test: &serde_json::Value) -> String {
+    format!(
+        "{} {}",
+        test["binary"].as_str().unwrap(),
+        test["name"].as_str().unwrap()
+    )
+}
+
 /// The entry of a test, by its label (`<binary id> <name>`), in a JSON
 /// listing's or report's `tests` array.
 pub fn test_entry<'a>(tests: &'a serde_json::Value, label: &str) -> &'a serde_json::Value {
@@ -460,13 +466,7 @@ pub fn test_entry<'a>(tests: &'a serde_json::Value, label: &str) -> &'a serde_js
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| {
-            format!(
-                "{} {}",
-                t["binary"].as_str().unwrap(),
-                t["name"].as_str().unwrap()
-            ) == label
-        })
+        .find(|t| label_of(t) == label)
         .unwrap_or_else(|| panic!("{label} is not in {tests}"))
 }
 

@@ -6,7 +6,7 @@ use super::map::Merge;
 use super::source_path::stable_source_path;
 use super::{Fp, truncate};
 use crate::model::path::Placeholders;
-use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
+use iced_x86::{ConstantOffsets, Decoder, DecoderOptions, Instruction, OpKind};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What an address in code or data refers to, as it enters a hash.
@@ -262,15 +262,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         }
 
         // Fields relative to the instruction pointer, exactly resolved.
-        let mut decoder = Decoder::with_ip(64, code, f.addr, DecoderOptions::NONE);
-        let mut instruction = Instruction::default();
-        while decoder.can_decode() {
-            let at = decoder.position() as u64;
-            decoder.decode_out(&mut instruction);
-            if instruction.is_invalid() {
-                continue;
-            }
-            let offsets = decoder.get_constant_offsets(&instruction);
+        for (at, instruction, offsets) in decoded(code, f.addr) {
             if instruction.is_ip_rel_memory_operand() && offsets.has_displacement() {
                 let target = instruction.ip_rel_memory_address();
                 let referent = self.referent(target, Some(f), memo);
@@ -340,15 +332,7 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         texts: &[(u64, u64)],
         masked: &mut Masked<'i>,
     ) {
-        let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
-        let mut instruction = Instruction::default();
-        while decoder.can_decode() {
-            let at = decoder.position() as u64;
-            decoder.decode_out(&mut instruction);
-            if instruction.is_invalid() {
-                continue;
-            }
-            let offsets = decoder.get_constant_offsets(&instruction);
+        for (at, _, offsets) in decoded(code, addr) {
             if !offsets.has_immediate() {
                 continue;
             }
@@ -817,6 +801,23 @@ impl<'i, 'a> Normaliser<'i, 'a> {
         self.str_at(start, relocs)
             .filter(|name| name.ends_with(b".rs") && std::str::from_utf8(name).is_ok())
     }
+}
+
+/// The valid instructions of `code` (loaded at `addr`), each with its offset
+/// in `code` and where its fields are.
+fn decoded(code: &[u8], addr: u64) -> impl Iterator<Item = (u64, Instruction, ConstantOffsets)> {
+    let mut decoder = Decoder::with_ip(64, code, addr, DecoderOptions::NONE);
+    std::iter::from_fn(move || {
+        while decoder.can_decode() {
+            let at = decoder.position() as u64;
+            let instruction = decoder.decode();
+            if !instruction.is_invalid() {
+                let offsets = decoder.get_constant_offsets(&instruction);
+                return Some((at, instruction, offsets));
+            }
+        }
+        None
+    })
 }
 
 /// The extent of the data object that `addr` is in: a string of a merged
