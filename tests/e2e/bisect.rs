@@ -206,6 +206,31 @@ fn each_bad_branch_gets_its_own_latest_point_and_a_broken_build_is_skipped() {
 }
 
 #[test]
+fn a_commit_without_the_workspace_is_skipped_not_judged_by_the_checkout_around_it() {
+    // base - c1 - c2 (no Cargo.toml: the project moved out, as a "prepare
+    // for merge" commit leaves it) - c3 (broken). The scratch worktree is
+    // inside the user's target directory, inside the checkout: cargo,
+    // finding no manifest in it, would climb to the user's own (at c3,
+    // broken) and call c2 bad.
+    let (f, c) = history(1, |_| false);
+    f.git(&["rm", "-q", "Cargo.toml"]);
+    f.git(&["commit", "-q", "-m", "c2: no manifest"]);
+    let c2 = f.git(&["rev-parse", "HEAD"]);
+    f.git(&["checkout", "-q", &c[1], "--", "Cargo.toml"]);
+    commit(&f, 3, true);
+    let c3 = f.git(&["rev-parse", "HEAD"]);
+    let report = bisect(&f, &["tests::totals", "--good", &c[0]]);
+    assert_eq!(points(&report), [(c[1].clone(), c3)], "{report}");
+    let c2_answer = report["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["commit"] == c2.as_str())
+        .map(|q| q["answer"].clone());
+    assert_eq!(c2_answer, Some(Value::from("skip")), "{report}");
+}
+
+#[test]
 fn with_records_at_every_commit_no_build_is_spent_and_wrong_ends_are_refused() {
     let (f, c) = history(8, |i| i >= 5);
     // A CI that ran at every commit (the broken ones fail).

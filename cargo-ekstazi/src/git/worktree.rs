@@ -159,13 +159,30 @@ impl Worktree {
     /// only use up the history's budget).
     pub fn run(&mut self, commit: &str, tests: &[TestId], file: bool) -> Result<Ran> {
         self.checkout(commit)?;
+        let state = tempfile::Builder::new()
+            .prefix("ekstazi-worktree")
+            .tempdir()?;
+        // A commit where the workspace is not (a project moved in or out):
+        // nothing to build. Run there, cargo would look for a manifest in
+        // the directories around the worktree — the user's own checkout,
+        // which holds it — and judge the commit by the user's code.
+        let manifest = self.worktree.join(&self.workspace).join("Cargo.toml");
+        if !manifest.is_file() {
+            style::note(format!(
+                "no {} at {}: nothing to build",
+                self.workspace.join("Cargo.toml").display(),
+                short(commit)
+            ));
+            return Ok(Ran {
+                outcomes: None,
+                executables: BTreeSet::new(),
+                state,
+            });
+        }
         style::note(format!(
             "building and running the tests at {}",
             short(commit)
         ));
-        let state = tempfile::Builder::new()
-            .prefix("ekstazi-worktree")
-            .tempdir()?;
         let report = state.path().join("report.json");
         let mut command = Command::new(std::env::current_exe()?);
         clean_environment(&mut command);
