@@ -37,6 +37,16 @@ fn bisect(f: &Fixture, args: &[&str]) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"))
 }
 
+/// What the search judged `commit` (`good`, `bad`, `skip`), if it asked.
+fn answer_at(report: &Value, commit: &str) -> Option<Value> {
+    report["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["commit"] == commit)
+        .map(|q| q["answer"].clone())
+}
+
 /// The (good, bad) commits of each regression found.
 fn points(report: &Value) -> Vec<(String, String)> {
     report["regressions"]
@@ -193,12 +203,7 @@ fn each_bad_branch_gets_its_own_latest_point_and_a_broken_build_is_skipped() {
         [(x1, x2.clone()), (c[2].clone(), y1)],
         "{report}"
     );
-    let y2_answer = report["queries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["commit"] == y2.as_str())
-        .map(|q| q["answer"].clone());
+    let y2_answer = answer_at(&report, &y2);
     assert!(
         y2_answer.is_none() || y2_answer == Some(Value::from("skip")),
         "a commit that does not compile is skipped: {report}"
@@ -221,12 +226,7 @@ fn a_commit_without_the_workspace_is_skipped_not_judged_by_the_checkout_around_i
     let c3 = f.git(&["rev-parse", "HEAD"]);
     let report = bisect(&f, &["tests::totals", "--good", &c[0]]);
     assert_eq!(points(&report), [(c[1].clone(), c3)], "{report}");
-    let c2_answer = report["queries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["commit"] == c2.as_str())
-        .map(|q| q["answer"].clone());
+    let c2_answer = answer_at(&report, &c2);
     assert_eq!(c2_answer, Some(Value::from("skip")), "{report}");
 }
 
