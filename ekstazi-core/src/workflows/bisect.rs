@@ -634,11 +634,15 @@ mod tests {
         move |i| if i >= k { Answer::Bad } else { Answer::Good }
     }
 
-    /// The search over commits 0..=11, 11 bad and 0 good, no propagation.
-    fn on_linear_12(oracle: &mut impl Oracle, search: Search) -> Vec<Result<Regression, Unsolved>> {
+    /// The search over commits 0..n, n - 1 bad and 0 good, no propagation.
+    fn on_linear(
+        n: usize,
+        oracle: &mut impl Oracle,
+        search: Search,
+    ) -> Vec<Result<Regression, Unsolved>> {
         regressions(
-            &linear(12),
-            &["11".into()],
+            &linear(n),
+            &[(n - 1).to_string()],
             &["0".into()],
             oracle,
             search,
@@ -661,7 +665,7 @@ mod tests {
     fn a_linear_regression_is_found_each_way() {
         for search in ALL {
             let mut oracle = fake(bad_from(5));
-            let found = on_linear_12(&mut oracle, search);
+            let found = on_linear(12, &mut oracle, search);
             assert_eq!(point(&found), (4, 5), "{search:?}");
             assert!(
                 oracle.queried.len() <= 6,
@@ -675,14 +679,7 @@ mod tests {
     /// p₁ and p₂ of the paper's section 3.2; the point and what was asked.
     fn on_the_papers_path(bad_from_k: usize, search: Search) -> ((usize, usize), Vec<usize>) {
         let mut oracle = fake(bad_from(bad_from_k));
-        let found = regressions(
-            &linear(1024),
-            &["1023".into()],
-            &["0".into()],
-            &mut oracle,
-            search,
-            false,
-        );
+        let found = on_linear(1024, &mut oracle, search);
         (point(&found), oracle.queried)
     }
 
@@ -820,14 +817,7 @@ mod tests {
     fn inside_a_gap_where_good_and_bad_alternate_the_recursion_finds_the_latest_point() {
         let search = |search| {
             let mut oracle = fake(alternating_in_the_gap);
-            let found = regressions(
-                &linear(32),
-                &["31".into()],
-                &["0".into()],
-                &mut oracle,
-                search,
-                false,
-            );
+            let found = on_linear(32, &mut oracle, search);
             (point(&found), oracle.queried)
         };
         // In 16..24 it asks 23 (bad), 21 (good), then 22 (good).
@@ -856,14 +846,7 @@ mod tests {
         // Free: 1000 good, 1010 bad. Then 1009 (bad), 1007 (good), 1008.
         let mut oracle = fake(bad_from(1008));
         oracle.free = HashSet::from([1000, 1010]);
-        let found = regressions(
-            &linear(1024),
-            &["1023".into()],
-            &["0".into()],
-            &mut oracle,
-            Search::Multiplying,
-            false,
-        );
+        let found = on_linear(1024, &mut oracle, Search::Multiplying);
         assert_eq!(point(&found), (1007, 1008));
         assert_eq!(oracle.queried, [1009, 1007, 1008]);
     }
@@ -881,7 +864,7 @@ mod tests {
     fn multiplying_search_finds_the_latest_of_several_points() {
         let valid = broken_fixed_broken;
         let mut oracle = fake(valid);
-        let found = on_linear_12(&mut oracle, Search::Multiplying);
+        let found = on_linear(12, &mut oracle, Search::Multiplying);
         assert_eq!(point(&found), (9, 10));
     }
 
@@ -891,7 +874,7 @@ mod tests {
         let mut oracle = fake(valid);
         oracle.free = (0..12).collect();
         for search in ALL {
-            let found = on_linear_12(&mut oracle, search);
+            let found = on_linear(12, &mut oracle, search);
             assert_eq!(point(&found), (9, 10), "{search:?}");
         }
         assert!(oracle.queried.is_empty());
@@ -906,7 +889,7 @@ mod tests {
         };
         for search in ALL {
             let mut oracle = fake(valid);
-            let found = on_linear_12(&mut oracle, search);
+            let found = on_linear(12, &mut oracle, search);
             let r = found[0].as_ref().unwrap();
             assert_eq!((r.good.as_str(), r.bad.as_str()), ("4", "6"), "{search:?}");
             assert_eq!(r.skipped, ["5"], "{search:?}");
