@@ -35,6 +35,26 @@ use std::process::ExitCode;
 /// The exit status of `cargo test` when tests fail or do not compile.
 const TESTS_FAILED: u8 = 101;
 
+/// Says once what the run found planted in the state directory and
+/// removed: a link (or FIFO, device) where a directory or file of the state
+/// should be is never followed (`ekstazi_core::files::contained`).
+fn report_removed_links() {
+    let removed = ekstazi_core::files::contained::take_removed();
+    if let Some(first) = removed.first() {
+        let more = match removed.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        anstream::eprintln!(
+            "{}warning{:#}: removed what was not a file or directory of the state at {}{more}: \
+             a link there is never followed (was the state directory copied or restored with links?)",
+            style::WARN,
+            style::WARN,
+            first.display()
+        );
+    }
+}
+
 fn main() -> ExitCode {
     // First: it takes a variable out of the environment.
     seal_key::take();
@@ -78,6 +98,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => commands::completions::run(args),
         Command::Man(args) => commands::man::run(args),
     };
+    report_removed_links();
     match result {
         Ok(code) => code,
         Err(e) if e.is::<cargo::test_build::BuildFailed>() => {

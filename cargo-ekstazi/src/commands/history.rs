@@ -181,7 +181,7 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
     let _lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
-    remove_killed_imports(store.root());
+    remove_killed_imports(store);
     let scratch = tempfile::Builder::new()
         .prefix(IMPORT_PREFIX)
         .tempdir_in(store.root())
@@ -217,18 +217,14 @@ const IMPORT_PREFIX: &str = ".import";
 
 /// Removes the scratch directories of imports that were killed: an import
 /// holds the state directory's lock, so under it no other is running.
-fn remove_killed_imports(root: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(root) else {
+fn remove_killed_imports(store: &Store) {
+    let Ok(Some(entries)) = store.state().read_dir(store.root()) else {
         return;
     };
-    for entry in entries.flatten() {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(IMPORT_PREFIX)
-            && entry.file_type().is_ok_and(|t| t.is_dir())
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
+    for entry in entries {
+        if entry.name.to_string_lossy().starts_with(IMPORT_PREFIX) {
+            // A link is removed as a link, never followed.
+            let _ = store.state().remove(&store.root().join(&entry.name));
         }
     }
 }

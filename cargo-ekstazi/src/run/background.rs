@@ -18,6 +18,7 @@
 //! vouched for by a pass it had alone.
 
 use anyhow::{Context, Result};
+use ekstazi_core::files::contained::{How, StateDir};
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -72,15 +73,18 @@ pub fn failed_in_verdicts() -> Result<Option<HashSet<String>>> {
 /// the same arguments, detached from the terminal, at the lowest priority,
 /// its output in [`LOG_FILE`]. Returns the log's path.
 pub fn spawn(state_dir: &Path, failed: &[String]) -> Result<PathBuf> {
-    std::fs::create_dir_all(state_dir)
-        .with_context(|| format!("cannot create {}", state_dir.display()))?;
+    // Every file through the state directory's descriptor: a link planted
+    // as one of them is replaced, never written through.
+    let state = StateDir::new(state_dir);
     let failed_file = state_dir.join(FAILED_FILE);
     let mut listing = failed.join("\n");
     listing.push('\n');
-    std::fs::write(&failed_file, listing)
+    state
+        .write_atomic(&failed_file, listing.as_bytes())
         .with_context(|| format!("cannot write {}", failed_file.display()))?;
     let log_path = state_dir.join(LOG_FILE);
-    let log = std::fs::File::create(&log_path)
+    let log = state
+        .open(&log_path, REPLACE)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let me = std::env::current_exe().context("cannot find cargo-ekstazi's own executable")?;
     let mut command = Command::new(me);
@@ -105,7 +109,8 @@ pub fn spawn(state_dir: &Path, failed: &[String]) -> Result<PathBuf> {
     let child = command
         .spawn()
         .context("cannot start the recording in the background")?;
-    std::fs::write(state_dir.join(PID_FILE), child.id().to_string())
+    state
+        .write_atomic(&state_dir.join(PID_FILE), child.id().to_string().as_bytes())
         .context("cannot write the background recording's process id")?;
     Ok(log_path)
 }
@@ -113,8 +118,9 @@ pub fn spawn(state_dir: &Path, failed: &[String]) -> Result<PathBuf> {
 /// Stops the recording a verdict-first run left running on this state
 /// directory, if one is, and waits for it to end. Returns its process id.
 pub fn cancel(state_dir: &Path) -> Option<u32> {
+    let state = StateDir::new(state_dir);
     let pid_file = state_dir.join(PID_FILE);
-    let pid: i32 = std::fs::read_to_string(&pid_file)
+    let pid: i32 = String::from_utf8(state.read_bounded(&pid_file, 32).ok()?)
         .ok()?
         .trim()
         .parse()
@@ -122,8 +128,8 @@ pub fn cancel(state_dir: &Path) -> Option<u32> {
     if pid <= 0 || pid as u32 == std::process::id() {
         return None;
     }
-    if !is_recording(pid) {
-        let _ = std::fs::remove_file(&pid_file);
+    if !is_recording_of(pid, state_dir) {
+        let _ = state.remove(&pid_file);
         return None;
     }
     // Its whole process group (its cargo and rustc too); it stops its
@@ -142,23 +148,31 @@ pub fn cancel(state_dir: &Path) -> Option<u32> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let _ = std::fs::remove_file(&pid_file);
+    let _ = state.remove(&pid_file);
     Some(pid as u32)
 }
 
 /// In the background run, at its end: its process id file goes, unless a
 /// newer run's has replaced it.
 pub fn finished(state_dir: &Path) {
+    let state = StateDir::new(state_dir);
     let pid_file = state_dir.join(PID_FILE);
     let mine = std::process::id().to_string();
-    if std::fs::read_to_string(&pid_file).is_ok_and(|text| text.trim() == mine) {
-        let _ = std::fs::remove_file(&pid_file);
+    if state
+        .read_bounded(&pid_file, 32)
+        .is_ok_and(|text| text.trim_ascii() == mine.as_bytes())
+    {
+        let _ = state.remove(&pid_file);
     }
 }
 
-/// Whether `pid` is a live cargo-ekstazi: a process id file can outlive its
-/// process, and the id be given to another.
-fn is_recording(pid: i32) -> bool {
+/// Whether `pid` is a live cargo-ekstazi recording for this state
+/// directory: a process id file can outlive its process, the id be given
+/// to another, and a state directory copied from elsewhere (a restored
+/// cache, another checkout) name another workspace's recording, which is
+/// not ours to stop. The recording was started with [`ENV`] naming this
+/// state directory's failures file; its initial environment still says so.
+fn is_recording_of(pid: i32, state_dir: &Path) -> bool {
     if !alive(pid) {
         return false;
     }
@@ -166,10 +180,25 @@ fn is_recording(pid: i32) -> bool {
         return false;
     };
     let program = cmdline.split(|&b| b == 0).next().unwrap_or_default();
-    Path::new(std::ffi::OsStr::from_bytes(program))
+    let named = Path::new(std::ffi::OsStr::from_bytes(program))
         .file_name()
-        .is_some_and(|name| name.to_string_lossy().starts_with("cargo-ekstazi"))
+        .is_some_and(|name| name.to_string_lossy().starts_with("cargo-ekstazi"));
+    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let mut ours = ENV.as_bytes().to_vec();
+    ours.push(b'=');
+    ours.extend_from_slice(state_dir.join(FAILED_FILE).as_os_str().as_bytes());
+    named && environ.split(|&b| b == 0).any(|entry| entry == ours)
 }
+
+/// Opening the log: created, or emptied if there.
+const REPLACE: How = How {
+    write: true,
+    append: false,
+    create: true,
+    truncate: true,
+};
 
 fn alive(pid: i32) -> bool {
     crate::processes::alive(pid as u32)

@@ -27,6 +27,7 @@
 //! that names it runs.
 
 use crate::digests::fingerprint::Fp;
+use crate::files::contained::StateDir;
 use crate::model::code_dep::FnId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -81,6 +82,8 @@ fn hex(id: &FnId) -> String {
 /// The table of a store (or of a history being imported).
 pub struct FunctionTable {
     dir: PathBuf,
+    /// Reaches `dir`'s files without following a link.
+    state: StateDir,
     inner: RwLock<Inner>,
     /// See [`FunctionTable::epoch`].
     epoch: AtomicU64,
@@ -108,16 +111,22 @@ struct Inner {
 impl FunctionTable {
     /// The table whose segments are in `dir` (none yet is an empty table).
     pub fn load(dir: &Path) -> FunctionTable {
+        FunctionTable::load_within(StateDir::new(dir), dir)
+    }
+
+    /// The table whose segments are in `dir`, inside the state directory
+    /// `state`.
+    pub fn load_within(state: StateDir, dir: &Path) -> FunctionTable {
         let mut inner = Inner::default();
-        if let Ok(entries) = std::fs::read_dir(dir) {
+        if let Ok(Some(entries)) = state.read_dir(dir) {
             let mut files: Vec<PathBuf> = entries
-                .filter_map(Result::ok)
-                .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
-                .map(|e| e.path())
+                .iter()
+                .filter(|e| !e.name.as_encoded_bytes().starts_with(b"."))
+                .map(|e| dir.join(&e.name))
                 .collect();
             files.sort();
             for file in files {
-                match read_segment(&file) {
+                match read_segment(&state, &file) {
                     Some(segment) => {
                         for (id, name, stable, fp) in segment.entries {
                             inner.add(id, name, stable, fp);
@@ -130,6 +139,7 @@ impl FunctionTable {
         }
         FunctionTable {
             dir: dir.to_path_buf(),
+            state,
             inner: RwLock::new(inner),
             epoch: AtomicU64::new(next_epoch()),
         }
@@ -211,7 +221,7 @@ impl FunctionTable {
             return Ok(());
         }
         let entries = std::mem::take(&mut inner.pending);
-        match write_segment(&self.dir, entries) {
+        match write_segment(&self.state, &self.dir, entries) {
             Ok(path) => {
                 inner.segments.push(path);
                 Ok(())
@@ -268,11 +278,11 @@ impl FunctionTable {
         let written = if entries.is_empty() {
             None
         } else {
-            Some(write_segment(&self.dir, entries).map_err(|(e, _)| e)?)
+            Some(write_segment(&self.state, &self.dir, entries).map_err(|(e, _)| e)?)
         };
         for path in old {
             if Some(&path) != written.as_ref() {
-                let _ = std::fs::remove_file(&path);
+                let _ = self.state.remove(&path);
             }
         }
         if let Some(keep) = keep {
@@ -347,25 +357,25 @@ impl Inner {
     }
 }
 
-fn read_segment(path: &Path) -> Option<Segment> {
-    let packed = crate::files::read_bounded(path, MAX_SEGMENT_BYTES).ok()?;
+fn read_segment(state: &StateDir, path: &Path) -> Option<Segment> {
+    let packed = state.read_bounded(path, MAX_SEGMENT_BYTES).ok()?;
     let bytes = crate::files::sealed::unpack(&packed, MAX_SEGMENT_BYTES)?;
     crate::files::sealed::open(MAGIC, &bytes).ok()
 }
 
 /// Writes a segment named by its content; gives the entries back on error.
 #[allow(clippy::type_complexity)]
-fn write_segment(dir: &Path, entries: Vec<Entry>) -> Result<PathBuf, (io::Error, Vec<Entry>)> {
+fn write_segment(
+    state: &StateDir,
+    dir: &Path,
+    entries: Vec<Entry>,
+) -> Result<PathBuf, (io::Error, Vec<Entry>)> {
     let segment = Segment { entries };
     let body = postcard::to_stdvec(&segment).expect("a segment always serialises");
     let sealed = crate::files::sealed::seal(MAGIC, &body);
     let name = blake3::hash(&sealed).to_hex();
     let path = dir.join(&name[..32]);
-    let write = || -> io::Result<()> {
-        crate::files::real_dirs(&[dir.parent().unwrap_or(dir), dir])?;
-        crate::files::write_atomic(dir, &path, &crate::files::sealed::pack(&sealed))
-    };
-    match write() {
+    match state.write_atomic(&path, &crate::files::sealed::pack(&sealed)) {
         Ok(()) => Ok(path),
         Err(e) => Err((e, segment.entries)),
     }
@@ -375,7 +385,7 @@ fn write_segment(dir: &Path, entries: Vec<Entry>) -> Result<PathBuf, (io::Error,
 /// lying segment does elsewhere.
 #[cfg(test)]
 pub(crate) fn write_segment_as_is(dir: &Path, entries: Vec<Entry>) {
-    write_segment(dir, entries).unwrap();
+    write_segment(&StateDir::new(dir), dir, entries).unwrap();
 }
 
 #[cfg(test)]
@@ -393,7 +403,7 @@ mod tests {
         ours.flush().unwrap();
         assert_eq!(ours.epoch(), before, "interning and flushing keep it");
         // Absorbing a table that disagrees, and compacting, change it.
-        write_segment(y.path(), vec![(a, "evil".into(), 7, [1; 16])]).unwrap();
+        write_segment_as_is(y.path(), vec![(a, "evil".into(), 7, [1; 16])]);
         let lying = FunctionTable::load(y.path());
         ours.absorb(&lying);
         assert_ne!(ours.epoch(), before);
@@ -439,7 +449,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = id_of(1, &[1; 16]);
         // A segment claiming `a` is another function.
-        write_segment(dir.path(), vec![(a, "evil".into(), 7, [1; 16])]).unwrap();
+        write_segment_as_is(dir.path(), vec![(a, "evil".into(), 7, [1; 16])]);
         std::fs::write(dir.path().join("garbage"), b"EKZF nonsense").unwrap();
         let table = FunctionTable::load(dir.path());
         assert_eq!(table.damaged(), 1);

@@ -3,38 +3,24 @@
 //! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the one way a file
 //! is replaced (`write_atomic`: a temporary file, then a rename; for the
 //! many records of a run, `Replacer`, which exchanges a spare file into
-//! place instead of making and deleting one per file), the one
-//! way a file of ours is read (`read_bounded`: a regular file, and no more
-//! than a limit), and `real_dirs`, which makes the directories written
-//! into.
+//! place instead of making and deleting one per file), and [`contained`]:
+//! every path of a state directory reached from its own descriptor, never
+//! through a link, and read only as a regular file no larger than a limit
+//! (`StateDir::read_bounded`).
 //!
 //! Invariant: the bottom of the crate. `files` imports no other module of
 //! the crate; everything that keeps a file (the record model, the function
 //! table, the store, the history) goes through it.
 
+pub mod contained;
 pub mod sealed;
 mod spare;
 
 pub(crate) use spare::Replacer;
 
-use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::fs::File;
+use std::io::{self, Write};
 use std::path::Path;
-
-/// Makes each of `places`, in order, a real directory, removing what is in
-/// the way (see `storage::store::Store::real_dir`).
-pub(crate) fn real_dirs(places: &[&Path]) -> io::Result<()> {
-    for place in places {
-        match fs::symlink_metadata(place) {
-            Ok(meta) if meta.is_dir() => continue,
-            Ok(_) => fs::remove_file(place)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        fs::create_dir_all(place)?;
-    }
-    Ok(())
-}
 
 /// Replaces `path` with `bytes` at once: written to a temporary file in
 /// `dir` (the directory of `path`), then renamed over it, so that a reader
@@ -58,7 +44,7 @@ pub(crate) fn write_atomic_with(
 
 /// Why [`read_bounded`] returned no bytes.
 #[derive(Debug)]
-pub(crate) enum ReadError {
+pub enum ReadError {
     /// Nothing at the path.
     Missing,
     /// Something other than a regular file (a planted symlink, a FIFO).
@@ -66,30 +52,4 @@ pub(crate) enum ReadError {
     /// More than the limit.
     TooLarge,
     Io(io::Error),
-}
-
-/// Reads a file of ours, refusing what cannot be one: anything but a
-/// regular file (looked at before it is opened: opening a FIFO would
-/// block, and a link could lead anywhere), or more than `max` bytes (as the
-/// file says, or as read: it may grow meanwhile).
-pub(crate) fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ReadError::Missing),
-        Err(e) => return Err(ReadError::Io(e)),
-    };
-    if !meta.is_file() {
-        return Err(ReadError::NotRegular);
-    }
-    if meta.len() > max {
-        return Err(ReadError::TooLarge);
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    File::open(path)
-        .and_then(|file| file.take(max + 1).read_to_end(&mut bytes))
-        .map_err(ReadError::Io)?;
-    if bytes.len() as u64 > max {
-        return Err(ReadError::TooLarge);
-    }
-    Ok(bytes)
 }

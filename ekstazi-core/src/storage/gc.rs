@@ -34,8 +34,11 @@ pub struct Collected {
 /// worth one; also when it is spread over many segment files.
 pub fn due(store: &Store, table: &FunctionTable) -> bool {
     let (entries, segments) = table.len();
-    let last: usize = std::fs::read_to_string(store.functions_dir().join(MARK))
+    let last: usize = store
+        .state()
+        .read_bounded(&store.functions_dir().join(MARK), 32)
         .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
         .and_then(|text| text.trim().parse().ok())
         .unwrap_or(0);
     segments > 64 || (entries > last + MIN_GROWTH && entries as f64 > last as f64 * GROWTH)
@@ -71,7 +74,10 @@ pub fn collect(store: &Store, table: &FunctionTable) -> io::Result<Collected> {
     let before = table.len().0;
     table.compact(Some(&functions))?;
     let after = table.len().0;
-    std::fs::write(store.functions_dir().join(MARK), after.to_string())?;
+    store.state().write_atomic(
+        &store.functions_dir().join(MARK),
+        after.to_string().as_bytes(),
+    )?;
     Ok(Collected {
         functions: before - after,
         uninstrumented: store.retain_uninstrumented(&tables)?,

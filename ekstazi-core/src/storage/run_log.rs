@@ -7,6 +7,7 @@
 //! parse is skipped, and the file is cut to its newest [`KEPT`] lines when
 //! it grows past twice that.
 
+use crate::files::contained::{How, StateDir};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -95,11 +96,14 @@ fn path(state_dir: &Path) -> PathBuf {
 /// Appends a run; cuts the log to its newest [`KEPT`] lines when it has
 /// grown past twice that.
 pub fn append(state_dir: &Path, entry: &RunEntry) -> std::io::Result<()> {
-    std::fs::create_dir_all(state_dir)?;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path(state_dir))?;
+    // Never through a link planted as the log (it would append anywhere).
+    let state = StateDir::new(state_dir);
+    let how = How {
+        append: true,
+        create: true,
+        ..How::default()
+    };
+    let mut file = state.open(&path(state_dir), how)?;
     file.write_all(entry.line().as_bytes())?;
     drop(file);
     let entries = read(state_dir);
@@ -108,14 +112,14 @@ pub fn append(state_dir: &Path, entry: &RunEntry) -> std::io::Result<()> {
             .iter()
             .map(RunEntry::line)
             .collect();
-        crate::files::write_atomic(state_dir, &path(state_dir), kept.as_bytes())?;
+        state.write_atomic(&path(state_dir), kept.as_bytes())?;
     }
     Ok(())
 }
 
 /// The runs the log holds, oldest first; unreadable lines are skipped.
 pub fn read(state_dir: &Path) -> Vec<RunEntry> {
-    let Ok(bytes) = crate::files::read_bounded(&path(state_dir), 64 << 20) else {
+    let Ok(bytes) = StateDir::new(state_dir).read_bounded(&path(state_dir), 64 << 20) else {
         return Vec::new();
     };
     String::from_utf8_lossy(&bytes)

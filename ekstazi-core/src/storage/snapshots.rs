@@ -35,7 +35,7 @@ pub struct Snapshots {
 impl Snapshots {
     pub fn new(store: Store) -> Snapshots {
         Snapshots {
-            table: FunctionTable::load(&store.functions_dir()),
+            table: FunctionTable::load_within(store.state().clone(), &store.functions_dir()),
             store,
             checkout: Placeholders::default(),
             builds: Mutex::new(HashMap::new()),

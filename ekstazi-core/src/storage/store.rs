@@ -22,8 +22,9 @@
 
 use crate::digests::fingerprint::Snapshot;
 use crate::digests::program::Uninstrumented;
+use crate::files::contained::{How, Kind, StateDir};
 use crate::files::sealed::{DecodeError, FORMAT_VERSION};
-use crate::files::{self, ReadError, Replacer};
+use crate::files::{ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use std::collections::HashSet;
@@ -41,6 +42,8 @@ const SNAPSHOTS_DIR: &str = ".code";
 pub struct Store {
     root: PathBuf,
     records: PathBuf,
+    /// Every path below `root` is reached through it, never through a link.
+    state: StateDir,
     /// How records are replaced: a run rewrites thousands.
     replacer: Arc<Replacer>,
 }
@@ -77,6 +80,7 @@ impl Store {
         Store {
             root: root.to_path_buf(),
             records: root.join(format!("v{FORMAT_VERSION}")),
+            state: StateDir::new(root),
             replacer: Arc::default(),
         }
     }
@@ -86,27 +90,32 @@ impl Store {
         &self.root
     }
 
+    /// The state directory, to reach its files without following a link.
+    pub fn state(&self) -> &StateDir {
+        &self.state
+    }
+
     /// Takes the run lock: exclusive to write, shared to only read.
     /// `wait: false` fails at once with `WouldBlock` when another run holds it.
     pub fn lock(&self, exclusive: bool, wait: bool) -> io::Result<StoreLock> {
-        fs::create_dir_all(&self.root)?;
+        self.state.make_dir(&self.root)?;
         // Keep the state out of version control, and out of the files cargo
         // watches for packages whose build script names none (cargo lists
         // the untracked files git does not ignore): otherwise every run
         // would make the next one rebuild.
         let gitignore = self.root.join(".gitignore");
-        if !gitignore.exists() {
-            fs::write(
+        if self.state.file_len(&gitignore).is_none() {
+            self.state.write_atomic(
                 &gitignore,
-                "# Written by cargo-ekstazi: per-test records, not sources.\n*\n",
+                b"# Written by cargo-ekstazi: per-test records, not sources.\n*\n",
             )?;
         }
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.root.join("lock"))?;
+        let how = How {
+            write: true,
+            create: true,
+            ..How::default()
+        };
+        let file = self.state.open(&self.root.join("lock"), how)?;
         match (exclusive, wait) {
             (true, true) => file.lock()?,
             (false, true) => file.lock_shared()?,
@@ -119,21 +128,22 @@ impl Store {
     /// Whether it holds any record of this format (a first run, or a CI
     /// cache that was not restored, has none).
     pub fn has_records(&self) -> bool {
-        fs::read_dir(&self.records).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|e| e.file_name() != SNAPSHOTS_DIR)
-        })
+        self.state
+            .read_dir(&self.records)
+            .ok()
+            .flatten()
+            .is_some_and(|entries| entries.iter().any(|e| e.name != SNAPSHOTS_DIR))
     }
 
     /// Record format versions present besides ours (as directory names).
     pub fn other_versions(&self) -> Vec<String> {
         let ours = format!("v{FORMAT_VERSION}");
-        let Ok(entries) = fs::read_dir(&self.root) else {
+        let Ok(Some(entries)) = self.state.read_dir(&self.root) else {
             return vec![];
         };
         let mut found: Vec<String> = entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .into_iter()
+            .filter_map(|e| e.name.into_string().ok())
             .filter(|name| {
                 name != &ours && name.starts_with('v') && name[1..].parse::<u16>().is_ok()
             })
@@ -161,7 +171,7 @@ impl Store {
     /// remembers which of its objects a current record was filed as).
     pub fn load_sealed(&self, binary: &str, test: &str) -> (Loaded, Option<Hash>) {
         let path = self.record_path(binary, test);
-        match read_bounded(&path) {
+        match self.read_bounded(&path) {
             Ok(None) => (Loaded::Missing, None),
             Ok(Some(bytes)) => match Record::decode(&bytes) {
                 Ok(record) if record.binary == binary && record.test == test => (
@@ -193,10 +203,7 @@ impl Store {
 
     /// Removes the record of one test, if any.
     pub fn remove(&self, binary: &str, test: &str) -> io::Result<()> {
-        match fs::remove_file(self.record_path(binary, test)) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        self.state.remove(&self.record_path(binary, test))
     }
 
     /// Removes the records of a binary's tests that are not in `tests` (the
@@ -218,49 +225,40 @@ impl Store {
         binaries: impl IntoIterator<Item = &'a str>,
     ) -> io::Result<usize> {
         let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
-        let Some(entries) = read_dir_if_any(&self.records)? else {
+        let Some(entries) = self.state.read_dir(&self.records)? else {
             return Ok(0);
         };
         let mut removed = 0;
         for entry in entries {
-            let entry = entry?;
-            let name = entry.file_name();
+            let name = &entry.name;
             // Names with a leading dot are the store's own (no escaped key has one).
             let ours = name.as_encoded_bytes().starts_with(b".");
             let stale = !ours && name.to_str().is_none_or(|name| !keep.contains(name));
-            if stale && entry.file_type()?.is_dir() {
-                fs::remove_dir_all(entry.path())?;
-                removed += 1;
+            // A link is removed as a link (`StateDir::remove` follows none).
+            if stale && entry.kind != Kind::File {
+                self.state.remove(&self.records.join(name))?;
+                removed += usize::from(entry.kind == Kind::Dir);
             }
         }
         Ok(removed)
     }
 
     fn retain_files(&self, dir: &Path, keep: &HashSet<String>) -> io::Result<usize> {
-        let Some(entries) = read_dir_if_any(dir)? else {
+        // Read without following a link: a linked directory is not ours
+        // to sweep (it reads as absent, and is replaced when written).
+        let Some(entries) = self.state.read_dir(dir)? else {
             return Ok(0);
         };
         let mut removed = 0;
         for entry in entries {
-            let entry = entry?;
-            let name = entry.file_name();
+            let name = &entry.name;
             let stale = name.to_str().is_none_or(|name| !keep.contains(name));
-            if stale && !entry.file_type()?.is_dir() {
-                fs::remove_file(entry.path())?;
+            if stale && entry.kind != Kind::Dir {
+                self.state.remove(&dir.join(name))?;
                 removed += usize::from(!name.as_encoded_bytes().starts_with(b".tmp"));
             }
         }
         Ok(removed)
-    }
-}
-
-/// The directory's entries, or `None` when there is no such directory
-/// (nothing recorded yet).
-fn read_dir_if_any(dir: &Path) -> io::Result<Option<fs::ReadDir>> {
-    match fs::read_dir(dir) {
-        Ok(entries) => Ok(Some(entries)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
@@ -272,23 +270,22 @@ impl Store {
     /// Every record file of this format, read and checked.
     pub fn records(&self) -> io::Result<Listed> {
         let mut found = Vec::new();
-        let Some(binaries) = read_dir_if_any(&self.records)? else {
+        let Some(binaries) = self.state.read_dir(&self.records)? else {
             return Ok(found);
         };
         for binary in binaries {
-            let binary = binary?;
-            let dir_name = binary.file_name();
-            if dir_name.as_encoded_bytes().starts_with(b".") || !binary.file_type()?.is_dir() {
+            let dir_name = &binary.name;
+            if dir_name.as_encoded_bytes().starts_with(b".") || binary.kind != Kind::Dir {
                 continue;
             }
-            for entry in fs::read_dir(binary.path())? {
-                let entry = entry?;
-                let name = entry.file_name();
+            let dir = self.records.join(dir_name);
+            for entry in self.state.read_dir(&dir)?.unwrap_or_default() {
+                let name = &entry.name;
                 if name.as_encoded_bytes().starts_with(b".tmp") {
                     continue;
                 }
-                let path = entry.path();
-                let record = match read_bounded(&path) {
+                let path = dir.join(name);
+                let record = match self.read_bounded(&path) {
                     Ok(Some(bytes)) => {
                         Record::decode(&bytes)
                             .map_err(Invalid::from)
@@ -314,12 +311,12 @@ impl Store {
 
     /// The ids of the stored snapshots (whatever their state).
     pub fn snapshot_ids(&self) -> io::Result<Vec<Hash>> {
-        let Some(entries) = read_dir_if_any(&self.snapshot_dir())? else {
+        let Some(entries) = self.state.read_dir(&self.snapshot_dir())? else {
             return Ok(Vec::new());
         };
         let mut ids = Vec::new();
         for entry in entries {
-            let name = entry?.file_name();
+            let name = entry.name;
             if let Some(id) = name
                 .to_str()
                 .and_then(|hex| blake3::Hash::from_hex(hex).ok())
@@ -346,8 +343,15 @@ impl Store {
 
     /// A stored snapshot, if present, intact and consistent.
     pub fn load_snapshot(&self, id: &Hash) -> Option<Snapshot> {
-        let bytes = read_bounded(&self.snapshot_path(id)).ok()??;
-        let snapshot: Snapshot = crate::files::sealed::open(SNAPSHOT_MAGIC, &bytes).ok()?;
+        let bytes = self.read_bounded(&self.snapshot_path(id)).ok()??;
+        let (named, snapshot): (Hash, Snapshot) =
+            crate::files::sealed::open(SNAPSHOT_MAGIC, &bytes).ok()?;
+        // Bound to its name: a sealed snapshot of another build copied
+        // under this build's id (which anyone can predict) describes other
+        // code, and would let its tests be judged by the old fingerprints.
+        if named != *id {
+            return None;
+        }
         let n = snapshot.names.len();
         let consistent = snapshot.fps.len() == n
             && snapshot.names.windows(2).all(|w| w[0] < w[1])
@@ -363,9 +367,8 @@ impl Store {
     pub fn save_snapshot(&self, id: &Hash, snapshot: &Snapshot) -> io::Result<()> {
         let dir = self.snapshot_dir();
         self.real_dir(&dir)?;
-        let body = postcard::to_stdvec(snapshot).map_err(io::Error::other)?;
-        files::write_atomic(
-            &dir,
+        let body = postcard::to_stdvec(&(id, snapshot)).map_err(io::Error::other)?;
+        self.state.write_atomic(
             &self.snapshot_path(id),
             &crate::files::sealed::seal(SNAPSHOT_MAGIC, &body),
         )
@@ -378,7 +381,10 @@ impl Store {
 
     /// The records filed per commit.
     pub fn history(&self) -> crate::storage::history::History {
-        crate::storage::history::History::new(&self.records.join(HISTORY_DIR))
+        crate::storage::history::History::within(
+            self.state.clone(),
+            &self.records.join(HISTORY_DIR),
+        )
     }
 
     /// Where the function table's segments are.
@@ -395,14 +401,11 @@ impl Store {
     /// Keeps an uninstrumented table under its digest (once).
     pub fn save_uninstrumented(&self, id: &Hash, table: &Uninstrumented) -> io::Result<()> {
         let path = self.uninstrumented_path(id);
-        if path.exists() {
+        if self.state.file_len(&path).is_some() {
             return Ok(());
         }
-        let dir = self.records.join(UNINSTRUMENTED_DIR);
-        self.real_dir(&dir)?;
         let body = postcard::to_stdvec(table).map_err(io::Error::other)?;
-        files::write_atomic(
-            &dir,
+        self.state.write_atomic(
             &path,
             &crate::files::sealed::seal(UNINSTRUMENTED_MAGIC, &body),
         )
@@ -426,7 +429,7 @@ impl Store {
     /// A stored uninstrumented table, if present, intact and the one its
     /// digest names.
     pub fn load_uninstrumented(&self, id: &Hash) -> Option<Uninstrumented> {
-        let bytes = read_bounded(&self.uninstrumented_path(id)).ok()??;
+        let bytes = self.read_bounded(&self.uninstrumented_path(id)).ok()??;
         let table: Uninstrumented =
             crate::files::sealed::open(UNINSTRUMENTED_MAGIC, &bytes).ok()?;
         (table.is_consistent() && table.digest() == *id).then_some(table)
@@ -434,9 +437,10 @@ impl Store {
 }
 
 /// `EKZS` before snapshots mapped coverage flags, not entry addresses, to
-/// functions: a snapshot of the old kind is not read (`EKZF` names the
+/// functions, and `EKZL` before a snapshot named the build it describes
+/// inside its seal: a snapshot of an old kind is not read (`EKZF` names the
 /// function table's segments).
-const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZL";
+const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
 const HISTORY_DIR: &str = ".history";
@@ -448,7 +452,22 @@ impl Store {
     /// state directory would otherwise send records anywhere. What is in the
     /// way is removed — it is the store's own place.
     fn real_dir(&self, dir: &Path) -> io::Result<()> {
-        files::real_dirs(&[self.records.as_path(), dir])
+        self.state.make_dir(dir)
+    }
+
+    /// Reads a record file, refusing what cannot be a record: anything but
+    /// a regular file (a planted symlink or FIFO), or more than
+    /// [`MAX_RECORD_BYTES`]. `None` when there is no file.
+    fn read_bounded(&self, path: &Path) -> Result<Option<Vec<u8>>, Invalid> {
+        match self.state.read_bounded(path, MAX_RECORD_BYTES) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(ReadError::Missing) => Ok(None),
+            Err(ReadError::NotRegular) => {
+                Err(io::Error::other("record is not a regular file").into())
+            }
+            Err(ReadError::TooLarge) => Err(DecodeError::TooLarge.into()),
+            Err(ReadError::Io(e)) => Err(e.into()),
+        }
     }
 }
 
@@ -456,19 +475,6 @@ fn try_lock_error(e: fs::TryLockError) -> io::Error {
     match e {
         fs::TryLockError::WouldBlock => io::ErrorKind::WouldBlock.into(),
         fs::TryLockError::Error(e) => e,
-    }
-}
-
-/// Reads a record file, refusing what cannot be a record: anything but a
-/// regular file (a planted symlink or FIFO), or more than
-/// [`MAX_RECORD_BYTES`]. `None` when there is no file.
-fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, Invalid> {
-    match files::read_bounded(path, MAX_RECORD_BYTES) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(ReadError::Missing) => Ok(None),
-        Err(ReadError::NotRegular) => Err(io::Error::other("record is not a regular file").into()),
-        Err(ReadError::TooLarge) => Err(DecodeError::TooLarge.into()),
-        Err(ReadError::Io(e)) => Err(e.into()),
     }
 }
 
@@ -569,6 +575,18 @@ mod tests {
         )
         .unwrap();
         assert!(store.load_snapshot(&id).is_none());
+    }
+
+    #[test]
+    fn a_snapshot_copied_under_another_builds_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let snapshot = crate::digests::program::tests_support::snapshot(&[("a", 1)], 0);
+        let (old, new) = ([1; 32], [2; 32]);
+        store.save_snapshot(&old, &snapshot).unwrap();
+        fs::copy(store.snapshot_path(&old), store.snapshot_path(&new)).unwrap();
+        assert!(store.load_snapshot(&old).is_some());
+        assert!(store.load_snapshot(&new).is_none());
     }
 
     #[test]

@@ -23,6 +23,7 @@
 
 pub mod tar_reader;
 
+use crate::files::contained::{How, Kind, StateDir};
 use crate::files::sealed::FORMAT_VERSION;
 use crate::storage::store::Store;
 use std::fs;
@@ -64,7 +65,7 @@ pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
     let version = format!("v{FORMAT_VERSION}");
     let root = store.root().join(&version);
     let mut files = Vec::new();
-    collect(&root, Path::new(&version), &mut files)?;
+    collect(store.state(), &root, Path::new(&version), &mut files)?;
     files.sort();
     let parent = to.parent().filter(|p| !p.as_os_str().is_empty());
     let mut counted = Counted::default();
@@ -74,8 +75,10 @@ pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
         tar.mode(tar::HeaderMode::Deterministic);
         for relative in files {
             let path = store.root().join(&relative);
-            let Ok(bytes) = fs::read(&path) else {
-                // Removed since it was listed (a concurrent run's housekeeping).
+            // Not through a link (a planted one would export what it
+            // points to); removed since it was listed: a concurrent run's
+            // housekeeping.
+            let Ok(bytes) = store.state().read_bounded(&path, MAX_BYTES) else {
                 continue;
             };
             let mut header = tar::Header::new_gnu();
@@ -94,16 +97,14 @@ pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
 
 /// The regular files below `dir` worth exporting, as paths relative to the
 /// store root (`prefix` is `dir`'s).
-fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
+fn collect(state: &StateDir, dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let Some(entries) = state.read_dir(dir)? else {
+        return Ok(());
     };
     for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+        let Some(name) = entry.name.to_str() else {
+            continue;
+        };
         // A build's fingerprints are a cache, `.tmp*` are writes under way,
         // and the history's notes on its last sweep and filing concern
         // this store only.
@@ -114,12 +115,11 @@ fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> 
         {
             continue;
         }
-        let kind = entry.file_type()?;
         let relative = prefix.join(name);
-        if kind.is_dir() {
-            collect(&entry.path(), &relative, out)?;
-        } else if kind.is_file() {
-            out.push(relative);
+        match entry.kind {
+            Kind::Dir => collect(state, &dir.join(name), &relative, out)?,
+            Kind::File => out.push(relative),
+            Kind::Other => {}
         }
     }
     Ok(())
@@ -133,6 +133,13 @@ pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
     let mut tar = TarReader::new(decoder);
     let mut counted = Counted::default();
     let mut entries = 0;
+    let state = StateDir::new(into);
+    let create = How {
+        write: true,
+        create: true,
+        truncate: true,
+        ..How::default()
+    };
     while let Some(header) = tar.next_header()? {
         entries += 1;
         if entries > MAX_ENTRIES {
@@ -154,8 +161,8 @@ pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
         }
         counted.files += 1;
         let target = into.join(&path);
-        fs::create_dir_all(target.parent().expect("a store path has a parent"))?;
-        let mut out = fs::File::create(&target)?;
+        state.make_dir(target.parent().expect("a store path has a parent"))?;
+        let mut out = state.open(&target, create)?;
         tar.copy_data(header.size, &mut out)?;
         counted.bytes += header.size;
     }

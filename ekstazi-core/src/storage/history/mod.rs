@@ -49,7 +49,6 @@ use crate::model::dep::Hash;
 use crate::model::record::{Outcome, Record};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -70,6 +69,8 @@ const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 #[derive(Clone, Debug)]
 pub struct History {
     dir: PathBuf,
+    /// Every path below `dir` is reached through it, never through a link.
+    state: crate::files::contained::StateDir,
     /// Where each object is, read from the packs' indexes on first use and
     /// kept up to date by this process's writes. Behind a read-write lock:
     /// every object read looks it up, from every thread judging tests.
@@ -181,8 +182,15 @@ pub fn is_commit_id(id: &str) -> bool {
 
 impl History {
     pub fn new(dir: &Path) -> History {
+        History::within(crate::files::contained::StateDir::new(dir), dir)
+    }
+
+    /// The history at `dir`, inside the state directory `state` (which
+    /// reaches `dir` without following a link).
+    pub fn within(state: crate::files::contained::StateDir, dir: &Path) -> History {
         History {
             dir: dir.to_path_buf(),
+            state,
             packs: Arc::default(),
         }
     }
@@ -263,9 +271,7 @@ impl History {
         let body = postcard::to_stdvec(manifest).map_err(io::Error::other)?;
         let sealed = crate::files::sealed::seal(MANIFEST_MAGIC, &body);
         let dir = self.commits_dir();
-        crate::files::real_dirs(&[&self.dir, &dir])?;
-        crate::files::write_atomic(
-            &dir,
+        self.state.write_atomic(
             &dir.join(&manifest.commit),
             &crate::files::sealed::pack(&sealed),
         )
@@ -329,8 +335,10 @@ impl History {
     /// Which object each current record (by the digest its file is sealed
     /// with) was filed as, by the last filing; empty when unreadable.
     fn remembered_current(&self) -> HashMap<Hash, Hash> {
-        let Some(bytes) =
-            crate::files::read_bounded(&self.dir.join(CURRENT), MAX_PACK_INDEX_BYTES).ok()
+        let Some(bytes) = self
+            .state
+            .read_bounded(&self.dir.join(CURRENT), MAX_PACK_INDEX_BYTES)
+            .ok()
         else {
             return HashMap::new();
         };
@@ -343,9 +351,7 @@ impl History {
         pairs.sort_unstable();
         pairs.dedup();
         let body = postcard::to_stdvec(&pairs).map_err(io::Error::other)?;
-        crate::files::real_dirs(&[&self.dir])?;
-        crate::files::write_atomic(
-            &self.dir,
+        self.state.write_atomic(
             &self.dir.join(CURRENT),
             &crate::files::sealed::seal(CURRENT_MAGIC, &body),
         )
@@ -377,9 +383,10 @@ impl History {
         if !is_commit_id(commit) {
             return None;
         }
-        let packed =
-            crate::files::read_bounded(&self.commits_dir().join(commit), MAX_MANIFEST_BYTES)
-                .ok()?;
+        let packed = self
+            .state
+            .read_bounded(&self.commits_dir().join(commit), MAX_MANIFEST_BYTES)
+            .ok()?;
         crate::files::sealed::unpack(&packed, MAX_MANIFEST_BYTES)
     }
 
@@ -403,11 +410,12 @@ impl History {
 
     /// The ids of the commits filed (intact or not), sorted.
     pub fn commit_ids(&self) -> Vec<String> {
-        let Ok(entries) = fs::read_dir(self.commits_dir()) else {
+        let Ok(Some(entries)) = self.state.read_dir(&self.commits_dir()) else {
             return Vec::new();
         };
         let mut ids: Vec<String> = entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .into_iter()
+            .filter_map(|e| e.name.into_string().ok())
             .filter(|name| is_commit_id(name))
             .collect();
         ids.sort();
@@ -441,18 +449,20 @@ impl History {
             .commit_ids()
             .into_iter()
             .filter_map(|id| {
-                let len = fs::symlink_metadata(self.commits_dir().join(&id))
-                    .ok()?
-                    .len();
+                let len = self.state.file_len(&self.commits_dir().join(&id))?;
                 Some((id, len))
             })
             .collect();
-        let objects = fs::read_dir(self.packs_dir())
+        let packs = self.packs_dir();
+        let objects = self
+            .state
+            .read_dir(&packs)
+            .ok()
+            .flatten()
             .map(|entries| {
                 entries
-                    .flatten()
-                    .filter_map(|f| f.metadata().ok())
-                    .map(|m| m.len())
+                    .iter()
+                    .filter_map(|e| self.state.file_len(&packs.join(&e.name)))
                     .sum()
             })
             .unwrap_or(0);
@@ -466,6 +476,7 @@ mod tests {
     use super::packs::{Loc, SWEEP_SLACK};
     use super::*;
     use crate::model::record::tests_support::sample;
+    use std::fs;
 
     const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";

@@ -4,10 +4,10 @@
 //! kept commit names and rewrites a pack mostly dropped.
 
 use super::{History, Pruned, SWEPT, is_commit_id};
+use crate::files::contained::StateDir;
 use crate::model::dep::Hash;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,11 +36,8 @@ pub(super) struct Packs {
 /// removed (a mapping keeps a removed file's bytes), never changed.
 /// Only a regular file, looked at before it is opened: opening a FIFO
 /// would block, and a link could lead anywhere.
-pub(super) fn map_pack(path: &Path) -> Option<Arc<memmap2::Mmap>> {
-    if !fs::symlink_metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let file = fs::File::open(path).ok()?;
+pub(super) fn map_pack(state: &StateDir, path: &Path) -> Option<Arc<memmap2::Mmap>> {
+    let file = state.open_regular(path).ok()?;
     // SAFETY: only read, and never changed in place (see above).
     unsafe { memmap2::Mmap::map(&file) }.ok().map(Arc::new)
 }
@@ -68,7 +65,7 @@ pub(super) const MAX_PACK_INDEX_BYTES: u64 = 64 << 20;
 /// A pack's index, where its data starts and the file's size, if the index
 /// is intact.
 /// The object `id` of `packs`, unpacked (unchecked).
-pub(super) fn read_object(packs: &Packs, id: &Hash) -> Option<Vec<u8>> {
+pub(super) fn read_object(state: &StateDir, packs: &Packs, id: &Hash) -> Option<Vec<u8>> {
     let loc = *packs.at.get(id)?;
     let limit = crate::model::record::MAX_RECORD_BYTES;
     if u64::from(loc.len) > limit {
@@ -80,7 +77,7 @@ pub(super) fn read_object(packs: &Packs, id: &Hash) -> Option<Vec<u8>> {
         Some(map) => crate::files::sealed::unpack(map.get(start..end)?, limit),
         None => {
             use std::os::unix::fs::FileExt;
-            let file = fs::File::open(&packs.files[loc.pack]).ok()?;
+            let file = state.open_regular(&packs.files[loc.pack]).ok()?;
             let mut packed = vec![0; loc.len as usize];
             file.read_exact_at(&mut packed, loc.offset).ok()?;
             crate::files::sealed::unpack(&packed, limit)
@@ -100,13 +97,10 @@ pub(super) fn pack_index(map: &[u8]) -> Option<(u64, u64, PackIndex)> {
     Some((4 + len, map.len() as u64, index))
 }
 
-pub(super) fn read_pack_index(path: &Path) -> Option<(u64, u64, PackIndex)> {
+pub(super) fn read_pack_index(state: &StateDir, path: &Path) -> Option<(u64, u64, PackIndex)> {
     use std::io::Read;
-    let meta = fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut file = fs::File::open(path).ok()?;
+    let mut file = state.open_regular(path).ok()?;
+    let meta = file.metadata().ok()?;
     let mut head = [0; 4];
     file.read_exact(&mut head).ok()?;
     let len = u64::from(u32::from_le_bytes(head));
@@ -117,18 +111,6 @@ pub(super) fn read_pack_index(path: &Path) -> Option<(u64, u64, PackIndex)> {
     file.read_exact(&mut sealed).ok()?;
     let index: PackIndex = crate::files::sealed::open(PACK_INDEX_MAGIC, &sealed).ok()?;
     Some((4 + len, meta.len(), index))
-}
-
-pub(super) fn remove(path: &Path) -> io::Result<()> {
-    let result = match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-        Err(e) => Err(e),
-    };
-    match result {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
 }
 
 impl History {
@@ -158,11 +140,10 @@ impl History {
             file.extend_from_slice(bytes);
         }
         let dir = self.packs_dir();
-        crate::files::real_dirs(&[&self.dir, &dir])?;
         let path = dir.join(blake3::hash(&file).to_hex().as_str());
-        crate::files::write_atomic(&dir, &path, &file)?;
+        self.state.write_atomic(&path, &file)?;
         let pack = packs.files.len();
-        packs.maps.push(map_pack(&path));
+        packs.maps.push(map_pack(&self.state, &path));
         packs.files.push(path);
         let data = 4 + u64::from(head);
         for (id, offset, len) in index.entries {
@@ -185,19 +166,20 @@ impl History {
     pub(super) fn read_packs(&self) -> Packs {
         use rayon::prelude::*;
         let mut packs = Packs::default();
-        let Ok(entries) = fs::read_dir(self.packs_dir()) else {
+        let dir = self.packs_dir();
+        let Ok(Some(entries)) = self.state.read_dir(&dir) else {
             return packs;
         };
-        let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        let mut files: Vec<PathBuf> = entries.iter().map(|e| dir.join(&e.name)).collect();
         files.sort();
         type Read = (PathBuf, Option<Arc<memmap2::Mmap>>, u64, u64, PackIndex);
         let indexes: Vec<Read> = files
             .into_par_iter()
             .filter_map(|path| {
-                let map = map_pack(&path);
+                let map = map_pack(&self.state, &path);
                 let (data, size, index) = match &map {
                     Some(map) => pack_index(map)?,
-                    None => read_pack_index(&path)?,
+                    None => read_pack_index(&self.state, &path)?,
                 };
                 Some((path, map, data, size, index))
             })
@@ -237,12 +219,12 @@ impl History {
         {
             let guard = self.packs.read().expect("pack index lock");
             if let Some(packs) = guard.as_ref() {
-                return read_object(packs, id);
+                return read_object(&self.state, packs, id);
             }
         }
         self.read_index();
         let guard = self.packs.read().expect("pack index lock");
-        read_object(guard.as_ref()?, id)
+        read_object(&self.state, guard.as_ref()?, id)
     }
 
     /// Keeps the `keep` newest commits (by when they were filed), removes
@@ -265,12 +247,12 @@ impl History {
             .map(|m| m.commit.as_str())
             .collect();
         let mut swept = false;
-        if let Ok(entries) = fs::read_dir(self.commits_dir()) {
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
+        let commits = self.commits_dir();
+        if let Ok(Some(entries)) = self.state.read_dir(&commits) {
+            for entry in entries {
+                let name = entry.name.to_string_lossy();
                 if !kept.contains(name.as_ref()) {
-                    remove(&entry.path())?;
+                    self.state.remove(&commits.join(&entry.name))?;
                     pruned.commits += usize::from(is_commit_id(&name));
                     swept = true;
                 }
@@ -278,9 +260,12 @@ impl History {
         }
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
-        let on_disk = fs::read_dir(self.packs_dir())
-            .map(|e| e.flatten().count())
-            .unwrap_or(0);
+        let on_disk = self
+            .state
+            .read_dir(&self.packs_dir())
+            .ok()
+            .flatten()
+            .map_or(0, |e| e.len());
         if !swept && on_disk == packs.files.len() && !self.packs_overgrown(packs.files.len()) {
             return Ok(pruned);
         }
@@ -313,10 +298,12 @@ impl History {
             }
         }
         let listed: HashSet<&PathBuf> = old.files.iter().collect();
-        if let Ok(entries) = fs::read_dir(self.packs_dir()) {
-            for entry in entries.flatten() {
-                if !listed.contains(&entry.path()) {
-                    remove(&entry.path())?;
+        let dir = self.packs_dir();
+        if let Ok(Some(entries)) = self.state.read_dir(&dir) {
+            for entry in entries {
+                let path = dir.join(&entry.name);
+                if !listed.contains(&path) {
+                    self.state.remove(&path)?;
                 }
             }
         }
@@ -337,7 +324,7 @@ impl History {
             }
             pruned.objects += dead;
             live.sort_by_key(|(_, loc)| loc.offset);
-            if let Ok(file) = fs::File::open(path) {
+            if let Ok(file) = self.state.open_regular(path) {
                 use std::os::unix::fs::FileExt;
                 for (id, loc) in live {
                     let mut bytes = vec![0; loc.len as usize];
@@ -354,12 +341,11 @@ impl History {
         let still: HashSet<&PathBuf> = packs.files.iter().collect();
         for path in &old.files {
             if !still.contains(path) {
-                remove(path)?;
+                self.state.remove(path)?;
             }
         }
         // Only a hint for the next run: lost, the next run sweeps again.
-        let _ = crate::files::write_atomic(
-            &self.dir,
+        let _ = self.state.write_atomic(
             &self.dir.join(SWEPT),
             packs.files.len().to_string().as_bytes(),
         );
@@ -371,7 +357,9 @@ impl History {
     /// reads every kept record's skeleton, so it is paid once the packs
     /// have doubled, not at every run.
     pub(super) fn packs_overgrown(&self, packs: usize) -> bool {
-        let left: usize = crate::files::read_bounded(&self.dir.join(SWEPT), 32)
+        let left: usize = self
+            .state
+            .read_bounded(&self.dir.join(SWEPT), 32)
             .ok()
             .and_then(|bytes| String::from_utf8(bytes).ok())
             .and_then(|text| text.trim().parse().ok())
