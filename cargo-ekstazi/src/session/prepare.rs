@@ -266,7 +266,7 @@ fn global_fingerprint(ws: &Workspace, options: &Options, archived: Option<&Manif
         rustflags: archived.map_or_else(rustflags, |m| m.rustflags.clone()),
         tool: tool(),
         granularity: options.granularity.as_str().to_owned(),
-        config: options.config.recording_digest(),
+        config: options.config.global_digest(&ws.root),
     }
 }
 

@@ -174,6 +174,12 @@ impl std::fmt::Display for CountOrText {
 pub struct SelectConfig {
     pub always_run: Vec<String>,
     pub never_record: Vec<String>,
+    /// The workspace's absolute path is a dependency of every test. Records
+    /// are blind to where the checkout is, so that a CI cache or a copied
+    /// checkout keeps them; a test whose outcome turns on that path (one
+    /// that puts `CARGO_MANIFEST_DIR` unquoted into a shell command, say)
+    /// is then skipped in a copy at a path where it would fail.
+    pub workspace_path: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,6 +362,21 @@ impl Config {
         blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
     }
 
+    /// [`Config::recording_digest`], with the workspace's path in it when
+    /// `[select] workspace-path` makes it a dependency of every test: a
+    /// checkout at another path then reruns every test once (`global:
+    /// config changed`).
+    pub fn global_digest(&self, workspace: &Path) -> String {
+        let digest = self.recording_digest();
+        if !self.select.workspace_path {
+            return digest;
+        }
+        let mut text = digest.into_bytes();
+        text.extend_from_slice(b"\nworkspace ");
+        text.extend_from_slice(workspace.as_os_str().as_encoded_bytes());
+        blake3::hash(&text).to_hex()[..16].to_owned()
+    }
+
     /// The declared services, their inputs made absolute. An input may not
     /// leave the workspace: the file is shared by everyone who checks the
     /// workspace out.
@@ -417,6 +438,16 @@ fn location(text: &str, e: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workspace_path_is_in_the_global_digest_only_when_asked() {
+        let mut config = Config::default();
+        let (a, b) = (Path::new("/ws/a"), Path::new("/ws/a b"));
+        assert_eq!(config.global_digest(a), config.global_digest(b));
+        assert_eq!(config.global_digest(a), config.recording_digest());
+        config.select.workspace_path = true;
+        assert_ne!(config.global_digest(a), config.global_digest(b));
+    }
 
     #[test]
     fn defaults_when_empty() {
