@@ -14,6 +14,7 @@ mod field;
 mod fork_server;
 mod functions;
 mod github_action;
+mod handed_state;
 mod history;
 mod merge_check;
 mod nextest;

@@ -1,0 +1,315 @@
+//! A state directory handed to the tool as it is, not through `import` or
+//! `merge-state`: a restored CI cache, a copied checkout. Whatever its
+//! entries are, nothing outside it is written or deleted through it, no
+//! other workspace's process is stopped, and no test is wrongly skipped.
+
+use crate::support::Fixture;
+use std::collections::BTreeMap;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+fn records_dir(f: &Fixture) -> PathBuf {
+    f.file(&format!(
+        ".ekstazi/v{}",
+        ekstazi_core::files::sealed::FORMAT_VERSION
+    ))
+}
+
+/// A directory of the user's, beside the checkout, that no run may change.
+struct Canary {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Canary {
+    fn new() -> Canary {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("precious.txt"), "the user's").unwrap();
+        std::fs::write(path.join("notes"), "more of the user's").unwrap();
+        std::fs::create_dir(path.join("sub")).unwrap();
+        std::fs::write(path.join("sub/deep"), "deeper").unwrap();
+        Canary {
+            _dir: dir,
+            dir: path,
+        }
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.join("precious.txt")
+    }
+
+    /// Every file below it, with its content.
+    fn contents(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        walkdir::WalkDir::new(&self.dir)
+            .into_iter()
+            .map(Result::unwrap)
+            .filter(|e| e.file_type().is_file())
+            .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+            .collect()
+    }
+}
+
+fn plant_link(at: &Path, to: &Path) {
+    match std::fs::symlink_metadata(at) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(at).unwrap(),
+        Ok(_) => std::fs::remove_file(at).unwrap(),
+        Err(_) => {}
+    }
+    symlink(to, at).unwrap();
+}
+
+#[test]
+fn links_planted_in_the_state_are_removed_never_followed() {
+    let f = Fixture::new("basic").in_git();
+    f.test_ok(&[]);
+    let canary = Canary::new();
+    let before = canary.contents();
+    let records = records_dir(&f);
+    // A binary's record directory: the sweep of stale records would delete
+    // every file of the directory the link points to.
+    let beta = records.join("beta%3A%3Afiles");
+    assert!(beta.is_dir(), "{beta:?}");
+    plant_link(&beta, &canary.dir);
+    // The history's packs: pruning removes what no index names.
+    plant_link(&records.join(".history/packs"), &canary.dir);
+    // Files the run appends to, creates or truncates.
+    let state = f.file(".ekstazi");
+    for name in ["runs.log", ".gitignore", "lock"] {
+        plant_link(&state.join(name), &canary.file());
+    }
+    let run = f.test_ok(&[]);
+    assert_eq!(canary.contents(), before, "{run:?}");
+    // The tests whose records were behind the link have none: they run.
+    let ran = run.ran();
+    assert!(ran.contains("beta::files reads_data"), "{run:?}");
+    assert!(ran.iter().all(|t| t.starts_with("beta::files")), "{run:?}");
+    assert!(
+        run.stderr.contains("a link there is never followed"),
+        "{run:?}"
+    );
+    for name in ["runs.log", ".gitignore", "lock"] {
+        assert!(
+            std::fs::symlink_metadata(state.join(name))
+                .unwrap()
+                .is_file(),
+            "{name}"
+        );
+    }
+    assert!(f.selected(&[]).is_empty(), "{:?}", f.selected(&[]));
+
+    // The verdict-first run's files: its log and failures list.
+    for name in ["recording.log", "recording.failed"] {
+        plant_link(&state.join(name), &canary.file());
+    }
+    f.edit("beta/data/a.txt", "", "changed ");
+    f.test_ok(&["--verdict-first"]);
+    f.wait_for_background_recording();
+    assert_eq!(canary.contents(), before);
+    assert!(f.selected(&[]).is_empty(), "{:?}", f.selected(&[]));
+}
+
+/// Seeded, so that a failure can be replayed: `EKSTAZI_E2E_SEED`.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*: enough to pick paths; no crate needed for that.
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Random links, FIFOs and device nodes laid over paths of a recorded
+/// state directory; after each round's run, nothing outside the state has
+/// changed, and the test a change affects ran.
+#[test]
+fn random_links_fifos_and_devices_over_the_state_touch_nothing_outside() {
+    let seed: u64 = std::env::var("EKSTAZI_E2E_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_0f_57a7e);
+    let mut rng = Rng(seed | 1);
+    let f = Fixture::new("basic").in_git();
+    f.test_ok(&[]);
+    f.test_ok(&[]);
+    let canary = Canary::new();
+    let before = canary.contents();
+    let state = f.file(".ekstazi");
+    for round in 0..5 {
+        let paths: Vec<PathBuf> = walkdir::WalkDir::new(&state)
+            .min_depth(1)
+            .into_iter()
+            .map(|e| e.unwrap().path().to_path_buf())
+            .collect();
+        let mut planted = Vec::new();
+        for _ in 0..6 {
+            let at = paths[rng.below(paths.len())].clone();
+            if std::fs::symlink_metadata(&at).is_err() {
+                continue; // under a directory planted over already
+            }
+            match rng.below(4) {
+                0 => plant_link(&at, &canary.dir),
+                1 => plant_link(&at, &canary.file()),
+                2 => {
+                    plant_link(&at, Path::new("/nonexistent"));
+                    std::fs::remove_file(&at).unwrap();
+                    let fifo = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+                    // SAFETY: a NUL-terminated path.
+                    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+                }
+                _ => {
+                    plant_link(&at, Path::new("/nonexistent"));
+                    std::fs::remove_file(&at).unwrap();
+                    let node = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+                    // /dev/null's numbers: harmless if opened. Only root
+                    // may make a device node; a link stands in otherwise.
+                    // SAFETY: a NUL-terminated path.
+                    let made = unsafe {
+                        libc::mknod(node.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3))
+                    };
+                    if made != 0 {
+                        symlink(canary.file(), &at).unwrap();
+                    }
+                }
+            }
+            planted.push(at);
+        }
+        // A change that only `reads_data` sees: it must run, whatever the
+        // state says.
+        f.write("beta/data/a.txt", &format!("round {round}\n"));
+        let run = f.run(&["test"]);
+        assert_eq!(
+            run.code(),
+            Some(0),
+            "seed {seed}, round {round}, planted {planted:?}: {run:?}"
+        );
+        assert!(
+            run.ran().contains("beta::files reads_data"),
+            "seed {seed}, round {round}, planted {planted:?}: {run:?}"
+        );
+        assert_eq!(
+            canary.contents(),
+            before,
+            "seed {seed}, round {round}, planted {planted:?}"
+        );
+        // What the run rebuilt holds: nothing more to run.
+        assert!(f.selected(&[]).is_empty(), "seed {seed}, round {round}");
+    }
+}
+
+#[test]
+fn a_recording_id_naming_another_process_is_not_stopped() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    // Another workspace's recording, as a copied state directory would
+    // name it: a live process whose program is called cargo-ekstazi.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("cargo-ekstazi");
+    std::fs::copy("/bin/sleep", &fake).unwrap();
+    let mut other = std::process::Command::new(&fake)
+        .arg("60")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::fs::write(f.file(".ekstazi/recording.pid"), other.id().to_string()).unwrap();
+    f.test_ok(&[]);
+    let still = other.try_wait().unwrap();
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(still.is_none(), "another workspace's process was stopped");
+}
+
+use std::os::unix::process::CommandExt as _;
+
+#[test]
+fn a_snapshot_copied_under_the_new_builds_id_is_refused_with_the_key() {
+    let keyed = [("EKSTAZI_SEAL_KEY", "the CI's secret")];
+    let f = Fixture::new("verdicts");
+    f.test_ok_with(&[], &keyed);
+    let code = records_dir(&f).join(".code");
+    let snapshots = || -> BTreeMap<PathBuf, Vec<u8>> {
+        std::fs::read_dir(&code)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect()
+    };
+    let has = |bytes: &[u8], needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let old = snapshots();
+    // The integration test binary's: it names the test.
+    let (_, old_bytes) = old
+        .iter()
+        .find(|(_, bytes)| has(bytes, b"multiplies"))
+        .expect("a snapshot of the test binary");
+    // Break `multiplies`, build (the new build's snapshot is written under
+    // its id), then put the old build's sealed snapshot in its place.
+    f.edit("src/lib.rs", "a * b", "a + b");
+    assert!(!f.selected_with(&[], &keyed).is_empty());
+    let new = snapshots();
+    let replaced: Vec<&PathBuf> = new
+        .iter()
+        .filter(|(path, bytes)| !old.contains_key(*path) && has(bytes, b"multiplies"))
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(replaced.len(), 1, "{new:?}");
+    std::fs::write(replaced[0], old_bytes).unwrap();
+
+    let selected: Vec<String> = f
+        .selected_with(&[], &keyed)
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    assert!(
+        selected.contains(&"verdicts::verdicts multiplies".to_owned()),
+        "{selected:?}"
+    );
+    let run = f.run_with(&["test"], &keyed);
+    assert_eq!(run.code(), Some(101), "{run:?}");
+    assert!(
+        run.failed().contains("verdicts::verdicts multiplies"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn the_workspace_path_can_be_made_a_dependency_of_every_test() {
+    let f = Fixture::new("basic");
+    // A test that puts its package's path unquoted into a shell command:
+    // it passes where the path has no space, and fails where it has one.
+    f.write(
+        "beta/tests/shell.rs",
+        "#[test]\nfn lists_its_manifest() {\n    let status = std::process::Command::new(\"sh\")\n        .arg(\"-c\")\n        .arg(format!(\"test -f {}/Cargo.toml\", env!(\"CARGO_MANIFEST_DIR\")))\n        .status()\n        .unwrap();\n    assert!(status.success());\n}\n",
+    );
+    f.write(".config/ekstazi.toml", "[select]\nworkspace-path = true\n");
+    // The tool refuses a target directory whose path has a space (the
+    // shim's `LD_PRELOAD` entry could not be carried): one outside.
+    let target = tempfile::tempdir().unwrap();
+    let target_dir = target.path().to_str().unwrap();
+    let args = ["--target-dir", target_dir];
+    f.test_ok(&args);
+    assert!(f.selected(&args).is_empty());
+    let moved = f.moved_to("a checkout with a space");
+    let selected = moved.selected(&args);
+    assert!(!selected.is_empty());
+    assert!(
+        selected
+            .iter()
+            .all(|(_, reasons)| reasons.iter().any(|r| r.contains("config changed"))),
+        "{selected:?}"
+    );
+    let run = moved.run(&["test", "--target-dir", target_dir]);
+    assert!(
+        run.failed().contains("beta::shell lists_its_manifest"),
+        "{run:?}"
+    );
+}
