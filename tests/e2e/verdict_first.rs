@@ -182,3 +182,45 @@ fn a_failure_in_the_verdicts_is_recorded_before_the_recording_gets_to_it() {
     );
     std::fs::write(&gate, "").unwrap();
 }
+
+/// A run whose records nobody keeps (a pull request's job) runs the
+/// selected tests as `cargo test` does and ends with their verdicts.
+#[test]
+fn a_run_that_records_nothing_runs_as_cargo_test_does() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    let records = || {
+        f.records()
+            .iter()
+            .map(|r| std::fs::read(f.file(r.to_str().unwrap())).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let before = records();
+    f.edit("src/lib.rs", "a * b", "a + b");
+    let run = f.run(&["test", "--no-record", "--junit", "junit.xml"]);
+    assert_eq!(run.code(), Some(101), "{run:?}");
+    // libtest's own lines, one process for the binary, no process per test.
+    assert!(run.stdout.contains("test multiplies ... FAILED"), "{run:?}");
+    assert!(run.ran().is_empty(), "{run:?}");
+    assert!(!run.stderr.contains("in the background"), "{run:?}");
+    assert_eq!(records(), before, "nothing recorded");
+    let junit = f.read("junit.xml");
+    assert!(junit.contains("<testcase name=\"multiplies\""), "{junit}");
+    assert!(junit.contains("<failure"), "{junit}");
+    // No recording follows: the state is as it was, so the same selection.
+    assert!(
+        f.selected(&[])
+            .iter()
+            .any(|(label, _)| label == "verdicts::verdicts multiplies")
+    );
+
+    // An option that needs a process per test keeps one, and says so.
+    let run = f.run(&["test", "--no-record", "--retries", "1"]);
+    assert_eq!(run.code(), Some(101), "{run:?}");
+    assert!(
+        run.failed().contains("verdicts::verdicts multiplies"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("--retries needs one"), "{run:?}");
+    assert_eq!(records(), before);
+}

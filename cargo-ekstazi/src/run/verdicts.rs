@@ -5,7 +5,9 @@
 //!
 //! Nothing here is recorded: a verdict-first run hands its selected tests
 //! to a recording in the background (`crate::run::background`), which runs
-//! them again one process each, under the shim, as an ordinary run does.
+//! them again one process each, under the shim, as an ordinary run does;
+//! a run whose records nobody keeps (`--no-record`, a pull request's job)
+//! ends with the verdicts.
 
 use crate::cargo::libtest::{TestCase, WHOLE_BINARY};
 use crate::run::scheduler::{Suite, doctests_command};
@@ -26,6 +28,11 @@ pub struct VerdictConfig<'a> {
     /// shown too, after each (libtest's `--show-output`, which keeps the
     /// `test <name> ... ok` lines whole).
     pub show_output: bool,
+    /// A binary whose process fails fails its tests that libtest did not
+    /// report failed (a crash in a destructor after the last `ok`), as it
+    /// fails `cargo test`. Off when a recording follows, which runs each
+    /// test alone and finds which it was.
+    pub exit_status_counts: bool,
 }
 
 /// Runs `cases`, binary by binary in the order they come, echoing what
@@ -81,9 +88,11 @@ pub fn run(
         if config.show_output {
             command.arg("--show-output");
         }
-        let reported = run_libtest(&mut command, &built.key, out)?;
+        let (reported, success) = run_libtest(&mut command, &built.key, out)?;
+        let blamed = reported.values().any(|ok| !ok);
         for &i in jobs {
-            passed[i] = reported.get(cases[i].name.as_str()) == Some(&true);
+            passed[i] = reported.get(cases[i].name.as_str()) == Some(&true)
+                && (success || blamed || !config.exit_status_counts);
         }
     }
     Ok(passed)
@@ -98,13 +107,14 @@ fn run_whole(command: &mut Command, what: &str) -> Result<bool> {
     Ok(status.success())
 }
 
-/// A libtest binary's run: its output echoed as it comes, and each test's
-/// verdict read from its `test <name> ... ok` lines.
+/// A libtest binary's run: its output echoed as it comes, each test's
+/// verdict read from its `test <name> ... ok` lines, and whether the
+/// process succeeded.
 fn run_libtest(
     command: &mut Command,
     key: &str,
     out: &mut impl Write,
-) -> Result<HashMap<String, bool>> {
+) -> Result<(HashMap<String, bool>, bool)> {
     let mut child = command
         .stdout(Stdio::piped())
         .spawn()
@@ -120,12 +130,10 @@ fn run_libtest(
         }
     }
     out.flush()?;
-    // Whatever its exit status, a test passed if libtest said so: a crash
-    // after a test's `ok` does not undo it (the recording runs it alone).
-    child
+    let status = child
         .wait()
         .with_context(|| format!("lost the tests of {key}"))?;
-    Ok(reported)
+    Ok((reported, status.success()))
 }
 
 /// libtest's line for a finished test: its name, and whether it passed.

@@ -57,7 +57,12 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     // Decided before anything is recorded, as a run without it would.
     let would = auditing.then(|| audit::would_be_plan(&mut session));
     let verdicts_first = !in_background && !auditing && verdict_first::applies(&session);
-    let lock = pipeline::open_records(&session, !verdicts_first)?;
+    // A run that records nothing runs as `cargo test` does.
+    let unrecorded = !in_background
+        && !auditing
+        && !verdicts_first
+        && verdict_first::unrecorded_applies(&session);
+    let lock = pipeline::open_records(&session, !verdicts_first && !unrecorded)?;
     let recording = lock.is_some();
     let (plan, tally, nothing) = pipeline::plan(&mut session, recording)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
@@ -65,8 +70,18 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     if let Some(why) = nothing {
         writeln!(stdout, "{why}")?;
     }
-    if verdicts_first {
-        return verdict_first::run(&mut session, (&plan, &selected), tally, start, &mut stdout);
+    if verdicts_first || unrecorded {
+        let after = match verdicts_first {
+            true => verdict_first::After::Record,
+            false => verdict_first::After::Nothing,
+        };
+        return verdict_first::run(
+            &mut session,
+            (&plan, &selected),
+            tally,
+            (start, after),
+            &mut stdout,
+        );
     }
     let dirs = RunDirs::make(&session, recording)?;
     let run_clock = Instant::now();

@@ -17,6 +17,11 @@
 //! For the local loop. `--report-json` says what was selected and each
 //! verdict, with no test's duration; a run that writes JUnit (a CI run)
 //! records as it goes.
+//!
+//! A run whose records nobody keeps (`--no-record`: a pull request's job,
+//! whose state is the base branch's and is thrown away after) needs no
+//! process per test either: it runs the same way and ends with the
+//! verdicts ([`After::Nothing`]), with no recording after.
 
 use crate::output::report::{self, Tally};
 use crate::run::background;
@@ -30,6 +35,40 @@ use ekstazi_core::storage::store::Loaded;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+
+/// What follows the verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum After {
+    /// The recording, in the background (`--verdict-first`).
+    Record,
+    /// Nothing: the run records nothing (`--no-record`).
+    Nothing,
+}
+
+/// Whether a run that records nothing runs as `cargo test` does (one
+/// process per binary) rather than a process per test: unless an option
+/// needs a process per test, which is then said once.
+pub fn unrecorded_applies(session: &Session) -> bool {
+    let settings = &session.options.settings;
+    if !settings.no_record || settings.skipme {
+        return false;
+    }
+    let needs = if settings.retries > 0 {
+        Some("--retries")
+    } else if settings.timeout.is_some() {
+        Some("--timeout")
+    } else {
+        None
+    };
+    if let Some(option) = needs {
+        style::note(format!(
+            "a process per test, as a recording run: {option} needs one \
+             (without it, --no-record runs the tests as `cargo test` does)"
+        ));
+        return false;
+    }
+    true
+}
 
 /// Whether this run gives verdicts first: asked for, and there is
 /// something to record.
@@ -60,7 +99,7 @@ pub fn run(
     session: &mut Session,
     (plan, selected): (&[Planned], &[&Planned]),
     mut tally: Tally,
-    start: Instant,
+    (start, after): (Instant, After),
     stdout: &mut impl Write,
 ) -> Result<ExitCode> {
     let clock = Instant::now();
@@ -69,6 +108,7 @@ pub fn run(
         jobs: options.jobs(),
         custom_harness_args: &options.harness_words,
         show_output: options.harness.show_output,
+        exit_status_counts: after == After::Nothing,
     };
     let cases: Vec<_> = selected.iter().map(|p| &p.case).collect();
     let passed = match cases.is_empty() {
@@ -91,11 +131,24 @@ pub fn run(
             writeln!(stdout, "    {}", report::test_label(session, planned))?;
         }
     }
+    let results = verdict_results(&passed);
     if let Some(path) = &session.options.report_json {
-        write_json(session, plan, selected, &passed, start, path)?;
+        write_json(session, (plan, selected), &results, (start, after), path)?;
+    }
+    if let Some(path) = &session.options.junit {
+        let outcomes = super::results_by_plan(plan, selected, |job| results.get(job));
+        crate::output::junit::write(path, session, plan, &outcomes, start.elapsed())?;
     }
     report::print_summary(stdout, &[], &tally, start.elapsed())?;
     stdout.flush()?;
+    let code = match tally.failed {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(crate::TESTS_FAILED),
+    };
+    if after == After::Nothing {
+        style::note("no record was written (--no-record): the tests ran as `cargo test` runs them");
+        return Ok(code);
+    }
     if !failed.is_empty() {
         mark_failed(session, &failed);
     }
@@ -116,22 +169,13 @@ pub fn run(
             "{e:#}: nothing was recorded, and these tests run again next time"
         )),
     }
-    Ok(match tally.failed {
-        0 => ExitCode::SUCCESS,
-        _ => ExitCode::from(crate::TESTS_FAILED),
-    })
+    Ok(code)
 }
 
-/// `--report-json`: the selection and each verdict, no test's duration.
-fn write_json(
-    session: &Session,
-    plan: &[Planned],
-    selected: &[&Planned],
-    passed: &[bool],
-    start: Instant,
-    path: &std::path::Path,
-) -> Result<()> {
-    let results: Vec<RunResult> = passed
+/// Each verdict as a run's result: no duration (libtest gives none per
+/// test), no output of its own (libtest printed it with the binary's).
+fn verdict_results(passed: &[bool]) -> Vec<RunResult> {
+    passed
         .iter()
         .map(|&ok| RunResult {
             outcome: if ok { Outcome::Passed } else { Outcome::Failed },
@@ -140,10 +184,20 @@ fn write_json(
             merge_conflict: false,
             flaky: false,
         })
-        .collect();
+        .collect()
+}
+
+/// `--report-json`: the selection and each verdict, no test's duration.
+fn write_json(
+    session: &Session,
+    (plan, selected): (&[Planned], &[&Planned]),
+    results: &[RunResult],
+    (start, after): (Instant, After),
+    path: &std::path::Path,
+) -> Result<()> {
     let outcomes = super::results_by_plan(plan, selected, |job| results.get(job));
     let mut json = report::run_json(session, plan, &outcomes, start.elapsed());
-    json.verdict_first = true;
+    json.verdict_first = after == After::Record;
     for test in &mut json.tests {
         test.duration = None;
     }
