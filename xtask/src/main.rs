@@ -277,6 +277,11 @@ enum Eval {
         /// the next commit (its time reported apart)
         #[arg(long, conflicts_with = "graph")]
         verdict_first: bool,
+        /// A pull request's job at every commit: `cargo ekstazi test
+        /// --no-record` timed on the state recorded at the commit before;
+        /// then a recording run records the commit (reported apart)
+        #[arg(long, conflicts_with_all = ["graph", "verdict_first"])]
+        pull_request: bool,
         #[command(flatten)]
         project: EvalProject,
     },
@@ -531,6 +536,7 @@ fn main() -> Result<()> {
                     mut granularity,
                     graph: false,
                     verdict_first,
+                    pull_request,
                     project,
                 },
         } => replay::replay(&replay::ReplayArgs {
@@ -543,7 +549,11 @@ fn main() -> Result<()> {
                 }
                 granularity
             },
-            verdict_first,
+            mode: match (verdict_first, pull_request) {
+                (true, _) => evidence::RunMode::VerdictFirst,
+                (_, true) => evidence::RunMode::NoRecord,
+                _ => evidence::RunMode::Record,
+            },
         }),
         Task::Eval {
             what:

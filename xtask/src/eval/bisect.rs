@@ -397,7 +397,7 @@ impl Ci<'_> {
                     log: &self.logs.join(format!("ci-{tag}-{i:03}.log")),
                     report: &self.logs.join(format!("ci-{tag}-{i:03}.json")),
                     timeout: self.args.project.timeout,
-                    verdict_first: false,
+                    mode: evidence::RunMode::Record,
                 },
                 &[("EKSTAZI_HISTORY_COMMITS", self.bound.clone())],
             )?;

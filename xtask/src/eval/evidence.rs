@@ -268,9 +268,21 @@ pub struct EkstaziOpts<'a> {
     pub report: &'a Path,
     /// `--timeout`: a test running longer is killed and counted as failed.
     pub timeout: Duration,
+    /// How the tests run and are recorded.
+    pub mode: RunMode,
+}
+
+/// How a timed `cargo ekstazi test` runs its tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunMode {
+    /// A process per test, recorded as it goes.
+    Record,
     /// `--verdict-first`: the run's recording in the background is waited
     /// for, and its time given apart ([`EkstaziRun::recording`]).
-    pub verdict_first: bool,
+    VerdictFirst,
+    /// `--no-record`: as `cargo test` runs them, nothing recorded (a pull
+    /// request's job). No `--timeout`: it would need a process per test.
+    NoRecord,
 }
 
 pub fn ekstazi_test(opts: &EkstaziOpts) -> Result<EkstaziRun> {
@@ -297,10 +309,18 @@ pub fn ekstazi_test_with_env(opts: &EkstaziOpts, env: &[(&str, String)]) -> Resu
         .arg("--state-dir")
         .arg(opts.state)
         .arg("--report-json")
-        .arg(opts.report)
-        .arg("--timeout")
-        .arg(opts.timeout.as_secs().max(1).to_string())
-        .args(opts.verdict_first.then_some("--verdict-first"))
+        .arg(opts.report);
+    match opts.mode {
+        RunMode::Record => command
+            .arg("--timeout")
+            .arg(opts.timeout.as_secs().max(1).to_string()),
+        RunMode::VerdictFirst => command
+            .arg("--timeout")
+            .arg(opts.timeout.as_secs().max(1).to_string())
+            .arg("--verdict-first"),
+        RunMode::NoRecord => command.arg("--no-record"),
+    };
+    command
         .args(opts.cargo_args)
         .current_dir(opts.dir)
         .env("TMPDIR", private_tmp(opts.dir))

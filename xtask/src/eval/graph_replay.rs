@@ -927,7 +927,7 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                 log: &logs.join(format!("{h:03}-{short}-ekstazi.log")),
                 report: &report_path,
                 timeout: args.project.timeout,
-                verdict_first: false,
+                mode: evidence::RunMode::Record,
             },
             &tool.env,
         )?;

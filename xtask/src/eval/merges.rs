@@ -522,7 +522,7 @@ fn record_all(
         log,
         report: &args.project.out.join("report.json"),
         timeout: args.project.timeout,
-        verdict_first: false,
+        mode: evidence::RunMode::Record,
     })?;
     Ok(())
 }

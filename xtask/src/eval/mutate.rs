@@ -195,7 +195,7 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
                 log: &logs.join(format!("clean-{granularity}.log")),
                 report: &reports.join(format!("clean-{granularity}-{round}.json")),
                 timeout: args.project.timeout,
-                verdict_first: false,
+                mode: evidence::RunMode::Record,
             })?;
             let report = run
                 .report
@@ -352,7 +352,7 @@ fn try_mutant(
                 .join("reports")
                 .join(format!("{n:03}-{granularity}.json")),
             timeout: args.project.timeout,
-            verdict_first: false,
+            mode: evidence::RunMode::Record,
         })?;
         let mut side = Side {
             total: run.wall,

@@ -12,8 +12,13 @@
 //! `<out>`: `replay-<granularity>.csv`, `summary.md`, `replay.svg`, the
 //! reports of every run under `reports/`, logs under `logs/`, and a file
 //! per miss under `misses/`.
+//!
+//! `--pull-request` replays a pull request's job at every commit: the
+//! timed run is `--no-record`, on the state recorded at the commit before
+//! (the base branch's), and a recording run then records the commit, as
+//! the base branch's push would, its time reported apart.
 
-use super::evidence::{self, EkstaziOpts, TestId};
+use super::evidence::{self, EkstaziOpts, RunMode, TestId};
 use super::replay_rows::{Row, summary_table, time_table, write_csv};
 use crate::common::process::output;
 use anyhow::Result;
@@ -29,10 +34,21 @@ pub struct ReplayArgs {
     pub commits: usize,
     pub from: String,
     pub granularities: Vec<String>,
-    /// Run `cargo ekstazi test --verdict-first`: its time is the wait for
+    /// How the timed run runs: `--verdict-first` (its time is the wait for
     /// the verdicts, and its recording in the background is waited for
-    /// before the next commit (and reported apart).
-    pub verdict_first: bool,
+    /// before the next commit and reported apart), or `--no-record` as a
+    /// pull request's job (see [`ReplayArgs::pull_request`]).
+    pub mode: RunMode,
+}
+
+impl ReplayArgs {
+    /// A pull request's job at every commit: the timed run records
+    /// nothing, on the state recorded at the commit before (as the base
+    /// branch's CI left it); a recording run then records the commit, as
+    /// the base branch's next push would, untimed and reported apart.
+    fn pull_request(&self) -> bool {
+        self.mode == RunMode::NoRecord
+    }
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
@@ -93,7 +109,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             let state = args.project.out.join(format!("state-{granularity}"));
             let target = args.project.out.join(format!("target-{granularity}"));
             let report_path = reports.join(format!("{i:03}-{short}-{granularity}.json"));
-            let run = evidence::ekstazi_test(&EkstaziOpts {
+            let opts = EkstaziOpts {
                 ekstazi: &ekstazi,
                 dir: &scratch,
                 state: &state,
@@ -103,8 +119,34 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
                 report: &report_path,
                 timeout: args.project.timeout,
-                verdict_first: args.verdict_first,
-            })?;
+                mode: args.mode,
+            };
+            // The first commit only records: it is the base of the next.
+            let timed = match (args.pull_request(), i) {
+                (true, 0) => None,
+                _ => Some(evidence::ekstazi_test(&opts)?),
+            };
+            let run = match (args.pull_request(), timed) {
+                (true, timed) => {
+                    let record_report =
+                        reports.join(format!("{i:03}-{short}-{granularity}-record.json"));
+                    let record_log = logs.join(format!("{i:03}-{short}-{granularity}-record.log"));
+                    let recorded = evidence::ekstazi_test(&EkstaziOpts {
+                        mode: RunMode::Record,
+                        report: &record_report,
+                        log: &record_log,
+                        ..opts
+                    })?;
+                    match timed {
+                        Some(mut timed) => {
+                            timed.recording = recorded.wall;
+                            timed
+                        }
+                        None => recorded,
+                    }
+                }
+                (false, timed) => timed.expect("timed unless a pull request's base"),
+            };
             let Some(report) = run.report else {
                 eprintln!(
                     "  {granularity}: cargo ekstazi test failed and wrote no report (see logs)"

@@ -27,7 +27,9 @@ pub struct Row {
     pub ekstazi_selection: f64,
     pub ekstazi_run: f64,
     /// With `--verdict-first`: seconds its recording took in the
-    /// background, after the verdicts (not in `ekstazi_total`).
+    /// background, after the verdicts; with `--pull-request`: seconds the
+    /// run that records the commit took, after the timed one (neither in
+    /// `ekstazi_total`).
     pub ekstazi_recording: f64,
     /// Tests whose retest-all outcome differs from the previous commit's.
     pub changed_outcomes: usize,
