@@ -81,6 +81,19 @@ scratch() {
 # and restores exactly this path (its version depends on the path).
 STATE_DIR=.ekstazi
 
+# Whether this event's run records (and so saves) its state: pushes do;
+# pull requests and merge queues only with `record-pull-requests: true`.
+records_pull_requests() {
+    [[ ${INPUT_RECORD_PULL_REQUESTS:-false} == true ]]
+}
+
+run_records() {
+    case ${GITHUB_EVENT_NAME:-push} in
+        pull_request | pull_request_target | merge_group) records_pull_requests ;;
+        *) true ;;
+    esac
+}
+
 keys() {
     : "${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
     : "${GITHUB_SHA:?GITHUB_SHA is not set}"
@@ -110,8 +123,14 @@ keys() {
             local base=${GITHUB_BASE_REF:-}
             [[ -n $base ]] || base=$(event_field .pull_request.base.ref)
             [[ -n $base ]] || die "GITHUB_BASE_REF is not set"
-            first="pr:$number:"
             second="branch:$(key_piece "$base"):"
+            if records_pull_requests; then
+                first="pr:$number:"
+            else
+                # Its records nobody keeps: it selects on its base's state,
+                # runs as `cargo test` does (--no-record) and saves nothing.
+                save=false
+            fi
             ;;
         merge_group)
             # The queue's branch is new for every entry: only the base
@@ -261,6 +280,7 @@ run() {
     fi
     local ours=(--state-dir "$STATE_DIR")
     ((shards == 1)) || ours+=(--partition "hash:$shard/$shards")
+    run_records || ours+=(--no-record)
     local status=0
     case $command in
         test)

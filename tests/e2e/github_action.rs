@@ -346,9 +346,19 @@ fn the_cache_keys_follow_the_event_branch_and_shard() {
         format!("{ns}branch:feature/x_y:{sha}:{run}-1")
     );
 
-    // A pull request: its own earlier runs' state, then its base branch's.
+    // A pull request: its base branch's state; its own is recorded by
+    // nobody, so nothing is saved.
+    let keys = Runner::new().keys(&f, &Event::pull_request(7, "feature", "release"));
+    assert_eq!(keys["first-key"], "");
+    assert_eq!(keys["second-key"], format!("{ns}branch:release:"));
+    assert_eq!(keys["save-key"], "");
+
+    // Recording pull requests: its own earlier runs' state, then its base
+    // branch's, and this run's saved.
     let runner = Runner::new();
-    let keys = runner.keys(&f, &Event::pull_request(7, "feature", "release"));
+    let event =
+        Event::pull_request(7, "feature", "release").with("INPUT_RECORD_PULL_REQUESTS", "true");
+    let keys = runner.keys(&f, &event);
     let run = runner.run_id;
     assert_eq!(keys["first-key"], format!("{ns}pr:7:{sha}"));
     assert_eq!(
@@ -430,10 +440,37 @@ fn a_push_after_a_push_skips_unchanged_tests_and_a_pull_request_builds_on_its_ba
     let pr = job_ok(&f, &cache, &Event::pull_request(7, "feature", "main"));
     assert_eq!(pr.restored, [second.output("save-key")], "{pr:?}");
     assert_eq!(pr.selected(), labels(&[TAXES, TOTALS]));
-    assert!(pr.output("save-key").contains("-all-pr:7:"), "{pr:?}");
+    // As `cargo test` runs them, and nothing recorded or saved.
+    assert!(pr.log.contains("test tests::taxes ... ok"), "{pr:?}");
+    assert!(pr.log.contains("no record was written"), "{pr:?}");
+    assert_eq!(pr.output("save-key"), "", "{pr:?}");
 
-    // Its next run restores its own state first, and main's too.
+    // Its next run is the same: main's state, the same selection.
     let again = job_ok(&f, &cache, &Event::pull_request(7, "feature", "main"));
+    assert_eq!(again.restored, [second.output("save-key")], "{again:?}");
+    assert_eq!(again.selected(), labels(&[TAXES, TOTALS]));
+
+    // The merge queue tests the same merge on main's state, and saves nothing.
+    let queue = job_ok(&f, &cache, &Event::merge_group("main", &second_sha));
+    assert_eq!(queue.restored, [second.output("save-key")], "{queue:?}");
+    assert_eq!(queue.selected(), labels(&[TAXES, TOTALS]));
+    assert_eq!(cache.entries.borrow().len(), 2);
+
+    // Recording pull requests: the run records, and its next run restores
+    // its own state first, and main's too.
+    let record = |e: Event| e.with("INPUT_RECORD_PULL_REQUESTS", "true");
+    let pr = job_ok(
+        &f,
+        &cache,
+        &record(Event::pull_request(7, "feature", "main")),
+    );
+    assert_eq!(pr.selected(), labels(&[TAXES, TOTALS]));
+    assert!(pr.output("save-key").contains("-all-pr:7:"), "{pr:?}");
+    let again = job_ok(
+        &f,
+        &cache,
+        &record(Event::pull_request(7, "feature", "main")),
+    );
     assert_eq!(
         again.restored,
         [pr.output("save-key"), second.output("save-key")],
@@ -444,12 +481,6 @@ fn a_push_after_a_push_skips_unchanged_tests_and_a_pull_request_builds_on_its_ba
         again.summary.contains("| skipped as unaffected | 4 |"),
         "{again:?}"
     );
-
-    // The merge queue tests the same merge on main's state, and saves nothing.
-    let queue = job_ok(&f, &cache, &Event::merge_group("main", &second_sha));
-    assert_eq!(queue.restored, [second.output("save-key")], "{queue:?}");
-    assert_eq!(queue.selected(), labels(&[TAXES, TOTALS]));
-    assert_eq!(cache.entries.borrow().len(), 4);
 }
 
 #[test]
