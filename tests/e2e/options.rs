@@ -3,7 +3,7 @@
 //! recording rules `--ignore-path`, `[ignore] env`, `[ignore] absolute`
 //! and `[libraries] system`, and `[build] debuginfo`.
 
-use crate::support::{BASIC_ALL, Fixture, assert_each_selected_for, labels};
+use crate::support::{BASIC_ALL, Fixture, assert_each_selected_for};
 use std::collections::BTreeSet;
 
 const READS_DATA: &str = "beta::files reads_data";
