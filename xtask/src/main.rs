@@ -31,6 +31,8 @@
 //!     conflict (TOM's MCon4J recipe) and on real merges that pass
 //!     (`eval::merges`).
 //!   - `eval noise`: what reruns with nothing changed (`eval::noise`).
+//!   - `eval parity`: whether every test passes under the tool exactly
+//!     when it passes under `cargo test` (`eval::parity`).
 //!   - `eval plot`: redraws a replay's SVG figure from its CSV files, and
 //!     prints its summary and time tables again (`eval::plot`).
 //! - `layout`: the import circles between a crate's top-level modules
@@ -50,7 +52,7 @@ use anyhow::{Result, bail};
 use bench::{edit, end_to_end, granularity, history, selection, shim};
 use clap::{Parser, Subcommand};
 use common::process::{build_ekstazi, ekstazi_binary};
-use eval::{bisect, evidence, graph_replay, merges, mutate, noise, plot, replay};
+use eval::{bisect, evidence, graph_replay, merges, mutate, noise, parity, plot, replay};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -361,6 +363,15 @@ enum Eval {
         #[command(flatten)]
         project: EvalProject,
     },
+    /// At one commit, `cargo test` and `cargo ekstazi test --forceall`
+    /// from an empty state: every test whose outcome differs is listed
+    Parity {
+        /// The commit to run at
+        #[arg(long, default_value = "HEAD")]
+        rev: String,
+        #[command(flatten)]
+        project: EvalProject,
+    },
     /// Run `cargo ekstazi test` at one commit from an empty state, then
     /// again with nothing changed: every test a later run selects that had
     /// passed in the run before is noise, listed with its reasons
@@ -604,6 +615,12 @@ fn main() -> Result<()> {
             tries: tries.max(1),
             seed,
             sources,
+        }),
+        Task::Eval {
+            what: Eval::Parity { rev, project },
+        } => parity::parity(&parity::ParityArgs {
+            project: project.resolve(true)?,
+            rev,
         }),
         Task::Eval {
             what: Eval::Noise { rev, runs, project },

@@ -13,6 +13,8 @@
 //! - `eval merges`: `cargo ekstazi merge-check` on merges built to conflict
 //!   and on real merges that pass (`merges`).
 //! - `eval noise`: what reruns with nothing changed (`noise`).
+//! - `eval parity`: whether every test passes under the tool exactly when
+//!   it passes under `cargo test` (`parity`).
 //! - `eval plot`: a replay's SVG figure drawn again from its CSV files
 //!   (`plot`), with its summary and time tables.
 //!
@@ -30,6 +32,7 @@ pub mod graph_replay;
 pub mod merges;
 pub mod mutate;
 pub mod noise;
+pub mod parity;
 pub mod plot;
 pub mod replay;
 pub mod replay_rows;
