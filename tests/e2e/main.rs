@@ -24,5 +24,6 @@ mod reasons;
 mod selection;
 mod shim;
 mod stability;
+mod transparent;
 mod ux;
 mod verdict_first;
