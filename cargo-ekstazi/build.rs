@@ -23,7 +23,7 @@ use std::process::Command;
 fn main() {
     let runtime = dependency_source("EKSTAZI_RUNTIME");
     let wire = dependency_source("EKSTAZI_WIRE");
-    for watched in ["src", "Cargo.toml", "build.rs", "shim-profile.toml"] {
+    for watched in ["src", "stub", "Cargo.toml", "build.rs", "shim-profile.toml"] {
         println!(
             "cargo::rerun-if-changed={}",
             runtime.join(watched).display()
@@ -44,9 +44,11 @@ fn main() {
     // documentation has no use for the shim: embed an empty one.
     if env::var_os("DOCS_RS").is_some() {
         write(&out_dir.join("libekstazi_runtime.so"), "");
+        write(&out_dir.join("ekstazi_sancov.o"), "");
         return;
     }
     let target = env::var("TARGET").expect("cargo sets TARGET");
+    build_sancov_stub(&runtime, &target, &out_dir);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let build_dir = out_dir.join("runtime-build");
     let workspace = build_dir.join("workspace");
@@ -90,6 +92,37 @@ fn main() {
         .join("libekstazi_runtime.so");
     std::fs::copy(&built, out_dir.join("libekstazi_runtime.so"))
         .unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+}
+
+/// Compiles the coverage callbacks linked into instrumented binaries
+/// (`stub/sancov.rs` of the runtime) to one object file, with the compiler
+/// building this package: stable `rustc --emit=obj` of a `no_std` library,
+/// one codegen unit, which holds exactly the two callbacks.
+fn build_sancov_stub(runtime: &Path, target: &str, out_dir: &Path) {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = out_dir.join("ekstazi_sancov.o");
+    let status = Command::new(rustc)
+        .args(["--edition", "2024", "--crate-type", "lib", "--emit", "obj"])
+        .args(["--crate-name", "ekstazi_sancov", "--target", target])
+        .args([
+            "-C",
+            "opt-level=2",
+            "-C",
+            "panic=abort",
+            "-C",
+            "codegen-units=1",
+        ])
+        .args(["-C", "relocation-model=pic", "-C", "debuginfo=0"])
+        .arg("-o")
+        .arg(&output)
+        .arg(runtime.join("stub").join("sancov.rs"))
+        .env_remove("RUSTC_WRAPPER")
+        .status()
+        .expect("cannot run rustc to build the coverage callbacks");
+    assert!(
+        status.success(),
+        "building the coverage callbacks failed: {status}"
+    );
 }
 
 /// The source directory a dependency's build script exported as `links`

@@ -3,7 +3,9 @@
 //!
 //! The compiler gives every instrumented function a one-byte flag, set on
 //! entry, and a PC table entry (its entry address); each instrumented
-//! object's constructor registers both arrays here. At exit the shim writes
+//! object's constructor registers both arrays with the callbacks linked
+//! into it (`stub/sancov.rs`), which hand the flags on to
+//! [`ekstazi_sancov_flags`] here when the shim is loaded. At exit the shim writes
 //! the addresses (relative to the object's load address) of the flags that
 //! are set. The PC table, which says whose flag each is, is read from the
 //! file by cargo-ekstazi, not here: its addresses need not even be
@@ -46,12 +48,15 @@ static RESET_DONE: AtomicBool = AtomicBool::new(false);
 
 use ekstazi_wire::trace::{COMPLETE, FUNCTIONS, INSTRUMENTED};
 
-/// Called by every instrumented object's constructor with its flag array.
+/// Called with each instrumented object's flag array by the coverage
+/// callbacks linked into that object (`stub/sancov.rs`, which finds this
+/// function by name, if the shim is loaded at all): an instrumented binary
+/// has no dependency on the shim, and without it runs as a plain build.
 ///
 /// # Safety
 /// `start..end` is the object's `__sancov_bools` section.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __sanitizer_cov_bool_flag_init(start: *mut u8, end: *mut u8) {
+pub unsafe extern "C" fn ekstazi_sancov_flags(start: *mut u8, end: *mut u8) {
     if start.is_null() || end <= start {
         return;
     }
@@ -66,18 +71,18 @@ pub unsafe extern "C" fn __sanitizer_cov_bool_flag_init(start: *mut u8, end: *mu
         // says so.
         None => INCOMPLETE.store(true, Ordering::Release),
     }
-    announce();
+    if trace::enabled() {
+        announce();
+    }
 }
 
-/// Called by every instrumented object's constructor with its PC table,
-/// which cargo-ekstazi reads from the file instead: at run time it may not
-/// even hold addresses (its load-time relocations are taken out after
-/// linking).
-///
-/// # Safety
-/// None: the table is not read.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __sanitizer_cov_pcs_init(_start: *const usize, _end: *const usize) {}
+/// Announces the coverage registered before the trace was open (an
+/// instrumented shared library the loader started before the shim).
+pub fn announce_registered() {
+    if MODULES[0].flags.load(Ordering::Acquire) != 0 {
+        announce();
+    }
+}
 
 static INCOMPLETE: AtomicBool = AtomicBool::new(false);
 

@@ -18,7 +18,8 @@
 //! Without `EKSTAZI_TRACE_FILE` the shim is inert: every hook forwards to libc.
 //!
 //! The modules, from the bottom up (each imports only those before it):
-//! `guard`, `real` and `environ` (libc reached without the shim), `path`,
+//! `guard`, `real` and `environ` (libc reached without the shim),
+//! `own_vars` (the shim's variables, out of the program's sight), `path`,
 //! `trace` (the writer of `ekstazi_wire::trace`'s events), `coverage`
 //! (SanitizerCoverage's callbacks), `hooks` (the interposed functions, with
 //! `sud` for system calls made outside libc), and `fork_server`.
@@ -28,6 +29,7 @@ mod environ;
 mod fork_server;
 mod guard;
 mod hooks;
+mod own_vars;
 mod path;
 mod real;
 mod trace;
@@ -41,7 +43,11 @@ extern "C" fn init(argc: libc::c_int, argv: *mut *mut libc::c_char, _envp: *mut 
     unsafe {
         fork_server::serve_if_asked(argc, argv);
         start_tracing();
-        hooks::sud::init()
+        hooks::sud::init();
+        // Last: the variables above are read before they go out of sight.
+        if trace::enabled() {
+            own_vars::hide(hooks::shim_path());
+        }
     }
 }
 
@@ -59,10 +65,11 @@ unsafe fn start_tracing() {
         return;
     };
     real::resolve_all();
-    // SAFETY: from the constructor, with the trace file's C string.
-    unsafe { hooks::prepare_children(opened.path) };
+    // SAFETY: from the constructor.
+    unsafe { hooks::prepare_children() };
     // SAFETY: forwarded.
     unsafe { trace::begin(opened) };
+    coverage::announce_registered();
     hooks::record_libraries();
 }
 

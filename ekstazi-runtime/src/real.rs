@@ -128,6 +128,8 @@ real! {
     fexecve: fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
     execveat: fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
     posix_spawn: fn(*mut pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
+    system: fn(*const c_char) -> c_int;
+    popen: fn(*const c_char, *const c_char) -> *mut FILE;
     posix_spawnp: fn(*mut pid_t, *const c_char, *const c_void, *const c_void, *const *mut c_char, *const *mut c_char) -> c_int;
     connect: fn(c_int, *const sockaddr, socklen_t) -> c_int;
     bind: fn(c_int, *const sockaddr, socklen_t) -> c_int;

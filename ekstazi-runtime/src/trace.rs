@@ -175,8 +175,6 @@ fn write_event(len: usize, mut write_once: impl FnMut(libc::c_int) -> isize) {
 
 /// The trace file, opened but not yet written to.
 pub struct Opened {
-    /// The file's path, a C string from the environment.
-    pub path: *const libc::c_char,
     fd: libc::c_int,
 }
 
@@ -201,10 +199,7 @@ pub unsafe fn open() -> Option<Opened> {
     }
     // SAFETY: from the constructor, before any event; `path` is a C string.
     unsafe { TRACE_PATH.set(std::ffi::CStr::from_ptr(path).to_bytes()) };
-    Some(Opened {
-        path,
-        fd: moved_high(fd),
-    })
+    Some(Opened { fd: moved_high(fd) })
 }
 
 /// Starts tracing this process into `opened`: says whether it is the test

@@ -25,5 +25,6 @@ mod reasons;
 mod selection;
 mod shim;
 mod stability;
+mod transparent;
 mod ux;
 mod verdict_first;

@@ -9,8 +9,10 @@
 //!   (stable rustc: `-C passes=sancov-module` and LLVM options);
 //! - for what gets linked: `--emit-relocs` (relocations in data survive, so
 //!   pointers in data can be resolved), a linker map next to the output (the
-//!   exact extent of every anonymous constant), and the runtime shim (which
-//!   defines the coverage callbacks), found through an rpath; and once an
+//!   exact extent of every anonymous constant), and the coverage callbacks
+//!   (a small object, `ekstazi-runtime/stub/sancov.rs`, which hands the
+//!   flags to the shim when it is preloaded: the binary itself does not
+//!   need the shim, and runs as a plain build where it is absent); and once an
 //!   executable is linked, its coverage PC table's load-time relocations
 //!   taken out (`ekstazi_core::digests::coverage_table`);
 //! - unless `[build] debuginfo = "profile"`, debug information cut to line
@@ -31,8 +33,8 @@ use ekstazi_core::options::config::DebugInfo;
 /// Set in the environment of the instrumented build: this process is the
 /// rustc wrapper.
 pub const WRAPPER_ENV: &str = "EKSTAZI_RUSTC_WRAPPER";
-/// The shim to link against.
-const SHIM_ENV: &str = "EKSTAZI_SHIM";
+/// The object with the coverage callbacks, linked into every binary.
+const CALLBACKS_ENV: &str = "EKSTAZI_SANCOV_CALLBACKS";
 /// The user's own `RUSTC_WRAPPER` (sccache, ...), run inside ours.
 const INNER_ENV: &str = "EKSTAZI_INNER_WRAPPER";
 /// Set when debug information is cut to line tables.
@@ -43,7 +45,8 @@ const WORKSPACE_ENV: &str = "EKSTAZI_WORKSPACE_ROOT";
 /// What the instrumented build is made with.
 #[derive(Clone, Copy, Debug)]
 pub struct Instrumentation<'a> {
-    /// The runtime shim to link against.
+    /// The runtime shim, beside which the coverage callbacks' object lies
+    /// (`run::shim::callbacks_path`).
     pub shim: &'a Path,
     pub debuginfo: DebugInfo,
     /// The workspace root: rustc writes it into the debug information as
@@ -54,7 +57,7 @@ pub struct Instrumentation<'a> {
 /// Bumped when the instrumentation changes: cargo does not see a wrapper's
 /// flags, so a build made with other flags must be thrown away.
 const INSTRUMENTATION: &str =
-    "sancov-bool-flag-pc-table v0-mangling origin-runpath remapped-workspace 3";
+    "sancov-bool-flag-pc-table v0-mangling linked-callbacks remapped-workspace 4";
 
 /// Where the instrumented build goes, inside the user's target directory
 /// (and where a nextest archive of it is unpacked).
@@ -72,8 +75,9 @@ pub fn prepare_target_dir(
     let dir = build_dir(target_dir)?;
     let marker = dir.join(".instrumentation");
     let expected = format!(
-        "{INSTRUMENTATION}\n{}\ndebuginfo {}\n",
+        "{INSTRUMENTATION}\n{}\n{}\ndebuginfo {}\n",
         instrumentation.shim.display(),
+        crate::run::shim::callbacks_path(instrumentation.shim).display(),
         instrumentation.debuginfo.as_str()
     );
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(expected.as_str()) {
@@ -92,7 +96,10 @@ pub fn build_env(instrumentation: Instrumentation) -> Vec<(OsString, OsString)> 
     let mut env = vec![
         ("RUSTC_WRAPPER".into(), me.into_os_string()),
         (WRAPPER_ENV.into(), "1".into()),
-        (SHIM_ENV.into(), instrumentation.shim.as_os_str().to_owned()),
+        (
+            CALLBACKS_ENV.into(),
+            crate::run::shim::callbacks_path(instrumentation.shim).into_os_string(),
+        ),
         (
             WORKSPACE_ENV.into(),
             instrumentation.workspace.as_os_str().to_owned(),
@@ -225,35 +232,14 @@ fn extra_args(args: &[OsString]) -> Vec<OsString> {
     };
     link("-Wl,--emit-relocs".to_owned());
     link(format!("-Wl,-Map={}", map.display()));
-    if let Some(shim) = std::env::var_os(SHIM_ENV).map(PathBuf::from)
-        && let (Some(dir), Some(file)) = (shim.parent(), shim.file_name())
-    {
-        link(format!("-L{}", dir.display()));
-        link(format!("-l:{}", file.to_string_lossy()));
-        link(format!("-Wl,-rpath,{}", runpath(&output, dir)));
+    if let Some(callbacks) = std::env::var_os(CALLBACKS_ENV) {
+        // Linked as an object: always in, ahead of the libraries.
+        extra.push("-C".into());
+        let mut arg = OsString::from("link-arg=");
+        arg.push(callbacks);
+        extra.push(arg);
     }
     extra
-}
-
-/// Where a binary written at `output` finds the shim in `dir`: relative to
-/// the binary (`$ORIGIN`), from where rustc writes it and from where cargo
-/// links it up one directory (a `[[bin]]` in `debug/` for
-/// `CARGO_BIN_EXE_<name>`). An absolute path would put the target
-/// directory's path in the binary's dynamic section: a checkout at a path
-/// of another length would then lay the whole binary out anew, and a test
-/// that reads its own executable (a backtrace does) would see it changed.
-/// `dir` itself when either path is relative.
-fn runpath(output: &Path, dir: &Path) -> String {
-    let from = |base: Option<&Path>| {
-        base.filter(|b| b.is_absolute() && dir.is_absolute())
-            .and_then(|b| pathdiff::diff_paths(dir, b))
-            .map(|rel| format!("$ORIGIN/{}", rel.display()))
-    };
-    let written_in = output.parent();
-    match (from(written_in), from(written_in.and_then(Path::parent))) {
-        (Some(here), Some(up)) => format!("{here}:{up}"),
-        _ => dir.display().to_string(),
-    }
 }
 
 /// Whether rustc is asked for more debug information than line tables (`-C
@@ -285,23 +271,6 @@ fn wants_more_than_line_tables(args: &[OsString]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_shim_is_found_relative_to_the_binary_wherever_the_checkout_is() {
-        let at = |root: &str| {
-            runpath(
-                &Path::new(root)
-                    .join("target/ekstazi/build/x86_64-unknown-linux-gnu/debug/deps/t-0a"),
-                &Path::new(root).join("target/ekstazi"),
-            )
-        };
-        assert_eq!(at("/ws"), "$ORIGIN/../../../..:$ORIGIN/../../..");
-        assert_eq!(at("/a/much/longer/checkout-moved-elsewhere"), at("/ws"));
-        assert_eq!(
-            runpath(Path::new("deps/t"), Path::new("/ws/target/ekstazi")),
-            "/ws/target/ekstazi"
-        );
-    }
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()

@@ -272,13 +272,6 @@ fn run_command(
         shim.map(|s| (s, dirs.traces.as_path())),
         user_runner.as_deref(),
     )?;
-    if let Build::Archived(_) = build
-        && let Some(dir) = session.shim.parent()
-    {
-        // The archive's binaries look for the shim in the building
-        // machine's target directory; the runner shows them this one's.
-        command.env(runner::LIBRARY_PATH_ENV, dir);
-    }
     if let Some(tmp) = &dirs.tmp {
         command.env(runner::TMP_ENV, tmp);
     }

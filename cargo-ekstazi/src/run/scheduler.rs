@@ -699,10 +699,12 @@ pub fn test_environment(
     vars
 }
 
-/// `LD_PRELOAD` with the shim first and the user's own preloads kept.
+/// `LD_PRELOAD` with the shim first and the user's own preloads kept (an
+/// empty one too: the shim takes only its own entry out of the test's
+/// sight, and the test then sees the variable as the user set it).
 fn preload(shim: &Path) -> OsString {
     let mut value = shim.as_os_str().to_owned();
-    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+    if let Some(existing) = std::env::var_os("LD_PRELOAD") {
         value.push(":");
         value.push(existing);
     }

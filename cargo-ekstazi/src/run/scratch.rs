@@ -10,6 +10,13 @@
 //! and nothing under the root is a dependency: a test's own directory
 //! always starts empty, and the rest is other tests' scratch.
 //!
+//! The paths are short: `/tmp/ek-XXXXXXXX/tXXXXXXXX`, 26 bytes, where
+//! `tempfile` under `/tmp` gives a `cargo test` user `/tmp/.tmpXXXXXX`, 15.
+//! A test's paths get longer by the difference only, and some behaviour
+//! depends on length: ext4 keeps a symbolic link's target of under 60 bytes
+//! inside the inode, and a longer one gets a data block (`du` then counts
+//! it); a socket's path has 108 bytes at most.
+//!
 //! The tests' directories are used only by a run that holds the state
 //! directory's lock (one at a time, since the root is per state directory);
 //! a run that records nothing gives its tests directories under a root of
@@ -22,7 +29,30 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The prefix of a test's directory (a run's own directories differ).
-const TEST_PREFIX: &str = "t-";
+const TEST_PREFIX: &str = "t";
+
+/// The prefix of a root's name in the system's temporary directory.
+const ROOT_PREFIX: &str = "ek-";
+
+/// Letters of a short name: 8 in base 36, 41 bits of the digest (a root is
+/// one per user, workspace and state directory, and owned; a test's name
+/// is one per test of a workspace: 5 000 tests collide with a chance of 6
+/// in a million, and two tests that do only share a directory one at a
+/// time, whose name changes the run after).
+const NAME_LEN: usize = 8;
+
+/// The first [`NAME_LEN`] base-36 letters of `digest`.
+fn short_name(digest: &blake3::Hash) -> String {
+    const ALPHABET: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut n = u64::from_le_bytes(digest.as_bytes()[..8].try_into().expect("8 bytes"));
+    (0..NAME_LEN)
+        .map(|_| {
+            let letter = ALPHABET[(n % 36) as usize] as char;
+            n /= 36;
+            letter
+        })
+        .collect()
+}
 
 /// The per-workspace root.
 #[derive(Debug, Clone)]
@@ -44,8 +74,7 @@ impl Scratch {
         hasher.update(workspace.as_os_str().as_encoded_bytes());
         hasher.update(&[0]);
         hasher.update(state_dir.as_os_str().as_encoded_bytes());
-        let digest = hasher.finalize().to_hex();
-        let root = base.join(format!("cargo-ekstazi-{}", &digest[..16]));
+        let root = base.join(format!("{ROOT_PREFIX}{}", short_name(&hasher.finalize())));
         match fs::DirBuilder::new().mode(0o700).create(&root) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -97,8 +126,7 @@ pub fn test_dir(parent: &Path, key: &str, name: &str) -> PathBuf {
     hasher.update(key.as_bytes());
     hasher.update(&[0]);
     hasher.update(name.as_bytes());
-    let digest = hasher.finalize().to_hex();
-    parent.join(format!("{TEST_PREFIX}{}", &digest[..16]))
+    parent.join(format!("{TEST_PREFIX}{}", short_name(&hasher.finalize())))
 }
 
 /// Makes the test's directory, empty, and returns it. What cannot be
@@ -175,6 +203,12 @@ mod tests {
         remove_tree(&again).unwrap();
         assert!(!again.exists());
         remove_tree(&again).unwrap();
+    }
+
+    #[test]
+    fn a_test_directory_is_as_short_as_promised() {
+        let dir = test_dir(Path::new("/tmp/ek-01234567"), "pkg::it", "a");
+        assert_eq!(dir.as_os_str().len(), "/tmp/ek-01234567/t01234567".len());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The runtime shim, embedded in this binary at build time (see `build.rs`)
 //! and written out next to the build on first use, so that an installed
-//! cargo-ekstazi needs nothing else.
+//! cargo-ekstazi needs nothing else; beside it, the object with the
+//! coverage callbacks that instrumented binaries link
+//! (`ekstazi-runtime/stub/sancov.rs`).
 
 use anyhow::{Context, Result, bail};
 use std::fs;
@@ -8,6 +10,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
+static CALLBACKS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ekstazi_sancov.o"));
+
+/// Where the coverage callbacks' object lives, beside the shim at `shim`.
+pub fn callbacks_path(shim: &Path) -> PathBuf {
+    let digest = &blake3::hash(CALLBACKS).to_hex()[..16];
+    shim.with_file_name(format!("ekstazi-sancov-{digest}.o"))
+}
 
 /// A short digest of the embedded shim: records made with another shim saw
 /// the world through other hooks, so it is part of the global fingerprint.
@@ -42,20 +51,27 @@ pub fn install(target_dir: &Path) -> Result<PathBuf> {
             target_dir.display()
         );
     }
-    // Comparing the bytes costs well under a millisecond: the shim is
-    // small, and read from the page cache.
-    let current = fs::read(&path).is_ok_and(|bytes| bytes == SHIM);
-    if !current {
-        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".shim")
-            .tempfile_in(dir)
-            .with_context(|| format!("cannot write to {}", dir.display()))?;
-        tmp.write_all(SHIM)?;
-        tmp.as_file()
-            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
-        tmp.persist(&path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    write_if_other(dir, &path, SHIM)?;
+    write_if_other(dir, &callbacks_path(&path), CALLBACKS)?;
     Ok(path)
+}
+
+/// Writes `bytes` to `path` in `dir` unless the file there holds them.
+fn write_if_other(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    // Comparing the bytes costs well under a millisecond: the file is
+    // small, and read from the page cache.
+    if fs::read(path).is_ok_and(|current| current == bytes) {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".shim")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write to {}", dir.display()))?;
+    tmp.write_all(bytes)?;
+    tmp.as_file()
+        .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
 }

@@ -49,7 +49,7 @@ impl Session {
         laps.lap("workspace");
         let (built, archived) = match &archive {
             Some(file) => {
-                let (built, manifest) = unpack_archive(&ws, &mut options, file, &shim)?;
+                let (built, manifest) = unpack_archive(&ws, &mut options, file)?;
                 laps.lap("unpack");
                 (built, Some(manifest))
             }
@@ -162,12 +162,7 @@ fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> 
 /// The test binaries of a nextest archive made elsewhere, unpacked where
 /// this workspace's instrumented build goes; the cargo options become the
 /// ones the archive was built with (but for where and how cargo speaks).
-fn unpack_archive(
-    ws: &Workspace,
-    options: &mut Options,
-    file: &Path,
-    shim: &Path,
-) -> Result<(Built, Manifest)> {
+fn unpack_archive(ws: &Workspace, options: &mut Options, file: &Path) -> Result<(Built, Manifest)> {
     if options.granularity != Granularity::Function {
         anyhow::bail!(
             "an archive holds the instrumented build of function granularity, but this run \
@@ -205,12 +200,7 @@ fn unpack_archive(
         verbose: here.verbose,
         ..manifest.cargo.clone()
     };
-    let mut built = manifest.built(ws, &build_dir)?;
-    // The binaries find the shim through an rpath into the building
-    // machine's target directory; here it is where this one wrote it.
-    if let Some(dir) = shim.parent() {
-        built.native_dirs.push(dir.to_owned());
-    }
+    let built = manifest.built(ws, &build_dir)?;
     Ok((built, manifest))
 }
 

@@ -22,7 +22,7 @@
 
 use super::{event, is_absence, kind_flags, unavailable};
 use crate::environ::lookup;
-use crate::{guard, real, trace};
+use crate::{guard, own_vars, real, trace};
 use libc::{c_char, c_int, c_void, pid_t};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,18 +72,15 @@ impl Prepared {
 
 /// `LD_PRELOAD=<the shim>`.
 static PRELOAD: Prepared = Prepared::new();
-/// `EKSTAZI_TRACE_FILE=<this test's trace>`.
-static TRACE: Prepared = Prepared::new();
 
 const PRELOAD_NAME: &[u8] = b"LD_PRELOAD=";
-const TRACE_NAME: &[u8] = b"EKSTAZI_TRACE_FILE=";
 
-/// Remembers what a child needs to be traced: the shim's own path (as the
-/// loader mapped it) and the trace file.
+/// Remembers the shim's own path (as the loader mapped it), which a child
+/// needs in `LD_PRELOAD` to be traced.
 ///
 /// # Safety
-/// Called once, from the constructor; `trace_file` is a C string.
-pub unsafe fn prepare_children(trace_file: *const c_char) {
+/// Called once, from the constructor.
+pub unsafe fn prepare_children() {
     // SAFETY: dladdr fills `info` for an address inside the shim.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
@@ -94,15 +91,30 @@ pub unsafe fn prepare_children(trace_file: *const c_char) {
                 PRELOAD.set(PRELOAD_NAME, shim);
             }
         }
-        TRACE.set(TRACE_NAME, std::ffi::CStr::from_ptr(trace_file).to_bytes());
     }
 }
 
+/// The shim's path, as `LD_PRELOAD` names it; empty if unknown.
+pub fn shim_path() -> &'static [u8] {
+    let preload = PRELOAD.get();
+    preload.get(PRELOAD_NAME.len()..).unwrap_or_default()
+}
+
 /// An environment for a child: the caller's, or a copy with the shim added.
-struct ChildEnv {
-    envp: *const *const c_char,
+pub(super) struct ChildEnv {
+    pub(super) envp: *const *const c_char,
     map: *mut c_void,
     map_len: usize,
+}
+
+impl ChildEnv {
+    pub(super) fn unchanged(envp: *const *const c_char) -> ChildEnv {
+        ChildEnv {
+            envp,
+            map: std::ptr::null_mut(),
+            map_len: 0,
+        }
+    }
 }
 
 impl Drop for ChildEnv {
@@ -138,32 +150,62 @@ unsafe fn entry(envp: *const *const c_char, name: &[u8]) -> Option<&'static [u8]
     None
 }
 
-/// `envp`, or a copy in which the child will load the shim and write to
-/// this test's trace.
+/// Whether `envp` has a variable called `name` (without `=`).
 ///
 /// # Safety
 /// `envp` is null or a NULL-terminated array of C strings.
-unsafe fn child_env(envp: *const *const c_char) -> ChildEnv {
-    let unchanged = ChildEnv {
-        envp,
-        map: std::ptr::null_mut(),
-        map_len: 0,
-    };
+unsafe fn has_name(envp: *const *const c_char, name: &[u8]) -> bool {
+    if envp.is_null() {
+        return false;
+    }
+    let mut p = envp;
+    // SAFETY: the caller's contract.
+    unsafe {
+        while !(*p).is_null() {
+            if own_vars::name_of(*p) == name {
+                return true;
+            }
+            p = p.add(1);
+        }
+    }
+    false
+}
+
+/// `envp`, or a copy in which the child will load the shim and find the
+/// shim's variables this process keeps out of sight ([`own_vars`]): those
+/// `envp` lacks are added, and named in [`own_vars::MARKER`], so that the
+/// child's shim takes exactly them out of its program's sight again.
+///
+/// # Safety
+/// `envp` is null or a NULL-terminated array of C strings.
+pub(super) unsafe fn child_env(envp: *const *const c_char) -> ChildEnv {
     let preload = PRELOAD.get();
-    let trace_entry = TRACE.get();
-    if preload.is_empty() || trace_entry.is_empty() {
-        return unchanged;
+    if preload.is_empty() {
+        return ChildEnv::unchanged(envp);
     }
     let shim = &preload[PRELOAD_NAME.len()..];
     // SAFETY: the caller's contract.
-    let (old_preload, old_trace) = unsafe { (entry(envp, PRELOAD_NAME), entry(envp, TRACE_NAME)) };
+    let old_preload = unsafe { entry(envp, PRELOAD_NAME) };
     let has_shim = old_preload.is_some_and(|value| {
         value
             .split(|b| *b == b':' || *b == b' ')
             .any(|item| item == shim)
     });
-    if has_shim && old_trace.is_some() {
-        return unchanged;
+    let carried = own_vars::carried();
+    let mut missing = [false; own_vars::MAX_CARRIED];
+    let mut n_missing = 0;
+    let mut names_len = 0;
+    for (i, item) in carried.iter().enumerate() {
+        // SAFETY: carried entries are C strings; `envp` is the caller's.
+        let name = unsafe { own_vars::name_of(*item) };
+        if !unsafe { has_name(envp, name) } {
+            missing[i] = true;
+            n_missing += 1;
+            names_len += name.len() + 1;
+        }
+    }
+    if has_shim && n_missing == 0 {
+        return ChildEnv::unchanged(envp);
     }
     let mut count = 0;
     if !envp.is_null() {
@@ -172,13 +214,15 @@ unsafe fn child_env(envp: *const *const c_char) -> ChildEnv {
             count += 1;
         }
     }
-    // The array (old entries, two new ones, NULL), then the new strings.
-    let array = (count + 3) * size_of::<*const c_char>();
+    // The array (old entries, the preload, the carried ones, the marker,
+    // NULL), then the new strings: the merged preload and the marker.
+    let array = (count + n_missing + 3) * size_of::<*const c_char>();
     let merged_len = match old_preload {
         Some(old) if !has_shim => preload.len() + 1 + old.len() + 1,
         _ => 0,
     };
-    let map_len = array + merged_len;
+    let marker_len = own_vars::MARKER.len() + 1 + names_len + 1;
+    let map_len = array + merged_len + marker_len;
     // SAFETY: an anonymous private mapping.
     let map = unsafe {
         libc::mmap(
@@ -191,12 +235,19 @@ unsafe fn child_env(envp: *const *const c_char) -> ChildEnv {
         )
     };
     if map == libc::MAP_FAILED {
-        return unchanged;
+        return ChildEnv::unchanged(envp);
     }
     let out = map.cast::<*const c_char>();
     let mut n = 0;
-    // SAFETY: the mapping holds `count + 3` pointers and `merged_len` bytes.
+    // SAFETY: the mapping holds the array and the strings' bytes, counted
+    // above; every piece written is within them.
     unsafe {
+        let strings = map.cast::<u8>().add(array);
+        let copy = |at: &mut usize, part: &[u8]| {
+            std::ptr::copy_nonoverlapping(part.as_ptr(), strings.add(*at), part.len());
+            *at += part.len();
+        };
+        let mut at = 0;
         for i in 0..count {
             let item = *envp.add(i);
             let s = std::ffi::CStr::from_ptr(item).to_bytes();
@@ -209,23 +260,33 @@ unsafe fn child_env(envp: *const *const c_char) -> ChildEnv {
         if !has_shim {
             match old_preload {
                 Some(old) => {
-                    let merged = map.cast::<u8>().add(array);
-                    let parts: [&[u8]; 4] = [preload, b":", old, b"\0"];
-                    let mut at = 0;
-                    for part in parts {
-                        std::ptr::copy_nonoverlapping(part.as_ptr(), merged.add(at), part.len());
-                        at += part.len();
+                    *out.add(n) = strings.add(at).cast();
+                    for part in [preload, b":", old, b"\0"] {
+                        copy(&mut at, part);
                     }
-                    *out.add(n) = merged.cast();
                 }
                 None => *out.add(n) = PRELOAD.bytes.get().cast(),
             }
             n += 1;
         }
-        if old_trace.is_none() {
-            *out.add(n) = TRACE.bytes.get().cast();
+        *out.add(n) = strings.add(at).cast();
+        n += 1;
+        copy(&mut at, own_vars::MARKER);
+        copy(&mut at, b"=");
+        let mut first = true;
+        for (i, item) in carried.iter().enumerate() {
+            if !missing[i] {
+                continue;
+            }
+            *out.add(n) = *item;
             n += 1;
+            if !first {
+                copy(&mut at, b",");
+            }
+            first = false;
+            copy(&mut at, own_vars::name_of(*item));
         }
+        copy(&mut at, b"\0");
         *out.add(n) = std::ptr::null();
     }
     ChildEnv {
@@ -480,11 +541,7 @@ unsafe fn search(file: *const c_char) {
 /// environment, unless this process is not traced or the shim itself is
 /// calling; `errno` is left as it was.
 fn before(envp: *const *const c_char, describe: impl FnOnce()) -> ChildEnv {
-    let unchanged = ChildEnv {
-        envp,
-        map: std::ptr::null_mut(),
-        map_len: 0,
-    };
+    let unchanged = ChildEnv::unchanged(envp);
     if !trace::enabled() {
         return unchanged;
     }

@@ -20,13 +20,14 @@ mod links;
 mod namespace;
 mod net;
 pub mod raw;
+mod shell;
 mod start;
 mod stat;
 pub mod sud;
 mod threads;
 mod walks;
 
-pub use exec::prepare_children;
+pub use exec::{prepare_children, shim_path};
 pub use libs::record_libraries;
 
 use crate::path::{EventBuf, Unresolved};

@@ -43,9 +43,6 @@ pub const RESTORE_ENV: &str = "EKSTAZI_NEXTEST_RESTORE";
 /// Where each test's own `TMPDIR` is made; unset: tests keep the
 /// environment's.
 pub const TMP_ENV: &str = "EKSTAZI_NEXTEST_TMP";
-/// A directory to append to `LD_LIBRARY_PATH`, for listings and tests:
-/// the shim's, for binaries unpacked from an archive built elsewhere.
-pub const LIBRARY_PATH_ENV: &str = "EKSTAZI_NEXTEST_LIBRARY_PATH";
 /// Separates list entries in the variables above.
 pub const SEPARATOR: char = '\x1f';
 
@@ -126,20 +123,6 @@ pub fn exec(args: Vec<OsString>) -> ! {
 
     // The environment the test gets: ours undone, then the shim's.
     let mut env = restored_env(get(RESTORE_ENV).unwrap_or_default());
-    if let Some(dir) = get(LIBRARY_PATH_ENV) {
-        let mut value = env
-            .iter()
-            .find(|(k, _)| k == "LD_LIBRARY_PATH")
-            .map(|(_, v)| v.clone())
-            .filter(|v| !v.is_empty())
-            .map(|mut v| {
-                v.push(":");
-                v
-            })
-            .unwrap_or_default();
-        value.push(&dir);
-        set(&mut env, "LD_LIBRARY_PATH", value);
-    }
     let identity = (!listing).then(|| test_identity(rest, whole)).flatten();
     if let (Some(parent), Some((id, test, _))) = (&tmp, &identity) {
         match crate::run::scratch::prepare_test_dir(parent, id, test) {
@@ -215,7 +198,6 @@ fn restored_env(restore: OsString) -> Vec<(OsString, OsString)> {
         INNER_ENV,
         RESTORE_ENV,
         TMP_ENV,
-        LIBRARY_PATH_ENV,
     ] {
         env.retain(|(k, _)| k != own);
     }
