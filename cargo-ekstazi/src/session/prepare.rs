@@ -99,6 +99,7 @@ impl Session {
             ignore,
             shim,
             snapshots,
+            environ_walkers: Default::default(),
             code,
             services,
             environments,
