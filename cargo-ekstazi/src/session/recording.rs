@@ -325,7 +325,11 @@ fn code_deps(
 /// walk sees): each one's value, so that a change names the variable (and
 /// the user can tell whether to ignore it), and which there are.
 fn depend_on_every_variable(env: &Environment, record: &mut Record) {
-    if record.deps.iter().any(|dep| dep.target == Target::Environment) {
+    if record
+        .deps
+        .iter()
+        .any(|dep| dep.target == Target::Environment)
+    {
         return;
     }
     for name in env.walked() {

@@ -219,7 +219,10 @@ mod tests {
         let defaults = rules("");
         for name in ["_", "SHLVL", "OLDPWD"] {
             assert!(defaults.ignores_in_walk(name.as_bytes()), "{name}");
-            assert!(!defaults.ignores_read(name.as_bytes()), "{name} read by name");
+            assert!(
+                !defaults.ignores_read(name.as_bytes()),
+                "{name} read by name"
+            );
         }
         for name in ["PWD", "PATH", "MODE", "SHLVL2"] {
             assert!(!defaults.ignores_in_walk(name.as_bytes()), "{name}");
@@ -234,7 +237,9 @@ mod tests {
         assert!(
             Config::parse("[ignore]\nenv = [\"!a[\"]\n")
                 .map_err(|e| e.to_string())
-                .and_then(|c| Ignore::defaults().with_config(&c, Path::new("/ws")).map(|_| ()))
+                .and_then(|c| Ignore::defaults()
+                    .with_config(&c, Path::new("/ws"))
+                    .map(|_| ()))
                 .is_err(),
             "a bad kept pattern is an error"
         );
