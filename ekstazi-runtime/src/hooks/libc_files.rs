@@ -7,7 +7,7 @@
 //! `localtime` depended on `/etc/localtime` and `TZ` unseen. The functions
 //! that make those reads are exported, though, and interposed here: each
 //! records, as the test's own reads, the variables it consults and the
-//! files it would read for them — a file that is missing counts as read
+//! files it would read for them — a file that is missing is recorded
 //! absent, so that creating it reruns the test.
 //!
 //! - time zone (`tzset`, `localtime`, `localtime_r`, `mktime`, `timelocal`,
@@ -45,15 +45,30 @@ const LOCALE_ARCHIVE: &[u8] = b"/usr/lib/locale/locale-archive";
 const LOCALE_DIR: &[u8] = b"/usr/lib/locale";
 const NSSWITCH: &[u8] = b"/etc/nsswitch.conf";
 
-/// Records a read of the file at the absolute path `parts` joined.
+/// Records a read (`tag`: reading a file or listing a directory) of the
+/// absolute path `parts` joined, or its absence when it is missing (a
+/// read would have found nothing).
 fn file(parts: &[&[u8]], tag: u8) {
-    let mut buf = EventBuf::empty();
+    let mut path = [0u8; libc::PATH_MAX as usize];
+    let mut len = 0;
     for part in parts {
-        if !buf.push_bytes(part) {
+        // One byte kept for the NUL.
+        if len + part.len() >= path.len() {
             return trace::record_lost();
         }
+        path[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
     }
-    trace::record(tag, 0, &mut buf);
+    let missing = real::faccessat().is_some_and(|faccessat| {
+        // SAFETY: `path` is NUL-terminated (the array was zeroed).
+        let failed = unsafe { faccessat(libc::AT_FDCWD, path.as_ptr().cast(), libc::F_OK, 0) };
+        failed != 0 && super::is_absence(super::errno())
+    });
+    let mut buf = EventBuf::empty();
+    if !buf.push_bytes(&path[..len]) {
+        return trace::record_lost();
+    }
+    trace::record(if missing { trace::MISSING } else { tag }, 0, &mut buf);
 }
 
 /// Records that `name` was read, with its value now; returns the value.
