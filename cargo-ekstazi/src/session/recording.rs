@@ -86,9 +86,10 @@ pub fn record_in(
     );
     if binary.doctests.is_some() {
         // Rustdoc's own executables: no code dependencies, no test binary.
-        if programs_walk_environment(session, case, &record) {
-            depend_on_every_variable(env, &mut record);
-        }
+        // Nor the programs a doctest unit runs: rustdoc runs the linker
+        // (`cc`, which names `environ`) for every doctest, so each unit
+        // would rerun whenever any variable changed (the limitations page
+        // lists a walk in a doctest as missed).
         return record;
     }
     let whole_binary = code_deps(
@@ -355,6 +356,7 @@ fn depend_on_every_variable(env: &Environment, record: &mut Record) {
 /// them (killed, or under binary granularity) when any of its functions
 /// walks; a program the project did not build (a shell, an interpreter)
 /// when it names `environ` (`ekstazi_core::digests::environ_walkers`).
+/// Not asked for a doctest unit (see [`record_in`]).
 fn programs_walk_environment(session: &Session, case: &TestCase, record: &Record) -> bool {
     let test_binary = canonical(&session.built.binaries[case.binary].path);
     let function_granularity = session.code[case.binary].is_ok();
