@@ -2,8 +2,9 @@
 //! call of the test's own, on the `field` fixture: a service on
 //! loopback that the test did not start, a script's executable bit, a
 //! constructor that reads a file before `main`, a walk of the whole
-//! environment, a `linkme`-style slice that gains an element, and a trace
-//! that could not be written. For each, the change that breaks the test
+//! environment, a shell that reads a variable it inherited, glibc's own
+//! reads of the time zone and the user database, a `linkme`-style slice
+//! that gains an element, and a trace that could not be written. For each, the change that breaks the test
 //! under `cargo test` selects it, and the neighbour that none of it
 //! touches stays skipped. One recorded fixture serves every door: each
 //! change is undone before the next.
@@ -71,12 +72,17 @@ fn each_setup_of_the_field_selects_its_test_alone() {
         .with_env("FIELD_SERVICE_PORT", &port.to_string())
         .with_env("FIELD_LEVEL", "3");
     let libs = f.file("libs").display().to_string();
-    let f = f.with_env("LD_LIBRARY_PATH", &libs);
+    // A zone file of the workspace's (UTC+1), which glibc reads itself.
+    let zone = f.file("data/zone").display().to_string();
+    let f = f
+        .with_env("LD_LIBRARY_PATH", &libs)
+        .with_env("TZ", &zone)
+        .with_env("FIELD_SHELL_MODE", "on");
     // A fixture is copied file by file, and its checkout may have lost the
     // bit: the script starts runnable, as a user's repository has it.
     chmod(&f, "scripts/hi.sh", 0o755);
     let first = f.test_ok(&[]);
-    assert_eq!(first.ran().len(), 12, "{first:?}");
+    assert_eq!(first.ran().len(), 15, "{first:?}");
 
     // The service's test and the one whose trace was lost run every time;
     // a test that talks to a server it started itself does not.
@@ -107,9 +113,12 @@ fn each_setup_of_the_field_selects_its_test_alone() {
         "counts_the_plugins",
         "globs_the_reports",
         "looks_for_a_plugin_library",
+        "looks_up_its_user",
         "reads_what_a_constructor_loaded",
         "runs_a_script",
+        "runs_a_shell_that_reads_a_variable",
         "talks_to_its_own_server",
+        "tells_the_local_time",
         "walks_a_tree_with_nftw",
         "walks_the_environment",
     ]
@@ -144,22 +153,83 @@ fn each_setup_of_the_field_selects_its_test_alone() {
         vec![],
         || chmod(&f, "scripts/hi.sh", 0o755),
     );
+    // Every test that walks the environment sees every variable: the one
+    // that calls `std::env::vars`, and the two that run a shell (which
+    // copies what it inherited at start).
+    let walkers = |reason: &str| -> Selection {
+        [
+            "runs_a_script",
+            "runs_a_shell_that_reads_a_variable",
+            "walks_the_environment",
+        ]
+        .iter()
+        .map(|name| (label(name), vec![reason.to_owned()]))
+        .collect()
+    };
     assert_eq!(
         f.selected_with(SKIP_ALWAYS, &[("FIELD_LEVEL", "4")]),
-        only(
-            "walks_the_environment",
-            &["environment variable changed: FIELD_LEVEL"]
-        ),
+        walkers("environment variable changed: FIELD_LEVEL"),
         "a variable the walk filters for"
     );
     assert_eq!(
         f.selected_with(SKIP_ALWAYS, &[("FIELD_OTHER", "1")]),
-        only(
-            "walks_the_environment",
-            &["environment variables added or removed (the test walks every variable)"]
-        ),
+        walkers("environment variables added or removed (the test walks every variable)"),
         "a new variable: the walk saw every one"
     );
+    assert_eq!(
+        f.selected_with(SKIP_ALWAYS, &[("FIELD_SHELL_MODE", "off")]),
+        walkers("environment variable changed: FIELD_SHELL_MODE"),
+        "a variable only a shell reads"
+    );
+    let run = f.run_with(&["test"], &[("FIELD_SHELL_MODE", "off")]);
+    assert_eq!(
+        run.failed(),
+        [label("runs_a_shell_that_reads_a_variable")].into(),
+        "what `cargo test` fails on: {run:?}"
+    );
+    // Back as it was: the failed test and the walkers that ran with `off`
+    // run again, and pass.
+    f.test_ok(&[]);
+    // The shell's own bookkeeping says how the tool was started (from a
+    // prompt, a script, under `time`), not what the tests were given.
+    assert_eq!(
+        f.selected_with(
+            SKIP_ALWAYS,
+            &[
+                ("_", "/usr/bin/time"),
+                ("SHLVL", "7"),
+                ("OLDPWD", "/somewhere/else")
+            ]
+        ),
+        vec![],
+        "the shell's bookkeeping"
+    );
+    // glibc's own reads: `TZ`, and the zone file it names.
+    let mut tz = walkers("environment variable changed: TZ");
+    tz.push((
+        label("tells_the_local_time"),
+        vec!["environment variable changed: TZ".to_owned()],
+    ));
+    tz.sort();
+    assert_eq!(
+        f.selected_with(SKIP_ALWAYS, &[("TZ", "UTC0")]),
+        tz,
+        "another time zone"
+    );
+    let utc_plus_one = std::fs::read(f.file("data/zone")).unwrap();
+    door(
+        &f,
+        "the zone file TZ names",
+        || std::fs::remove_file(f.file("data/zone")).unwrap(),
+        only("tells_the_local_time", &["file deleted: data/zone"]),
+        || std::fs::write(f.file("data/zone"), &utc_plus_one).unwrap(),
+    );
+    // The user database, read by glibc for `getpwuid` (the machine's files
+    // are not the test's to change).
+    let why = f.run(&["why", "--all", "looks_up_its_user"]);
+    for file in ["/etc/passwd", "/etc/nsswitch.conf"] {
+        assert!(why.stdout.contains(file), "{file}: {why:?}");
+    }
     door(
         &f,
         "a slice that gains an element",
@@ -263,6 +333,10 @@ fn a_declared_service_makes_its_inputs_dependencies() {
         "walks_the",
         "--skip",
         "looks_for",
+        "--skip",
+        "runs_a_shell",
+        "--skip",
+        "tells_the",
     ];
     f.test_ok(skip);
     assert_eq!(

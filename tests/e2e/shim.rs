@@ -151,6 +151,21 @@ fn child() {
                 let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
                 let _ = socket.connect("192.0.2.11:9");
             }
+            "glibc-reads" => {
+                unsafe extern "C" {
+                    fn getservbyname(
+                        name: *const c_char,
+                        proto: *const c_char,
+                    ) -> *mut libc::c_void;
+                }
+                libc::setenv(c"TZ".as_ptr(), c"/etc/localtime".as_ptr(), 1);
+                let mut tm: libc::tm = std::mem::zeroed();
+                libc::localtime_r(&0, &mut tm);
+                libc::setlocale(libc::LC_ALL, c"".as_ptr());
+                libc::getpwuid(libc::getuid());
+                libc::getgrgid(libc::getgid());
+                getservbyname(c"http".as_ptr(), c"tcp".as_ptr());
+            }
             // The documented blind spots (docs/reference/limitations.md), each as
             // it is written there.
             "raw-syscall" => {
@@ -398,6 +413,45 @@ fn the_blind_spots_are_as_the_readme_says() {
             .any(|e| e.access == Access::Env && e.payload().starts_with(b"RUNTIME_HOOKS_WALKED")),
         "{events:#?}"
     );
+}
+
+/// Once blind spots, now seen: the files glibc reads for itself, recorded
+/// through the functions that read them (its own opens and `getenv`s go
+/// through its internal functions, which no hook stands in front of).
+#[test]
+fn the_files_glibc_reads_itself_are_recorded() {
+    let tmp = scratch();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    let events = traced("glibc-reads", &dir);
+    for file in [
+        "/etc/localtime",
+        "/usr/lib/locale/locale-archive",
+        "/etc/nsswitch.conf",
+        "/etc/passwd",
+        "/etc/group",
+        "/etc/services",
+    ] {
+        // Read where it exists, absent where not (a machine with no
+        // locale archive): either way a dependency.
+        let access = if Path::new(file).exists() {
+            Access::Read
+        } else {
+            Access::Missing
+        };
+        assert!(
+            !about(&events, access, Path::new(file)).is_empty(),
+            "{file}: {events:#?}"
+        );
+    }
+    for name in [&b"TZ=/etc/localtime"[..], b"LC_ALL", b"LANG"] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e.access == Access::Env && e.payload().starts_with(name)),
+            "{}: {events:#?}",
+            String::from_utf8_lossy(name)
+        );
+    }
 }
 
 /// Once blind spots, now seen: the places a failed `dlopen` searched, the

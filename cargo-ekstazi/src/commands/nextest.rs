@@ -485,7 +485,8 @@ fn given_environment(session: &Session, vars: Vec<(OsString, OsString)>) -> Envi
         session.checksums.anchors(),
         Some(&session.ws.sysroot),
         session.shim.parent().unwrap_or(&session.ws.target_dir),
-    );
+    )
+    .ignoring(session.ignore.env_rules().clone());
     match &session.scratch {
         Some(scratch) => env.with_private_tmp(scratch.root()),
         None => env,

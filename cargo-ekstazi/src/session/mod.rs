@@ -62,6 +62,9 @@ pub struct Session {
     /// The runtime shim, written out for this build.
     pub shim: PathBuf,
     pub snapshots: Snapshots,
+    /// Which programs the project did not build may walk their
+    /// environment, by checksum.
+    pub environ_walkers: ekstazi_core::digests::environ_walkers::EnvironWalkers,
     /// Per binary, with function granularity, the fingerprints of its
     /// functions now — or why it falls back to binary granularity.
     pub code: Vec<Result<Arc<Build>, String>>,

@@ -99,6 +99,7 @@ impl Session {
             ignore,
             shim,
             snapshots,
+            environ_walkers: Default::default(),
             code,
             services,
             environments,
@@ -373,7 +374,7 @@ fn test_environments(
                 Some(&ws.sysroot),
                 shim.parent().unwrap_or(&ws.target_dir),
             )
-            .ignoring(ignore.env_patterns().cloned());
+            .ignoring(ignore.env_rules().clone());
             match scratch {
                 Some(scratch) => env.with_private_tmp(scratch.root()),
                 None => env,

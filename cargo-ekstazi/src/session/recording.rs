@@ -86,6 +86,10 @@ pub fn record_in(
     );
     if binary.doctests.is_some() {
         // Rustdoc's own executables: no code dependencies, no test binary.
+        // Nor the programs a doctest unit runs: rustdoc runs the linker
+        // (`cc`, which names `environ`) for every doctest, so each unit
+        // would rerun whenever any variable changed (the limitations page
+        // lists a walk in a doctest as missed).
         return record;
     }
     let whole_binary = code_deps(
@@ -96,6 +100,11 @@ pub fn record_in(
         env,
         &mut record,
     );
+    // After `code_deps`: the programs whose functions it kept are no
+    // longer depended on whole.
+    if programs_walk_environment(session, case, &record) {
+        depend_on_every_variable(env, &mut record);
+    }
     if whole_binary {
         record.deps.push(Dep {
             target: Target::TestBinary,
@@ -308,24 +317,64 @@ fn code_deps(
     // environment may have.
     walks_environment |= whole_binary && !test_build.snapshot.environment_walkers.is_empty();
     if walks_environment {
-        // Each variable's value, so that a change names the variable (and
-        // the user can tell whether to ignore it), and which there are.
-        for name in env.walked() {
-            let target = Target::Env(name);
-            if !record.deps.iter().any(|dep| dep.target == target) {
-                let Target::Env(name) = &target else {
-                    unreachable!()
-                };
-                let sum = env.sum(name);
-                record.deps.push(Dep { target, sum });
-            }
-        }
-        record.deps.push(Dep {
-            target: Target::Environment,
-            sum: env.walked_names(),
-        });
+        depend_on_every_variable(env, record);
     }
     whole_binary
+}
+
+/// Makes `record` depend on every variable the test was given (that a
+/// walk sees): each one's value, so that a change names the variable (and
+/// the user can tell whether to ignore it), and which there are.
+fn depend_on_every_variable(env: &Environment, record: &mut Record) {
+    if record
+        .deps
+        .iter()
+        .any(|dep| dep.target == Target::Environment)
+    {
+        return;
+    }
+    for name in env.walked() {
+        let target = Target::Env(name);
+        if !record.deps.iter().any(|dep| dep.target == target) {
+            let Target::Env(name) = &target else {
+                unreachable!()
+            };
+            let sum = env.sum(name);
+            record.deps.push(Dep { target, sum });
+        }
+    }
+    record.deps.push(Dep {
+        target: Target::Environment,
+        sum: env.walked_names(),
+    });
+}
+
+/// Whether a program the test ran, other than the test binary, may have
+/// walked the environment it inherited, where its executed functions do
+/// not tell (they replaced its dependency on the whole program when they
+/// do, see [`code_deps`]): a program of the project's that did not report
+/// them (killed, or under binary granularity) when any of its functions
+/// walks; a program the project did not build (a shell, an interpreter)
+/// when it names `environ` (`ekstazi_core::digests::environ_walkers`).
+/// Not asked for a doctest unit (see [`record_in`]).
+fn programs_walk_environment(session: &Session, case: &TestCase, record: &Record) -> bool {
+    let test_binary = canonical(&session.built.binaries[case.binary].path);
+    let function_granularity = session.code[case.binary].is_ok();
+    record.deps.iter().any(|dep| {
+        let (Target::Program(stored), Sum::Hash(id)) = (&dep.target, &dep.sum) else {
+            return false;
+        };
+        let Some(path) = session.checksums.anchors().resolve(stored) else {
+            return true;
+        };
+        if canonical(&path) == test_binary {
+            return false; // its functions decide, in `code_deps`
+        }
+        if function_granularity && let Ok(build) = session.snapshots.of_binary(&path, id) {
+            return !build.snapshot.environment_walkers.is_empty();
+        }
+        session.environ_walkers.may_walk(&path, id)
+    })
 }
 
 /// The functions of these coverage flags of `build`, named in the

@@ -45,8 +45,9 @@ pub struct Environment {
     placeholders: Placeholders,
     /// The directory the shim is written to: its `LD_PRELOAD` entry is ours.
     shim_dir: Vec<u8>,
-    /// Names left out of [`Environment::walked`] (`[ignore] env`).
-    ignored: Option<globset::GlobSet>,
+    /// Names left out of [`Environment::walked`] (`[ignore] env` and the
+    /// shell's bookkeeping).
+    ignored: crate::capture::ignore::EnvIgnore,
 }
 
 impl Environment {
@@ -67,28 +68,24 @@ impl Environment {
             vars,
             placeholders: Placeholders::new(anchors, sysroot),
             shim_dir: normalize(shim_dir).as_os_str().as_bytes().to_vec(),
-            ignored: None,
+            ignored: crate::capture::ignore::EnvIgnore::default(),
         }
     }
 
-    /// Leaves the variables these patterns match out of
+    /// Leaves the variables these rules ignore in a walk out of
     /// [`Environment::walked`].
-    pub fn ignoring(mut self, names: Option<globset::GlobSet>) -> Environment {
+    pub fn ignoring(mut self, names: crate::capture::ignore::EnvIgnore) -> Environment {
         self.ignored = names;
         self
     }
 
     /// The variables a walk of the environment sees, in name order: every
-    /// one given, but cargo-ekstazi's own and the ignored ones.
+    /// one given, but cargo-ekstazi's own, the ignored ones and the shell's
+    /// bookkeeping ([`crate::capture::ignore::SHELL_BOOKKEEPING`]).
     pub fn walked(&self) -> impl Iterator<Item = EnvName> + '_ {
         self.vars
             .keys()
-            .filter(|name| {
-                !is_own(name)
-                    && !self.ignored.as_ref().is_some_and(|set| {
-                        std::str::from_utf8(name).is_ok_and(|name| set.is_match(name))
-                    })
-            })
+            .filter(|name| !is_own(name) && !self.ignored.ignores_in_walk(name))
             .map(|name| EnvName(name.clone()))
     }
 

@@ -7,6 +7,11 @@
 //! `.config/ekstazi.toml` adds gitignore-style path patterns and variable
 //! names ([`crate::options::config`]). Everything else a test touches is a dependency
 //! unless the test created it itself (see [`crate::capture::collect`]).
+//!
+//! Variables a shell sets for itself ([`SHELL_BOOKKEEPING`]) are left out
+//! of walks of the environment by default: they say how the tool was
+//! started (from a prompt, a script, under `time`), not what the tests are
+//! given. A test that reads one by name still depends on it.
 
 use crate::options::config::Config;
 use ignore::gitignore::Gitignore;
@@ -14,6 +19,61 @@ use std::path::{Path, PathBuf};
 
 /// The reason shown for accesses the configuration ignores.
 pub const BY_CONFIG: &str = "ignored by .config/ekstazi.toml";
+
+/// The variables a shell keeps for its own bookkeeping, left out of walks
+/// of the environment unless `[ignore] env` keeps them (`!NAME`):
+/// - `_`: bash and zsh put the path of the command they run in its
+///   environment (the issue that made this list: `cargo ekstazi test` typed
+///   at a prompt, under `time` or from a script gives each a different `_`);
+/// - `SHLVL`: bash, zsh, ksh, tcsh and fish count nested shells in it, so it
+///   differs between a prompt and a script;
+/// - `OLDPWD`: the directory before the last `cd`, exported by bash, zsh,
+///   ksh and dash.
+///
+/// `PWD` is kept: a shell and programs that print the logical working
+/// directory (`pwd -L`, `make`'s `CURDIR` through the shell) take it from
+/// there when it names the working directory; its value is compared with
+/// the workspace's path replaced by a placeholder, so it stays the same
+/// from one checkout to another, and changes only when the tool is started
+/// from another directory.
+pub const SHELL_BOOKKEEPING: &[&str] = &["_", "SHLVL", "OLDPWD"];
+
+/// Which environment variables are not dependencies: the configured
+/// patterns (read by name or walked), the shell's bookkeeping (walked
+/// only), and the names the configuration keeps (`!NAME`), which win.
+#[derive(Clone, Debug, Default)]
+pub struct EnvIgnore {
+    ignored: Option<globset::GlobSet>,
+    kept: Option<globset::GlobSet>,
+}
+
+impl EnvIgnore {
+    /// The rules of these patterns (`None`: none of that kind).
+    pub fn new(ignored: Option<globset::GlobSet>, kept: Option<globset::GlobSet>) -> EnvIgnore {
+        EnvIgnore { ignored, kept }
+    }
+
+    fn matches(set: &Option<globset::GlobSet>, name: &str) -> bool {
+        set.as_ref().is_some_and(|set| set.is_match(name))
+    }
+
+    /// Whether reading `name` (by name) is not a dependency.
+    pub fn ignores_read(&self, name: &[u8]) -> bool {
+        let Ok(name) = std::str::from_utf8(name) else {
+            return false;
+        };
+        Self::matches(&self.ignored, name) && !Self::matches(&self.kept, name)
+    }
+
+    /// Whether `name` is left out of a walk of the whole environment.
+    pub fn ignores_in_walk(&self, name: &[u8]) -> bool {
+        let Ok(text) = std::str::from_utf8(name) else {
+            return false;
+        };
+        (Self::matches(&self.ignored, text) || SHELL_BOOKKEEPING.contains(&text))
+            && !Self::matches(&self.kept, text)
+    }
+}
 
 /// A set of ignored directory trees, each with the reason shown to users,
 /// and the configuration's patterns.
@@ -24,7 +84,7 @@ pub struct Ignore {
     relative: Option<(PathBuf, Gitignore)>,
     /// Patterns matched against absolute paths.
     absolute: Option<Gitignore>,
-    env: Option<globset::GlobSet>,
+    env: EnvIgnore,
     /// System libraries are dependencies too.
     pub system_libraries: bool,
 }
@@ -44,9 +104,7 @@ impl Ignore {
         let patterns = config.ignore.compile(workspace)?;
         self.relative = patterns.relative;
         self.absolute = patterns.absolute;
-        if let Some(env) = patterns.env {
-            self.env = Some(env);
-        }
+        self.env = EnvIgnore::new(patterns.env, patterns.env_kept);
         self.system_libraries = config.libraries.system;
         Ok(self)
     }
@@ -78,9 +136,10 @@ impl Ignore {
         None
     }
 
-    /// The `[ignore] env` patterns.
-    pub fn env_patterns(&self) -> Option<&globset::GlobSet> {
-        self.env.as_ref()
+    /// Which variables are not dependencies (`[ignore] env` and the
+    /// defaults).
+    pub fn env_rules(&self) -> &EnvIgnore {
+        &self.env
     }
 
     /// Why reading the environment variable `name` is not a dependency.
@@ -88,11 +147,7 @@ impl Ignore {
         if crate::capture::environment::is_own(name) {
             return Some("cargo-ekstazi's own variable");
         }
-        let name = std::str::from_utf8(name).ok()?;
-        self.env
-            .as_ref()
-            .is_some_and(|set| set.is_match(name))
-            .then_some(BY_CONFIG)
+        self.env.ignores_read(name).then_some(BY_CONFIG)
     }
 }
 
@@ -149,5 +204,44 @@ mod tests {
         assert_eq!(ignore.check_env(b"BUILD_ID"), Some(BY_CONFIG));
         assert_eq!(ignore.check_env(b"MODE"), None);
         assert!(ignore.check_env(b"EKSTAZI_TRACE_FILE").is_some());
+    }
+
+    #[test]
+    fn the_shells_bookkeeping_is_left_out_of_walks_unless_kept() {
+        let rules = |env: &str| {
+            let config = Config::parse(&format!("[ignore]\nenv = [{env}]\n")).unwrap();
+            Ignore::defaults()
+                .with_config(&config, Path::new("/ws"))
+                .unwrap()
+                .env_rules()
+                .clone()
+        };
+        let defaults = rules("");
+        for name in ["_", "SHLVL", "OLDPWD"] {
+            assert!(defaults.ignores_in_walk(name.as_bytes()), "{name}");
+            assert!(
+                !defaults.ignores_read(name.as_bytes()),
+                "{name} read by name"
+            );
+        }
+        for name in ["PWD", "PATH", "MODE", "SHLVL2"] {
+            assert!(!defaults.ignores_in_walk(name.as_bytes()), "{name}");
+        }
+        let configured = rules(r#""CI_*", "!SHLVL", "!CI_MODE""#);
+        assert!(!configured.ignores_in_walk(b"SHLVL"), "kept");
+        assert!(configured.ignores_in_walk(b"_"), "still a default");
+        assert!(configured.ignores_in_walk(b"CI_JOB"));
+        assert!(configured.ignores_read(b"CI_JOB"));
+        assert!(!configured.ignores_read(b"CI_MODE"), "a keep wins");
+        assert!(!configured.ignores_in_walk(b"CI_MODE"));
+        assert!(
+            Config::parse("[ignore]\nenv = [\"!a[\"]\n")
+                .map_err(|e| e.to_string())
+                .and_then(|c| Ignore::defaults()
+                    .with_config(&c, Path::new("/ws"))
+                    .map(|_| ()))
+                .is_err(),
+            "a bad kept pattern is an error"
+        );
     }
 }

@@ -5,8 +5,10 @@
 //! the smart checksum of a binary), [`fingerprint::Snapshot`] (every
 //! function of a build and its fingerprint, from the binary and its linker
 //! map), [`program::Build`] (a build as records are compared with it) and
-//! [`program::Uninstrumented`], the [`functions::FunctionTable`] that names
-//! functions by id, and the helpers they read binaries with
+//! [`program::Uninstrumented`], [`environ_walkers::EnvironWalkers`]
+//! (whether a program the project did not build may walk its environment),
+//! the [`functions::FunctionTable`] that names functions by id, and the
+//! helpers they read binaries with
 //! ([`coverage_table`], [`mapped`], `prehashed`).
 //!
 //! Invariant: digests compute, they neither capture nor decide: they import
@@ -15,6 +17,7 @@
 
 pub mod checksum;
 pub mod coverage_table;
+pub mod environ_walkers;
 pub mod fingerprint;
 pub mod functions;
 pub mod mapped;

@@ -9,8 +9,11 @@
 //! # gitignore-style patterns matched against absolute paths outside the
 //! # workspace.
 //! absolute = ["/var/cache/fontconfig/"]
-//! # Environment variables that are not dependencies (glob patterns).
-//! env = ["CI_JOB_*"]
+//! # Environment variables that are not dependencies (glob patterns);
+//! # `!NAME` keeps one that a default or another pattern leaves out (the
+//! # shell's bookkeeping, `_`, `SHLVL` and `OLDPWD`, is left out of walks of
+//! # the environment by default).
+//! env = ["CI_JOB_*", "!SHLVL"]
 //!
 //! [network]
 //! # Every loopback peer counts as external, the test's own servers and
@@ -263,6 +266,9 @@ pub(crate) struct IgnorePatterns {
     pub(crate) absolute: Option<Gitignore>,
     /// Variable name patterns; `None` when there are none.
     pub(crate) env: Option<globset::GlobSet>,
+    /// Variable names given as `!PATTERN`: dependencies even when another
+    /// pattern or a default leaves them out; `None` when there are none.
+    pub(crate) env_kept: Option<globset::GlobSet>,
 }
 
 impl IgnoreConfig {
@@ -283,21 +289,35 @@ impl IgnoreConfig {
         let relative = build(workspace, &self.paths)?
             .map(|matcher| (crate::model::path::normalize(workspace), matcher));
         let absolute = build(Path::new("/"), &self.absolute)?;
-        let mut env = None;
-        if !self.env.is_empty() {
+        let globs = |negated: bool| -> Result<Option<globset::GlobSet>, String> {
             let mut set = globset::GlobSetBuilder::new();
+            let mut any = false;
             for pattern in &self.env {
+                let (kept, glob) = match pattern.strip_prefix('!') {
+                    Some(rest) => (true, rest),
+                    None => (false, pattern.as_str()),
+                };
+                if kept != negated {
+                    continue;
+                }
                 set.add(
-                    globset::Glob::new(pattern)
+                    globset::Glob::new(glob)
                         .map_err(|e| format!("bad pattern {pattern:?} in ignore.env: {e}"))?,
                 );
+                any = true;
             }
-            env = Some(set.build().map_err(|e| e.to_string())?);
-        }
+            if !any {
+                return Ok(None);
+            }
+            set.build().map(Some).map_err(|e| e.to_string())
+        };
+        let env = globs(false)?;
+        let env_kept = globs(true)?;
         Ok(IgnorePatterns {
             relative,
             absolute,
             env,
+            env_kept,
         })
     }
 }

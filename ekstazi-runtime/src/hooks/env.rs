@@ -13,24 +13,28 @@ use libc::c_char;
 
 /// Records that `name` was read and what it held.
 fn describe(name: &[u8], value: *const c_char) {
-    observe(|_| {
-        let mut buf = EventBuf::empty();
-        if !buf.push_bytes(name) {
-            return trace::record_lost();
-        }
-        if value.is_null() {
-            return trace::record(trace::ENV, 0, &mut buf);
-        }
-        // SAFETY: a value found in `environ` is a C string.
-        let value = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes();
-        if buf.room() > value.len() && buf.push_bytes(b"=") && buf.push_bytes(value) {
-            trace::record(trace::ENV, 0, &mut buf);
-        } else {
-            let mut name_only = EventBuf::empty();
-            name_only.push_bytes(name);
-            trace::record(trace::ENV, trace::FLAG_OPTION, &mut name_only);
-        }
-    });
+    observe(|_| record(name, value));
+}
+
+/// Writes the event of a read of `name` that found `value` (null: unset),
+/// from inside [`observe`].
+pub(super) fn record(name: &[u8], value: *const c_char) {
+    let mut buf = EventBuf::empty();
+    if !buf.push_bytes(name) {
+        return trace::record_lost();
+    }
+    if value.is_null() {
+        return trace::record(trace::ENV, 0, &mut buf);
+    }
+    // SAFETY: a value found in `environ` is a C string.
+    let value = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes();
+    if buf.room() > value.len() && buf.push_bytes(b"=") && buf.push_bytes(value) {
+        trace::record(trace::ENV, 0, &mut buf);
+    } else {
+        let mut name_only = EventBuf::empty();
+        name_only.push_bytes(name);
+        trace::record(trace::ENV, trace::FLAG_OPTION, &mut name_only);
+    }
 }
 
 /// # Safety

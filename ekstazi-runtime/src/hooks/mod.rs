@@ -15,6 +15,7 @@ mod exec;
 #[cfg(target_arch = "x86_64")]
 mod execl;
 mod files;
+mod libc_files;
 mod libs;
 mod links;
 mod namespace;

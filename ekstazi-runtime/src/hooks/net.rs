@@ -1,5 +1,6 @@
 //! The network: `connect`, `bind`, `sendto`, `sendmsg`, and host name
-//! lookups (`getaddrinfo`, `gethostbyname`).
+//! lookups (`getaddrinfo`, `gethostbyname`; the files they read are
+//! [`super::libc_files`]'s).
 //!
 //! The shim only reports addresses; whether one is another machine is the
 //! runner's decision (`ekstazi_core::network`), so that the rule is unit-tested
@@ -160,7 +161,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const libc::msghdr, flags: c_i
 ///
 /// # Safety
 /// `name` is null or a C string.
-unsafe fn host(name: *const c_char) {
+pub(super) unsafe fn host(name: *const c_char) {
     if name.is_null() || !trace::enabled() {
         return;
     }
@@ -189,7 +190,9 @@ pub unsafe extern "C" fn getaddrinfo(
     // SAFETY: the caller's contract is libc's.
     unsafe {
         host(node);
-        real(node, service, hints, res)
+        let result = real(node, service, hints, res);
+        super::libc_files::name_service(node, service);
+        result
     }
 }
 
@@ -203,6 +206,8 @@ pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut c_void {
     // SAFETY: the caller's contract is libc's.
     unsafe {
         host(name);
-        real(name)
+        let result = real(name);
+        super::libc_files::name_service(name, std::ptr::null());
+        result
     }
 }
