@@ -206,7 +206,7 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
             counted.left_out
         ));
     }
-    for why in &merged.refused {
+    for why in merged.refused.lines() {
         style::warn(format!("not imported: {why} (its test runs next time)"));
     }
     Ok(ExitCode::SUCCESS)

@@ -51,7 +51,7 @@ pub fn run(args: MergeStateArgs) -> Result<ExitCode> {
             merged.kept,
             merged.functions
         );
-        for why in &merged.refused {
+        for why in merged.refused.lines() {
             style::warn(format!("not merged: {why} (its test runs next time)"));
         }
         refused += merged.refused.len();

@@ -155,6 +155,157 @@ pub(crate) fn unpack(packed: &[u8], limit: u64) -> Option<Vec<u8>> {
     })
 }
 
+/// The largest zstd window, as a power of two, that a packed file of ours
+/// is streamed with: 4 MiB. `pack` (zstd's level 3) never uses more than
+/// 2 MiB (a window log of 21), and a stream decoder holds a whole window:
+/// at zstd's own default limit (a log of 27), a hostile frame with a
+/// 128 MiB window cost 138 MB resident (measured); refused here at its
+/// header, before anything is decompressed.
+pub const WINDOW_LOG_MAX: u32 = 22;
+
+/// What a packed file of ours may unpack to at once, without first being
+/// checked as a stream: a history's manifest is ~150 KB for a workspace of
+/// 1 200 tests (ripgrep), so the common case costs one decompression.
+pub(crate) const SMALL: u64 = 1 << 20;
+
+/// Held while a large file (over [`SMALL`], packed or not) is read,
+/// unpacked and used: one at a time across threads, so that the threads
+/// reading a history in parallel hold at most one large manifest between
+/// them, not one each.
+pub(crate) fn one_large_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LARGE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LARGE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether packed bytes declare, in their first frame's header, that they
+/// unpack to no more than [`SMALL`] (what [`pack`] writes declares it).
+pub(crate) fn declares_small(packed: &[u8]) -> bool {
+    zstd::zstd_safe::get_frame_content_size(packed)
+        .ok()
+        .flatten()
+        .is_some_and(|size| size <= SMALL)
+}
+
+/// Unpacks a sealed file of `magic`, bounded before anything is trusted:
+/// what declares itself small is unpacked at once, no more than [`SMALL`];
+/// anything else is first checked as a stream ([`check_streaming`]: a
+/// window of at most [`WINDOW_LOG_MAX`], the length its header claims no
+/// more than `limit`, its seal), holding none of it, and only then
+/// unpacked, at exactly its checked length. The seal is checked again by
+/// whoever opens the bytes.
+pub(crate) fn unpack_sealed(
+    magic: &[u8; 4],
+    packed: &[u8],
+    limit: u64,
+) -> Result<Vec<u8>, DecodeError> {
+    if declares_small(packed) {
+        return unpack(packed, SMALL.min(limit)).ok_or(DecodeError::BadBody);
+    }
+    let len = check_streaming(KEY.get(), magic, packed, limit)?;
+    unpack(packed, len).ok_or(DecodeError::BadBody)
+}
+
+/// Checks packed sealed bytes as they decompress, keeping none of them: a
+/// window over [`WINDOW_LOG_MAX`] is refused from the frame's header,
+/// sealed bytes whose header claims more than `limit` from their first ten
+/// bytes, and what follows is hashed as it comes, up to the length the
+/// header claims and no further. Returns that length. (Sealed without the
+/// key is not told apart from damaged here: both are [`DecodeError::BadDigest`].)
+pub(crate) fn check_streaming(
+    key: Option<&[u8; 32]>,
+    magic: &[u8; 4],
+    packed: &[u8],
+    limit: u64,
+) -> Result<u64, DecodeError> {
+    use zstd::zstd_safe::{DCtx, DParameter, InBuffer, OutBuffer};
+    let mut dctx = DCtx::create();
+    dctx.set_parameter(DParameter::WindowLogMax(WINDOW_LOG_MAX))
+        .map_err(|_| DecodeError::BadBody)?;
+    let mut hasher = match key {
+        Some(key) => blake3::Hasher::new_keyed(key),
+        None => blake3::Hasher::new(),
+    };
+    let mut input = InBuffer::around(packed);
+    let mut buffer = vec![0u8; 1 << 17];
+    let mut header = [0u8; HEADER];
+    let mut digest = [0u8; DIGEST];
+    // Bytes seen so far, and how many the header claims (once read).
+    let mut seen: u64 = 0;
+    let mut total: Option<u64> = None;
+    loop {
+        let mut output = OutBuffer::around(&mut buffer[..]);
+        let hint = dctx.decompress_stream(&mut output, &mut input).map_err(|code| {
+            if zstd::zstd_safe::get_error_name(code).contains("too much memory") {
+                DecodeError::TooLarge
+            } else {
+                DecodeError::BadBody
+            }
+        })?;
+        let produced = output.as_slice();
+        let mut chunk = produced;
+        if seen < HEADER as u64 {
+            let at = seen as usize;
+            let take = (HEADER - at).min(chunk.len());
+            header[at..at + take].copy_from_slice(&chunk[..take]);
+            seen += take as u64;
+            chunk = &chunk[take..];
+            if seen == HEADER as u64 {
+                total = Some(claimed_len(magic, &header, limit)?);
+                hasher.update(&header);
+            }
+        }
+        if let Some(end) = total {
+            if seen + chunk.len() as u64 > end {
+                return Err(DecodeError::BadLength);
+            }
+            let body_end = end - DIGEST as u64;
+            if seen < body_end {
+                let take = ((body_end - seen) as usize).min(chunk.len());
+                hasher.update(&chunk[..take]);
+                seen += take as u64;
+                chunk = &chunk[take..];
+            }
+            if !chunk.is_empty() {
+                let at = (seen - body_end) as usize;
+                digest[at..at + chunk.len()].copy_from_slice(chunk);
+                seen += chunk.len() as u64;
+            }
+        }
+        if hint == 0 && input.pos() == packed.len() {
+            break;
+        }
+        if produced.is_empty() && input.pos() == packed.len() {
+            return Err(DecodeError::Truncated);
+        }
+    }
+    let end = total.ok_or(DecodeError::Truncated)?;
+    if seen != end {
+        return Err(DecodeError::Truncated);
+    }
+    if hasher.finalize().as_bytes() != &digest {
+        return Err(DecodeError::BadDigest);
+    }
+    Ok(end)
+}
+
+/// The whole length of sealed bytes, from their header: refused when it
+/// is not of `magic` and this format, or is more than `limit`.
+fn claimed_len(magic: &[u8; 4], header: &[u8; HEADER], limit: u64) -> Result<u64, DecodeError> {
+    if &header[..4] != magic {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = u16::from_le_bytes([header[4], header[5]]);
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::OtherVersion(version));
+    }
+    let body_len = u32::from_le_bytes([header[6], header[7], header[8], header[9]]);
+    let total = (HEADER + DIGEST) as u64 + u64::from(body_len);
+    if total > limit {
+        return Err(DecodeError::TooLarge);
+    }
+    Ok(total)
+}
+
 /// Why a record was not accepted. Every variant means: run the test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {

@@ -38,6 +38,13 @@ use tar_reader::TarReader;
 pub const MAX_ENTRIES: usize = 1_000_000;
 pub const MAX_BYTES: u64 = 1 << 30;
 
+/// The largest zstd window an archive is read with, as a power of two:
+/// 8 MiB, which takes what `export` writes (zstd's level 3: 2 MiB) and what
+/// `zstd -19` does (8 MiB); a stream decoder holds its window, and zstd's
+/// own default limit (128 MiB) cost 138 MB resident for one hostile frame.
+/// A frame that asks for more is refused from its header.
+pub const WINDOW_LOG_MAX: u32 = 23;
+
 /// What an export wrote, or an unpacking took.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Counted {
@@ -129,11 +136,12 @@ fn collect(dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> 
 /// only regular files at the paths a store uses.
 pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
     let file = fs::File::open(from)?;
-    let decoder = zstd::stream::read::Decoder::new(file)?;
-    let mut tar = TarReader::new(decoder);
+    let mut decoder = zstd::stream::read::Decoder::new(file)?;
+    decoder.window_log_max(WINDOW_LOG_MAX)?;
+    let mut tar = TarReader::with_limit(decoder, MAX_BYTES);
     let mut counted = Counted::default();
     let mut entries = 0;
-    while let Some(header) = tar.next_header()? {
+    while let Some(header) = tar.next_header().map_err(too_large)? {
         entries += 1;
         if entries > MAX_ENTRIES {
             return Err(ArchiveError::TooLarge(format!(
@@ -156,10 +164,19 @@ pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
         let target = into.join(&path);
         fs::create_dir_all(target.parent().expect("a store path has a parent"))?;
         let mut out = fs::File::create(&target)?;
-        tar.copy_data(header.size, &mut out)?;
+        tar.copy_data(header.size, &mut out).map_err(too_large)?;
         counted.bytes += header.size;
     }
     Ok(counted)
+}
+
+/// The reader's error past [`MAX_BYTES`] as what it means.
+fn too_large(e: io::Error) -> ArchiveError {
+    if e.kind() == io::ErrorKind::FileTooLarge {
+        ArchiveError::TooLarge(e.to_string())
+    } else {
+        ArchiveError::Io(e)
+    }
 }
 
 /// `Some(vN)` when the path is in another format's directory.
