@@ -174,7 +174,9 @@ pub(crate) const SMALL: u64 = 1 << 20;
 /// them, not one each.
 pub(crate) fn one_large_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LARGE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LARGE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    LARGE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Whether packed bytes declare, in their first frame's header, that they
@@ -234,13 +236,15 @@ pub(crate) fn check_streaming(
     let mut total: Option<u64> = None;
     loop {
         let mut output = OutBuffer::around(&mut buffer[..]);
-        let hint = dctx.decompress_stream(&mut output, &mut input).map_err(|code| {
-            if zstd::zstd_safe::get_error_name(code).contains("too much memory") {
-                DecodeError::TooLarge
-            } else {
-                DecodeError::BadBody
-            }
-        })?;
+        let hint = dctx
+            .decompress_stream(&mut output, &mut input)
+            .map_err(|code| {
+                if zstd::zstd_safe::get_error_name(code).contains("too much memory") {
+                    DecodeError::TooLarge
+                } else {
+                    DecodeError::BadBody
+                }
+            })?;
         let produced = output.as_slice();
         let mut chunk = produced;
         if seen < HEADER as u64 {
@@ -376,5 +380,113 @@ mod tests {
         assert_eq!(unpack(b"not zstd", 4096), None);
         // The context is reused after a failure.
         assert_eq!(unpack(&pack(b"after"), 16).as_deref(), Some(&b"after"[..]));
+    }
+
+    /// `bytes` as one zstd frame with a window of 2^`window_log` bytes,
+    /// declaring its size or not.
+    fn framed(bytes: &[u8], window_log: u32, declared: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut encoder = zstd::stream::write::Encoder::new(&mut out, 1).unwrap();
+        encoder.window_log(window_log).unwrap();
+        if declared {
+            encoder
+                .set_pledged_src_size(Some(bytes.len() as u64))
+                .unwrap();
+        }
+        std::io::Write::write_all(&mut encoder, bytes).unwrap();
+        encoder.finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn a_frame_whose_window_exceeds_the_limit_is_refused_from_its_header() {
+        // 128 MiB of window, zstd's own default limit: refused before
+        // anything is decompressed, whatever the bytes would have been.
+        let sealed = seal_with(None, b"TEST", &vec![1u8; 2 << 20]);
+        let wide = framed(&sealed, 27, false);
+        assert_eq!(
+            check_streaming(None, b"TEST", &wide, 64 << 20),
+            Err(DecodeError::TooLarge)
+        );
+        assert_eq!(
+            unpack_sealed(b"TEST", &wide, 64 << 20),
+            Err(DecodeError::TooLarge)
+        );
+        // The window `pack` uses, and the limit itself, are taken.
+        for log in [21, WINDOW_LOG_MAX] {
+            let packed = framed(&sealed, log, false);
+            assert_eq!(
+                check_streaming(None, b"TEST", &packed, 64 << 20),
+                Ok(sealed.len() as u64),
+                "window log {log}"
+            );
+            assert_eq!(
+                unpack_sealed(b"TEST", &packed, 64 << 20),
+                Ok(sealed.clone())
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_is_refused_at_the_length_its_header_claims() {
+        let body = vec![3u8; 3 << 20];
+        let sealed = seal_with(None, b"TEST", &body);
+        let len = sealed.len() as u64;
+        // Larger than a small file, so checked as a stream.
+        let packed = framed(&sealed, 21, true);
+        assert!(!declares_small(&packed));
+        assert_eq!(unpack_sealed(b"TEST", &packed, len), Ok(sealed.clone()));
+        // A header claiming more than the limit: refused from its ten
+        // bytes, the rest never decompressed.
+        assert_eq!(
+            check_streaming(None, b"TEST", &packed, len - 1),
+            Err(DecodeError::TooLarge)
+        );
+        // A header claiming less than follows: refused as it passes.
+        let mut lying = sealed.clone();
+        lying[6..10].copy_from_slice(&1024u32.to_le_bytes());
+        assert_eq!(
+            check_streaming(None, b"TEST", &framed(&lying, 21, true), len),
+            Err(DecodeError::BadLength)
+        );
+        // A flipped byte, a cut, another magic, another key.
+        let mut flipped = sealed.clone();
+        flipped[1 << 20] ^= 1;
+        assert_eq!(
+            check_streaming(None, b"TEST", &framed(&flipped, 21, true), len),
+            Err(DecodeError::BadDigest)
+        );
+        assert_eq!(
+            check_streaming(
+                None,
+                b"TEST",
+                &framed(&sealed[..sealed.len() - 1], 21, true),
+                len
+            ),
+            Err(DecodeError::Truncated)
+        );
+        assert_eq!(
+            check_streaming(None, b"OTHR", &packed, len),
+            Err(DecodeError::BadMagic)
+        );
+        assert_eq!(
+            check_streaming(Some(&[1; 32]), b"TEST", &packed, len),
+            Err(DecodeError::BadDigest)
+        );
+        let keyed = seal_with(Some(&[1; 32]), b"TEST", &body);
+        assert_eq!(
+            check_streaming(Some(&[1; 32]), b"TEST", &framed(&keyed, 21, true), len),
+            Ok(len)
+        );
+        // What declares itself small is unpacked at once, up to SMALL only.
+        let small = seal_with(None, b"TEST", b"small");
+        assert!(declares_small(&pack(&small)));
+        assert_eq!(unpack_sealed(b"TEST", &pack(&small), 1 << 30), Ok(small));
+        // A first frame that declares 1 KiB, then 2 MiB more: unpacked at
+        // once, and refused at SMALL, not given a larger buffer.
+        let claims_1k = framed(&[0u8; 1024], 21, true);
+        assert!(declares_small(&claims_1k));
+        let then_more = [claims_1k, framed(&vec![0u8; 2 << 20], 21, true)].concat();
+        assert!(unpack_sealed(b"TEST", &then_more, 1 << 30).is_err());
     }
 }

@@ -326,9 +326,8 @@ fn merge_commit(
         taken = true;
     }
     if taken {
-        let filed_at_ms = ours_filed_at.map_or(manifest.filed_at_ms, |at| {
-            at.max(manifest.filed_at_ms)
-        });
+        let filed_at_ms =
+            ours_filed_at.map_or(manifest.filed_at_ms, |at| at.max(manifest.filed_at_ms));
         // A map by (binary, test): in the order a manifest lists them.
         ours.put_manifest(&Manifest {
             commit: commit.to_owned(),
@@ -454,5 +453,75 @@ mod tests {
         // Merging again changes nothing.
         let again = merge(&dest, &source).unwrap();
         assert_eq!((again.added, again.replaced), (0, 0));
+    }
+
+    #[test]
+    fn refusals_are_summarised_one_line_per_kind() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        let mut record = sample();
+        record.code.clear();
+        // Two commits naming 3 000 records the source does not hold, and
+        // one the source does: it alone is taken.
+        let [id] = source.history().put_records(&[&record]).unwrap()[..] else {
+            unreachable!()
+        };
+        let missing = |commit: &str, n: u32| Manifest {
+            commit: commit.into(),
+            filed_at_ms: 1,
+            entries: (0..n)
+                .map(|i| Entry {
+                    binary: "b".into(),
+                    test: format!("t{i:05}"),
+                    record: [7; 32],
+                    outcome: crate::model::record::Outcome::Passed,
+                    ran: true,
+                })
+                .collect(),
+        };
+        let a = "a".repeat(40);
+        let mut with_one = missing(&a, 2000);
+        with_one.entries.insert(
+            0,
+            Entry {
+                binary: record.binary.clone(),
+                test: record.test.clone(),
+                record: id,
+                outcome: record.outcome,
+                ran: true,
+            },
+        );
+        with_one
+            .entries
+            .sort_by(|x, y| (&x.binary, &x.test).cmp(&(&y.binary, &y.test)));
+        source.history().put_manifest(&with_one).unwrap();
+        source
+            .history()
+            .put_manifest(&missing(&"b".repeat(40), 1000))
+            .unwrap();
+        // And two manifests that do not open.
+        let history_dir = source.history().dir().join("commits");
+        std::fs::write(history_dir.join("c".repeat(40)), b"garbage").unwrap();
+        std::fs::write(history_dir.join("d".repeat(40)), b"more garbage").unwrap();
+        let merged = merge_parts_at(&dest, &source, false, 1_800_000_000_000).unwrap();
+        assert_eq!(merged.commits, 1);
+        assert_eq!(merged.refused.count(Refusal::FiledMissing), 3000);
+        assert_eq!(merged.refused.count(Refusal::ManifestDamaged), 2);
+        let lines = merged.refused.lines();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines.iter().any(|l| l.ends_with("and 2999 more like it")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.ends_with("and 1 more like it")),
+            "{lines:#?}"
+        );
+        let filed = dest.history().manifest(&a).unwrap();
+        assert_eq!(filed.entries.len(), 1);
+        assert_eq!(
+            dest.history().object(&filed.entries[0].record),
+            Some(record)
+        );
     }
 }

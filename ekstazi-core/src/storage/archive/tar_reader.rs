@@ -362,7 +362,9 @@ mod tests {
         for kind in [b'L', b'x'] {
             // The claimed gigabyte is never there: refused from the header.
             let bytes = header("././@LongLink", kind, 1 << 30).to_vec();
-            let error = TarReader::with_limit(bytes.as_slice(), u64::MAX).next_header().unwrap_err();
+            let error = TarReader::with_limit(bytes.as_slice(), u64::MAX)
+                .next_header()
+                .unwrap_err();
             assert!(error.to_string().contains("extended header"), "{error}");
         }
     }
@@ -371,7 +373,9 @@ mod tests {
     fn a_damaged_header_is_refused() {
         let mut block = header("v1/a/b", b'0', 3);
         block[0] = b'w';
-        let error = TarReader::with_limit(&block[..], u64::MAX).next_header().unwrap_err();
+        let error = TarReader::with_limit(&block[..], u64::MAX)
+            .next_header()
+            .unwrap_err();
         assert!(error.to_string().contains("checksum"), "{error}");
     }
 
@@ -399,5 +403,46 @@ mod tests {
         reader.copy_data(h.size, &mut data).unwrap();
         assert_eq!(data, b"data");
         assert_eq!(reader.next_header().unwrap(), None);
+    }
+
+    #[test]
+    fn extension_headers_count_against_the_limit() {
+        // Global PAX headers without end, and never an entry: read up to
+        // the limit, then an error, not to the end of the stream.
+        let mut global = header("pax_global_header", b'g', 12).to_vec();
+        global.extend_from_slice(b"12 comment=\n");
+        global.resize(2 * BLOCK, 0);
+        let endless = Cycle(&global, 0);
+        let mut reader = TarReader::with_limit(endless, 1 << 20);
+        let error = reader.next_header().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge, "{error}");
+        assert!(error.to_string().contains("1048576 bytes"), "{error}");
+        assert!(reader.read <= 1 << 20);
+        // A GNU long name of 40 KiB before an entry: counted too.
+        let mut bytes = header("././@LongLink", b'L', 40 * 1024).to_vec();
+        bytes.resize(bytes.len() + 40 * 1024, b'n');
+        bytes.extend_from_slice(&header("short", b'0', 0));
+        bytes.resize(bytes.len() + 2 * BLOCK, 0);
+        let error = TarReader::with_limit(bytes.as_slice(), 32 * 1024)
+            .next_header()
+            .unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge, "{error}");
+        let mut reader = TarReader::with_limit(bytes.as_slice(), u64::MAX);
+        assert_eq!(
+            reader.next_header().unwrap().unwrap().path,
+            vec![b'n'; 40 * 1024]
+        );
+    }
+
+    /// `bytes` again and again, without end.
+    struct Cycle<'a>(&'a [u8], usize);
+
+    impl Read for Cycle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.0.len() - self.1);
+            buf[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+            self.1 = (self.1 + n) % self.0.len();
+            Ok(n)
+        }
     }
 }

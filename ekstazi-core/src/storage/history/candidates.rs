@@ -75,7 +75,11 @@ impl Filed {
 
 impl Candidates {
     /// From the manifests (any order), `HEAD`'s id and its parents' ids.
-    pub(super) fn new(mut ordered: Vec<Filed>, head: Option<&str>, parents: &[String]) -> Candidates {
+    pub(super) fn new(
+        mut ordered: Vec<Filed>,
+        head: Option<&str>,
+        parents: &[String],
+    ) -> Candidates {
         let rank = |m: &Filed| {
             if Some(m.commit.as_str()) == head {
                 (0, 0)

@@ -857,6 +857,54 @@ mod tests {
     }
 
     #[test]
+    fn a_large_manifest_reads_as_before_and_one_claiming_more_than_any_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        // 20 000 tests of long names: 2 MiB and more unpacked, so read as a
+        // large one (checked as a stream, then unpacked).
+        let entries: Vec<Entry> = (0..20_000u32)
+            .map(|i| Entry {
+                binary: "pkg::integration".into(),
+                test: format!("tests::{}::{i:08}", "long_module_name".repeat(5)),
+                record: *blake3::hash(&i.to_le_bytes()).as_bytes(),
+                outcome: Outcome::Passed,
+                ran: true,
+            })
+            .collect();
+        let large = Manifest {
+            commit: A.into(),
+            filed_at_ms: 1,
+            entries,
+        };
+        history.put_manifest(&large).unwrap();
+        let packed = fs::read(history.commits_dir().join(A)).unwrap();
+        assert!(!crate::files::sealed::declares_small(&packed));
+        assert_eq!(history.manifest(A).as_ref(), Some(&large));
+        let candidates = history.candidates(None, &[]);
+        let e = &large.entries[12_345];
+        assert_eq!(
+            candidates
+                .of(&e.binary, &e.test)
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>(),
+            [e.record]
+        );
+        // Sealed bytes whose header claims 33 MiB: refused from their
+        // first ten bytes, the rest never unpacked.
+        let mut claims = b"EKZH".to_vec();
+        claims.extend_from_slice(&crate::files::sealed::FORMAT_VERSION.to_le_bytes());
+        claims.extend_from_slice(&(33u32 << 20).to_le_bytes());
+        claims.resize(4 << 20, 0);
+        fs::write(
+            history.commits_dir().join(B),
+            crate::files::sealed::pack(&claims),
+        )
+        .unwrap();
+        assert!(history.manifest(B).is_none());
+        assert_eq!(history.manifests().len(), 1);
+    }
+
+    #[test]
     fn candidates_come_head_then_parents_then_the_newest_others_and_never_failures() {
         let manifest = |commit: &str, at, record: u8, outcome| Manifest {
             commit: commit.into(),
