@@ -67,7 +67,12 @@ fn bomb(prefix: &[u8], size: u64, window_log: u32) -> Vec<u8> {
 /// The first bytes of a sealed manifest of `size` bytes in all: what
 /// cargo-ekstazi reads first, true to the size.
 fn manifest_header(size: u64) -> Vec<u8> {
-    let mut header = b"EKZH".to_vec();
+    sealed_header(b"EKZH", size)
+}
+
+/// The first bytes of a sealed file of `magic`, `size` bytes in all.
+fn sealed_header(magic: &[u8; 4], size: u64) -> Vec<u8> {
+    let mut header = magic.to_vec();
     header.extend_from_slice(&FORMAT.to_le_bytes());
     header.extend_from_slice(&u32::try_from(size - 42).unwrap().to_le_bytes());
     header
@@ -154,7 +159,7 @@ fn forged_id(n: usize) -> String {
 }
 
 #[test]
-fn forged_manifests_of_a_keyed_state_are_refused_in_bounded_memory() {
+fn forged_manifests_and_segments_of_a_keyed_state_are_refused_in_bounded_memory() {
     let f = Fixture::new("verdicts").in_git();
     f.test_ok_with(&[], &KEYED);
     let commits = f
@@ -171,6 +176,13 @@ fn forged_manifests_of_a_keyed_state_are_refused_in_bounded_memory() {
     ];
     for n in 0..16 {
         std::fs::write(commits.join(forged_id(n)), &bombs[n % 2]).unwrap();
+    }
+    // And segments of the function table: one with a wide window, one
+    // claiming more than a segment may be (256 MiB).
+    let functions = f.path().join(format!(".ekstazi/v{FORMAT}/.functions"));
+    for (n, (claimed, window)) in [(255 << 20, 27), (300 << 20, 19)].into_iter().enumerate() {
+        let segment = bomb(&sealed_header(b"EKZF", claimed), claimed, window);
+        std::fs::write(functions.join(format!("f{n:031x}")), segment).unwrap();
     }
     // A change: the test it affects is tried against the history.
     f.edit("src/lib.rs", "a * b", "b * a");
@@ -292,7 +304,8 @@ fn a_run_logged_in_the_future_does_not_postpone_the_full_run() {
 /// `$EKSTAZI_ATTACK_DIR` (see docs/design/reliability.md):
 /// `commits/` 16 manifests of 255 MiB (8 KiB each), `forged.tar.zst` 4
 /// manifests of 5 000 000 entries, `globals.tar.zst` 216 GB of global PAX
-/// headers.
+/// headers, `window23.tar.zst` and `window27.tar.zst` 255 MiB in a frame
+/// with a window of 8 and 128 MiB.
 #[test]
 #[ignore = "writes the attacks' inputs at full scale; run by hand"]
 fn generate_attack_inputs() {
@@ -316,4 +329,11 @@ fn generate_attack_inputs() {
         endless_globals(216_000_000_000 / (16 * (512 + 60 * 1024))),
     )
     .unwrap();
+    // An archive of one entry a store does not use, 255 MiB of zeros, in
+    // a frame with a window of 2^log bytes: what a window costs.
+    let data: u64 = 255 << 20;
+    for log in [23, 27] {
+        let tar = bomb(&tar_header("junk", b'0', data), 512 + data + 1024, log);
+        std::fs::write(dir.join(format!("window{log}.tar.zst")), tar).unwrap();
+    }
 }
