@@ -171,12 +171,34 @@ pub(crate) const SMALL: u64 = 1 << 20;
 /// Held while a large file (over [`SMALL`], packed or not) is read,
 /// unpacked and used: one at a time across threads, so that the threads
 /// reading a history in parallel hold at most one large manifest between
-/// them, not one each.
-pub(crate) fn one_large_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+/// them, not one each. A thread that holds it already (a merge reading the
+/// destination's manifest while it holds the source's) goes on.
+pub(crate) fn one_large_at_a_time() -> Large {
     static LARGE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LARGE
+    if HOLDING.get() {
+        return Large(None);
+    }
+    let guard = LARGE
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDING.set(true);
+    Large(Some(guard))
+}
+
+thread_local! {
+    /// This thread holds [`one_large_at_a_time`].
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// See [`one_large_at_a_time`].
+pub(crate) struct Large(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for Large {
+    fn drop(&mut self) {
+        if self.0.take().is_some() {
+            HOLDING.set(false);
+        }
+    }
 }
 
 /// Whether packed bytes declare, in their first frame's header, that they

@@ -239,7 +239,16 @@ fn merge_history(
     let (ours, theirs) = (dest.history(), source.history());
     for commit in theirs.commit_ids() {
         let done = theirs.with_manifest(&commit, |manifest| {
-            merge_commit(&ours, &theirs, manifest, now_ms, merged, tables)
+            let filed_before = ours.manifest(&commit);
+            merge_commit(
+                &ours,
+                &theirs,
+                manifest,
+                filed_before,
+                now_ms,
+                merged,
+                tables,
+            )
         });
         match done {
             Some(done) => done?,
@@ -254,11 +263,13 @@ fn merge_history(
 /// How many records a merge cuts and writes at once (a pack each).
 const BATCH: usize = 1024;
 
-/// [`merge_history`] of one commit.
+/// [`merge_history`] of one commit, given what the destination filed
+/// under it.
 fn merge_commit(
     ours: &History,
     theirs: &History,
     manifest: ManifestView<'_>,
+    filed_before: Option<Manifest>,
     now_ms: u64,
     merged: &mut Merged,
     tables: &mut HashSet<crate::model::dep::Hash>,
@@ -270,7 +281,6 @@ fn merge_commit(
         });
         return Ok(());
     }
-    let filed_before = ours.manifest(commit);
     let ours_filed_at = filed_before.as_ref().map(|m| m.filed_at_ms);
     let mut entries: BTreeMap<(String, String), Entry> = filed_before
         .map(|m| {
@@ -522,6 +532,36 @@ mod tests {
         assert_eq!(
             dest.history().object(&filed.entries[0].record),
             Some(record)
+        );
+    }
+
+    #[test]
+    fn large_manifests_on_both_sides_merge() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        // 40 000 entries: over a MiB on each side, each read holding the
+        // one large manifest at a time, the destination's inside the
+        // source's.
+        let large = |test: &str| Manifest {
+            commit: "a".repeat(40),
+            filed_at_ms: 1,
+            entries: (0..40_000u32)
+                .map(|i| Entry {
+                    binary: "b".into(),
+                    test: format!("{test}{i:05}"),
+                    record: *blake3::hash(&i.to_le_bytes()).as_bytes(),
+                    outcome: crate::model::record::Outcome::Passed,
+                    ran: true,
+                })
+                .collect(),
+        };
+        dest.history().put_manifest(&large("ours")).unwrap();
+        source.history().put_manifest(&large("theirs")).unwrap();
+        let merged = merge_parts_at(&dest, &source, false, 1_800_000_000_000).unwrap();
+        assert_eq!(merged.refused.count(Refusal::FiledMissing), 40_000);
+        assert_eq!(
+            dest.history().manifest(&"a".repeat(40)),
+            Some(large("ours"))
         );
     }
 }
