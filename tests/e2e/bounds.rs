@@ -267,6 +267,30 @@ fn an_archive_of_endless_extension_headers_stops_at_the_limit() {
 }
 
 #[test]
+fn an_archive_asking_for_a_wide_window_is_refused_from_its_header() {
+    let f = Fixture::new("verdicts");
+    f.test_ok(&[]);
+    let records = f.records();
+    // A valid archive of one entry a store does not use, in a frame with a
+    // window of 128 MiB (zstd's own default limit).
+    let mut tar = tar_header("junk", b'0', 2 << 20).to_vec();
+    tar.resize(tar.len() + (2 << 20) + 1024, 0);
+    let mut wide = Vec::new();
+    let mut encoder = zstd::stream::write::Encoder::new(&mut wide, 1).unwrap();
+    encoder.window_log(27).unwrap();
+    for chunk in tar.chunks(64 * 1024) {
+        encoder.write_all(chunk).unwrap();
+    }
+    encoder.finish().unwrap();
+    let file = f.tmp().join("wide.tar.zst");
+    std::fs::write(&file, wide).unwrap();
+    let run = f.run(&["history", "import", file.to_str().unwrap()]);
+    assert_eq!(run.code(), Some(1), "{run:?}");
+    assert!(run.stderr.contains("a zstd window over 8 MiB"), "{run:?}");
+    assert_eq!(f.records(), records);
+}
+
+#[test]
 fn a_run_logged_in_the_future_does_not_postpone_the_full_run() {
     let f = Fixture::new("verdicts").with_env("EKSTAZI_FULL_EVERY", "1h");
     // The first run is a full one (none in the log yet).
@@ -303,7 +327,8 @@ fn a_run_logged_in_the_future_does_not_postpone_the_full_run() {
 /// Writes the attacks' inputs at the scale they were measured at, into
 /// `$EKSTAZI_ATTACK_DIR` (see docs/design/reliability.md):
 /// `commits/` 16 manifests of 255 MiB (8 KiB each), `forged.tar.zst` 4
-/// manifests of 5 000 000 entries, `globals.tar.zst` 216 GB of global PAX
+/// manifests of 5 000 000 entries (`forged-under.tar.zst`: of 745 000, just
+/// under the limit), `globals.tar.zst` 216 GB of global PAX
 /// headers, `window23.tar.zst` and `window27.tar.zst` 255 MiB in a frame
 /// with a window of 8 and 128 MiB.
 #[test]
@@ -324,6 +349,11 @@ fn generate_attack_inputs() {
         .map(|n| (at(n), forged_manifest(&forged_id(n), 5_000_000)))
         .collect();
     std::fs::write(dir.join("forged.tar.zst"), archive(&forged)).unwrap();
+    // The same, each just under what a manifest may be (32 MiB).
+    let under: Vec<(String, Vec<u8>)> = (1..=4)
+        .map(|n| (at(n), forged_manifest(&forged_id(n), 745_000)))
+        .collect();
+    std::fs::write(dir.join("forged-under.tar.zst"), archive(&under)).unwrap();
     std::fs::write(
         dir.join("globals.tar.zst"),
         endless_globals(216_000_000_000 / (16 * (512 + 60 * 1024))),

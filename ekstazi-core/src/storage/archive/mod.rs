@@ -170,10 +170,17 @@ pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
     Ok(counted)
 }
 
-/// The reader's error past [`MAX_BYTES`] as what it means.
+/// The reader's error past [`MAX_BYTES`], or the decoder's at a window
+/// over [`WINDOW_LOG_MAX`], as what it means.
 fn too_large(e: io::Error) -> ArchiveError {
     if e.kind() == io::ErrorKind::FileTooLarge {
         ArchiveError::TooLarge(e.to_string())
+    } else if e.to_string().contains("too much memory") {
+        // zstd's "Frame requires too much memory for decoding".
+        ArchiveError::TooLarge(format!(
+            "a zstd window over {} MiB",
+            1 << (WINDOW_LOG_MAX - 20)
+        ))
     } else {
         ArchiveError::Io(e)
     }
