@@ -207,7 +207,9 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
         ));
     }
     for why in merged.refused.lines() {
-        style::warn(format!("not imported: {why} (the tests concerned run next time)"));
+        style::warn(format!(
+            "not imported: {why} (the tests concerned run next time)"
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

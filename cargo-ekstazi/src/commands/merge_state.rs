@@ -52,7 +52,9 @@ pub fn run(args: MergeStateArgs) -> Result<ExitCode> {
             merged.functions
         );
         for why in merged.refused.lines() {
-            style::warn(format!("not merged: {why} (the tests concerned run next time)"));
+            style::warn(format!(
+                "not merged: {why} (the tests concerned run next time)"
+            ));
         }
         refused += merged.refused.len();
     }
