@@ -6,7 +6,7 @@
 //! the figures in docs/design/reliability.md were measured at.
 
 use crate::support::{Fixture, TestRun};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
