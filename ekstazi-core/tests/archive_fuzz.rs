@@ -34,7 +34,7 @@ fn valid_tar() -> Vec<u8> {
 
 /// Reads every entry of `bytes`, the data of regular files copied out.
 fn read_all(bytes: &[u8]) {
-    let mut reader = TarReader::new(bytes);
+    let mut reader = TarReader::with_limit(bytes, u64::MAX);
     for _ in 0..1000 {
         match reader.next_header() {
             Ok(Some(header)) if header.is_regular() && header.size < 1 << 20 => {

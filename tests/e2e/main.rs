@@ -5,6 +5,7 @@ mod support;
 
 mod adoption;
 mod bisect;
+mod bounds;
 mod capture;
 mod completions;
 mod doctests;

@@ -296,7 +296,7 @@ fn walk(
     let file = fs::File::open(archive)
         .with_context(|| format!("cannot open the archive {}", archive.display()))?;
     let decoder = zstd::stream::read::Decoder::new(file)?;
-    let mut tar = TarReader::new(decoder);
+    let mut tar = TarReader::with_limit(decoder, MAX_BYTES);
     let mut entries = 0;
     while let Some(header) = tar
         .next_header()

@@ -206,8 +206,10 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
             counted.left_out
         ));
     }
-    for why in &merged.refused {
-        style::warn(format!("not imported: {why} (its test runs next time)"));
+    for why in merged.refused.lines() {
+        style::warn(format!(
+            "not imported: {why} (the tests concerned run next time)"
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -51,8 +51,10 @@ pub fn run(args: MergeStateArgs) -> Result<ExitCode> {
             merged.kept,
             merged.functions
         );
-        for why in &merged.refused {
-            style::warn(format!("not merged: {why} (its test runs next time)"));
+        for why in merged.refused.lines() {
+            style::warn(format!(
+                "not merged: {why} (the tests concerned run next time)"
+            ));
         }
         refused += merged.refused.len();
     }

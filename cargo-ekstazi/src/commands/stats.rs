@@ -24,7 +24,7 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
         Some(dir) => std::path::absolute(dir)?,
         None => super::workspace_state_dir(args.manifest_path.as_deref())?.1,
     };
-    let entries = run_log::read(&state);
+    let entries = run_log::read(&state).entries;
     let now_ms = ekstazi_core::model::record::now_ms();
     let mut out = anstream::stdout().lock();
     let overall = Totals::of(&entries);

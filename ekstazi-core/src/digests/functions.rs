@@ -58,8 +58,13 @@ pub struct Function {
     pub fp: Fp,
 }
 
-/// Segments are small, but a file larger than this is not one of ours.
-const MAX_SEGMENT_BYTES: u64 = 1 << 30;
+/// Segments are small (ripgrep's whole table is 1.4 MB in 50 of them),
+/// but a file larger than this is not one of ours. Planted in a state
+/// handed over as is, a segment is unpacked only once its window, the
+/// length it claims and its seal are checked as a stream
+/// ([`crate::files::sealed::unpack_sealed`]): a forged one costs reading
+/// no more than this, never holding it.
+const MAX_SEGMENT_BYTES: u64 = 256 << 20;
 const MAGIC: &[u8; 4] = b"EKZF";
 
 #[derive(Serialize, Deserialize)]
@@ -359,7 +364,7 @@ impl Inner {
 
 fn read_segment(state: &StateDir, path: &Path) -> Option<Segment> {
     let packed = state.read_bounded(path, MAX_SEGMENT_BYTES).ok()?;
-    let bytes = crate::files::sealed::unpack(&packed, MAX_SEGMENT_BYTES)?;
+    let bytes = crate::files::sealed::unpack_sealed(MAGIC, &packed, MAX_SEGMENT_BYTES).ok()?;
     crate::files::sealed::open(MAGIC, &bytes).ok()
 }
 

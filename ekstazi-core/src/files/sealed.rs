@@ -155,6 +155,183 @@ pub(crate) fn unpack(packed: &[u8], limit: u64) -> Option<Vec<u8>> {
     })
 }
 
+/// The largest zstd window, as a power of two, that a packed file of ours
+/// is streamed with: 4 MiB. `pack` (zstd's level 3) never uses more than
+/// 2 MiB (a window log of 21), and a stream decoder holds a whole window:
+/// at zstd's own default limit (a log of 27), a hostile frame with a
+/// 128 MiB window cost 136 MiB resident (measured); refused here at its
+/// header, before anything is decompressed.
+pub const WINDOW_LOG_MAX: u32 = 22;
+
+/// What a packed file of ours may unpack to at once, without first being
+/// checked as a stream: ripgrep's manifests (1 165 tests) are 47 KB each
+/// packed, so the common case costs one decompression.
+pub(crate) const SMALL: u64 = 1 << 20;
+
+/// Held while a large file (over [`SMALL`], packed or not) is read,
+/// unpacked and used: one at a time across threads, so that the threads
+/// reading a history in parallel hold at most one large manifest between
+/// them, not one each. A thread that holds it already (a merge reading the
+/// destination's manifest while it holds the source's) goes on.
+pub(crate) fn one_large_at_a_time() -> Large {
+    static LARGE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if HOLDING.get() {
+        return Large(None);
+    }
+    let guard = LARGE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    HOLDING.set(true);
+    Large(Some(guard))
+}
+
+thread_local! {
+    /// This thread holds [`one_large_at_a_time`].
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// See [`one_large_at_a_time`].
+pub(crate) struct Large(Option<std::sync::MutexGuard<'static, ()>>);
+
+impl Drop for Large {
+    fn drop(&mut self) {
+        if self.0.take().is_some() {
+            HOLDING.set(false);
+        }
+    }
+}
+
+/// Whether packed bytes declare, in their first frame's header, that they
+/// unpack to no more than [`SMALL`] (what [`pack`] writes declares it).
+pub(crate) fn declares_small(packed: &[u8]) -> bool {
+    zstd::zstd_safe::get_frame_content_size(packed)
+        .ok()
+        .flatten()
+        .is_some_and(|size| size <= SMALL)
+}
+
+/// Unpacks a sealed file of `magic`, bounded before anything is trusted:
+/// what declares itself small is unpacked at once, no more than [`SMALL`];
+/// anything else is first checked as a stream ([`check_streaming`]: a
+/// window of at most [`WINDOW_LOG_MAX`], the length its header claims no
+/// more than `limit`, its seal), holding none of it, and only then
+/// unpacked, at exactly its checked length. The seal is checked again by
+/// whoever opens the bytes.
+pub(crate) fn unpack_sealed(
+    magic: &[u8; 4],
+    packed: &[u8],
+    limit: u64,
+) -> Result<Vec<u8>, DecodeError> {
+    if declares_small(packed) {
+        return unpack(packed, SMALL.min(limit)).ok_or(DecodeError::BadBody);
+    }
+    let len = check_streaming(KEY.get(), magic, packed, limit)?;
+    unpack(packed, len).ok_or(DecodeError::BadBody)
+}
+
+/// Checks packed sealed bytes as they decompress, keeping none of them: a
+/// window over [`WINDOW_LOG_MAX`] is refused from the frame's header,
+/// sealed bytes whose header claims more than `limit` from their first ten
+/// bytes, and what follows is hashed as it comes, up to the length the
+/// header claims and no further. Returns that length. (Sealed without the
+/// key is not told apart from damaged here: both are [`DecodeError::BadDigest`].)
+pub(crate) fn check_streaming(
+    key: Option<&[u8; 32]>,
+    magic: &[u8; 4],
+    packed: &[u8],
+    limit: u64,
+) -> Result<u64, DecodeError> {
+    use zstd::zstd_safe::{DCtx, DParameter, InBuffer, OutBuffer};
+    let mut dctx = DCtx::create();
+    dctx.set_parameter(DParameter::WindowLogMax(WINDOW_LOG_MAX))
+        .map_err(|_| DecodeError::BadBody)?;
+    let mut hasher = match key {
+        Some(key) => blake3::Hasher::new_keyed(key),
+        None => blake3::Hasher::new(),
+    };
+    let mut input = InBuffer::around(packed);
+    let mut buffer = vec![0u8; 1 << 17];
+    let mut header = [0u8; HEADER];
+    let mut digest = [0u8; DIGEST];
+    // Bytes seen so far, and how many the header claims (once read).
+    let mut seen: u64 = 0;
+    let mut total: Option<u64> = None;
+    loop {
+        let mut output = OutBuffer::around(&mut buffer[..]);
+        let hint = dctx
+            .decompress_stream(&mut output, &mut input)
+            .map_err(|code| {
+                if zstd::zstd_safe::get_error_name(code).contains("too much memory") {
+                    DecodeError::TooLarge
+                } else {
+                    DecodeError::BadBody
+                }
+            })?;
+        let produced = output.as_slice();
+        let mut chunk = produced;
+        if seen < HEADER as u64 {
+            let at = seen as usize;
+            let take = (HEADER - at).min(chunk.len());
+            header[at..at + take].copy_from_slice(&chunk[..take]);
+            seen += take as u64;
+            chunk = &chunk[take..];
+            if seen == HEADER as u64 {
+                total = Some(claimed_len(magic, &header, limit)?);
+                hasher.update(&header);
+            }
+        }
+        if let Some(end) = total {
+            if seen + chunk.len() as u64 > end {
+                return Err(DecodeError::BadLength);
+            }
+            let body_end = end - DIGEST as u64;
+            if seen < body_end {
+                let take = ((body_end - seen) as usize).min(chunk.len());
+                hasher.update(&chunk[..take]);
+                seen += take as u64;
+                chunk = &chunk[take..];
+            }
+            if !chunk.is_empty() {
+                let at = (seen - body_end) as usize;
+                digest[at..at + chunk.len()].copy_from_slice(chunk);
+                seen += chunk.len() as u64;
+            }
+        }
+        if hint == 0 && input.pos() == packed.len() {
+            break;
+        }
+        if produced.is_empty() && input.pos() == packed.len() {
+            return Err(DecodeError::Truncated);
+        }
+    }
+    let end = total.ok_or(DecodeError::Truncated)?;
+    if seen != end {
+        return Err(DecodeError::Truncated);
+    }
+    if hasher.finalize().as_bytes() != &digest {
+        return Err(DecodeError::BadDigest);
+    }
+    Ok(end)
+}
+
+/// The whole length of sealed bytes, from their header: refused when it
+/// is not of `magic` and this format, or is more than `limit`.
+fn claimed_len(magic: &[u8; 4], header: &[u8; HEADER], limit: u64) -> Result<u64, DecodeError> {
+    if &header[..4] != magic {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = u16::from_le_bytes([header[4], header[5]]);
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::OtherVersion(version));
+    }
+    let body_len = u32::from_le_bytes([header[6], header[7], header[8], header[9]]);
+    let total = (HEADER + DIGEST) as u64 + u64::from(body_len);
+    if total > limit {
+        return Err(DecodeError::TooLarge);
+    }
+    Ok(total)
+}
+
 /// Why a record was not accepted. Every variant means: run the test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
@@ -225,5 +402,113 @@ mod tests {
         assert_eq!(unpack(b"not zstd", 4096), None);
         // The context is reused after a failure.
         assert_eq!(unpack(&pack(b"after"), 16).as_deref(), Some(&b"after"[..]));
+    }
+
+    /// `bytes` as one zstd frame with a window of 2^`window_log` bytes,
+    /// declaring its size or not.
+    fn framed(bytes: &[u8], window_log: u32, declared: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut encoder = zstd::stream::write::Encoder::new(&mut out, 1).unwrap();
+        encoder.window_log(window_log).unwrap();
+        if declared {
+            encoder
+                .set_pledged_src_size(Some(bytes.len() as u64))
+                .unwrap();
+        }
+        std::io::Write::write_all(&mut encoder, bytes).unwrap();
+        encoder.finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn a_frame_whose_window_exceeds_the_limit_is_refused_from_its_header() {
+        // 128 MiB of window, zstd's own default limit: refused before
+        // anything is decompressed, whatever the bytes would have been.
+        let sealed = seal_with(None, b"TEST", &vec![1u8; 2 << 20]);
+        let wide = framed(&sealed, 27, false);
+        assert_eq!(
+            check_streaming(None, b"TEST", &wide, 64 << 20),
+            Err(DecodeError::TooLarge)
+        );
+        assert_eq!(
+            unpack_sealed(b"TEST", &wide, 64 << 20),
+            Err(DecodeError::TooLarge)
+        );
+        // The window `pack` uses, and the limit itself, are taken.
+        for log in [21, WINDOW_LOG_MAX] {
+            let packed = framed(&sealed, log, false);
+            assert_eq!(
+                check_streaming(None, b"TEST", &packed, 64 << 20),
+                Ok(sealed.len() as u64),
+                "window log {log}"
+            );
+            assert_eq!(
+                unpack_sealed(b"TEST", &packed, 64 << 20),
+                Ok(sealed.clone())
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_is_refused_at_the_length_its_header_claims() {
+        let body = vec![3u8; 3 << 20];
+        let sealed = seal_with(None, b"TEST", &body);
+        let len = sealed.len() as u64;
+        // Larger than a small file, so checked as a stream.
+        let packed = framed(&sealed, 21, true);
+        assert!(!declares_small(&packed));
+        assert_eq!(unpack_sealed(b"TEST", &packed, len), Ok(sealed.clone()));
+        // A header claiming more than the limit: refused from its ten
+        // bytes, the rest never decompressed.
+        assert_eq!(
+            check_streaming(None, b"TEST", &packed, len - 1),
+            Err(DecodeError::TooLarge)
+        );
+        // A header claiming less than follows: refused as it passes.
+        let mut lying = sealed.clone();
+        lying[6..10].copy_from_slice(&1024u32.to_le_bytes());
+        assert_eq!(
+            check_streaming(None, b"TEST", &framed(&lying, 21, true), len),
+            Err(DecodeError::BadLength)
+        );
+        // A flipped byte, a cut, another magic, another key.
+        let mut flipped = sealed.clone();
+        flipped[1 << 20] ^= 1;
+        assert_eq!(
+            check_streaming(None, b"TEST", &framed(&flipped, 21, true), len),
+            Err(DecodeError::BadDigest)
+        );
+        assert_eq!(
+            check_streaming(
+                None,
+                b"TEST",
+                &framed(&sealed[..sealed.len() - 1], 21, true),
+                len
+            ),
+            Err(DecodeError::Truncated)
+        );
+        assert_eq!(
+            check_streaming(None, b"OTHR", &packed, len),
+            Err(DecodeError::BadMagic)
+        );
+        assert_eq!(
+            check_streaming(Some(&[1; 32]), b"TEST", &packed, len),
+            Err(DecodeError::BadDigest)
+        );
+        let keyed = seal_with(Some(&[1; 32]), b"TEST", &body);
+        assert_eq!(
+            check_streaming(Some(&[1; 32]), b"TEST", &framed(&keyed, 21, true), len),
+            Ok(len)
+        );
+        // What declares itself small is unpacked at once, up to SMALL only.
+        let small = seal_with(None, b"TEST", b"small");
+        assert!(declares_small(&pack(&small)));
+        assert_eq!(unpack_sealed(b"TEST", &pack(&small), 1 << 30), Ok(small));
+        // A first frame that declares 1 KiB, then 2 MiB more: unpacked at
+        // once, and refused at SMALL, not given a larger buffer.
+        let claims_1k = framed(&[0u8; 1024], 21, true);
+        assert!(declares_small(&claims_1k));
+        let then_more = [claims_1k, framed(&vec![0u8; 2 << 20], 21, true)].concat();
+        assert!(unpack_sealed(b"TEST", &then_more, 1 << 30).is_err());
     }
 }

@@ -14,9 +14,10 @@
 //! push the real history out of its budget.
 
 use crate::digests::functions::FunctionTable;
-use crate::storage::history::{Entry, Manifest};
+use crate::model::record::Record;
+use crate::storage::history::{Entry, History, Manifest, ManifestView};
 use crate::storage::store::{Loaded, Store};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io;
 
 /// How far ahead of this machine's clock another machine's may be: a
@@ -36,8 +37,78 @@ pub struct Merged {
     pub functions: usize,
     /// Commits whose filed records were added to the destination's history.
     pub commits: usize,
-    /// Files not copied, and why.
-    pub refused: Vec<String>,
+    /// Files not copied, and why: by kind.
+    pub refused: Refused,
+}
+
+/// What was not taken, summarised: per kind, how many and the first of
+/// them. A forged manifest of five million entries whose records are all
+/// missing is one line, not five million (20 000 002 warning lines, before).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    kinds: Vec<(Refusal, usize, String)>,
+}
+
+/// The kinds of [`Refused`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Two function tables give one function id two meanings.
+    FunctionsDisagree,
+    /// A current record that does not decode.
+    Damaged,
+    /// A current record dated later than this machine's clock allows.
+    RecordInTheFuture,
+    /// A commit's manifest that does not open (damaged, too large, sealed
+    /// without the key).
+    ManifestDamaged,
+    /// A commit's manifest dated later than the clock allows.
+    ManifestInTheFuture,
+    /// A filed record the manifest names that is missing or damaged.
+    FiledMissing,
+    /// A filed record dated later than the clock allows.
+    FiledInTheFuture,
+    /// A filed record that is another test's.
+    FiledOfAnother,
+    /// An uninstrumented table named and missing or damaged.
+    TableMissing,
+}
+
+impl Refused {
+    /// Counts one refusal of `kind`, `why` kept if it is the first.
+    pub fn push(&mut self, kind: Refusal, why: impl FnOnce() -> String) {
+        match self.kinds.iter_mut().find(|(k, ..)| *k == kind) {
+            Some((_, count, _)) => *count += 1,
+            None => self.kinds.push((kind, 1, why())),
+        }
+    }
+
+    /// How many were refused, of every kind.
+    pub fn len(&self) -> usize {
+        self.kinds.iter().map(|(_, count, _)| count).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// How many of `kind`.
+    pub fn count(&self, kind: Refusal) -> usize {
+        self.kinds
+            .iter()
+            .find(|(k, ..)| *k == kind)
+            .map_or(0, |(_, count, _)| *count)
+    }
+
+    /// One line per kind: the first refused, and how many more like it.
+    pub fn lines(&self) -> Vec<String> {
+        self.kinds
+            .iter()
+            .map(|(_, count, first)| match count {
+                1 => first.clone(),
+                n => format!("{first}; and {} more like it", n - 1),
+            })
+            .collect()
+    }
 }
 
 /// Merges the records and function tables of `source` into `dest`.
@@ -74,10 +145,12 @@ fn merge_parts_at(dest: &Store, source: &Store, current: bool, now_ms: u64) -> i
     let theirs = FunctionTable::load(&source.functions_dir());
     let before = ours.len().0;
     for id in ours.absorb(&theirs) {
-        merged.refused.push(format!(
-            "the function tables disagree on {}: the tests that executed it run",
-            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        ));
+        merged.refused.push(Refusal::FunctionsDisagree, || {
+            format!(
+                "the function tables disagree on {}: the tests that executed it run",
+                id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            )
+        });
     }
     merged.functions = ours.len().0 - before;
     ours.flush()?;
@@ -91,10 +164,12 @@ fn merge_parts_at(dest: &Store, source: &Store, current: bool, now_ms: u64) -> i
         let record = match record {
             Ok(record) => match in_the_future(record.recorded_at_ms, now_ms) {
                 Some(why) => {
-                    merged.refused.push(format!(
-                        "the record of {} {} is {why}: not taken, the test runs",
-                        record.binary, record.test
-                    ));
+                    merged.refused.push(Refusal::RecordInTheFuture, || {
+                        format!(
+                            "the record of {} {} is {why}: not taken, the test runs",
+                            record.binary, record.test
+                        )
+                    });
                     continue;
                 }
                 None => {
@@ -103,7 +178,9 @@ fn merge_parts_at(dest: &Store, source: &Store, current: bool, now_ms: u64) -> i
                 }
             },
             Err(e) => {
-                merged.refused.push(format!("{}: {e}", path.display()));
+                merged
+                    .refused
+                    .push(Refusal::Damaged, || format!("{}: {e}", path.display()));
                 continue;
             }
         };
@@ -131,10 +208,12 @@ fn merge_parts_at(dest: &Store, source: &Store, current: bool, now_ms: u64) -> i
         }
         match source.load_uninstrumented(&id) {
             Some(table) => dest.save_uninstrumented(&id, &table)?,
-            None => merged.refused.push(format!(
-                "uninstrumented functions {} are missing or damaged: the tests that name them run",
-                blake3::Hash::from_bytes(id).to_hex()
-            )),
+            None => merged.refused.push(Refusal::TableMissing, || {
+                format!(
+                    "uninstrumented functions {} are missing or damaged: the tests that name them run",
+                    blake3::Hash::from_bytes(id).to_hex()
+                )
+            }),
         }
     }
     Ok(merged)
@@ -145,6 +224,11 @@ fn merge_parts_at(dest: &Store, source: &Store, current: bool, now_ms: u64) -> i
 /// of a run at that commit wins over one that vouched, else the
 /// destination's stays). Every object is checked before it is copied; an
 /// entry whose object is missing or damaged is left behind.
+///
+/// One commit at a time, its manifest read in place (never every
+/// manifest at once, nor a manifest's entries as owned strings), and its
+/// records written a [`BATCH`] at a time: what a merge holds is bounded by
+/// one manifest, whatever the source holds.
 fn merge_history(
     dest: &Store,
     source: &Store,
@@ -153,79 +237,131 @@ fn merge_history(
     tables: &mut HashSet<crate::model::dep::Hash>,
 ) -> io::Result<()> {
     let (ours, theirs) = (dest.history(), source.history());
-    for manifest in theirs.manifests() {
-        if let Some(why) = in_the_future(manifest.filed_at_ms, now_ms) {
-            merged.refused.push(format!(
-                "the records filed at {} are {why}: not taken",
-                manifest.commit
-            ));
+    for commit in theirs.commit_ids() {
+        let done = theirs.with_manifest(&commit, |manifest| {
+            let filed_before = ours.manifest(&commit);
+            merge_commit(
+                &ours,
+                &theirs,
+                manifest,
+                filed_before,
+                now_ms,
+                merged,
+                tables,
+            )
+        });
+        match done {
+            Some(done) => done?,
+            None => merged.refused.push(Refusal::ManifestDamaged, || {
+                format!("the records filed at {commit} are damaged or larger than any: not taken")
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// How many records a merge cuts and writes at once (a pack each).
+const BATCH: usize = 1024;
+
+/// [`merge_history`] of one commit, given what the destination filed
+/// under it.
+fn merge_commit(
+    ours: &History,
+    theirs: &History,
+    manifest: ManifestView<'_>,
+    filed_before: Option<Manifest>,
+    now_ms: u64,
+    merged: &mut Merged,
+    tables: &mut HashSet<crate::model::dep::Hash>,
+) -> io::Result<()> {
+    let commit = manifest.commit;
+    if let Some(why) = in_the_future(manifest.filed_at_ms, now_ms) {
+        merged.refused.push(Refusal::ManifestInTheFuture, || {
+            format!("the records filed at {commit} are {why}: not taken")
+        });
+        return Ok(());
+    }
+    let ours_filed_at = filed_before.as_ref().map(|m| m.filed_at_ms);
+    let mut entries: BTreeMap<(String, String), Entry> = filed_before
+        .map(|m| {
+            m.entries
+                .into_iter()
+                .map(|e| ((e.binary.clone(), e.test.clone()), e))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut batch: Vec<(Entry, Record)> = Vec::new();
+    let mut taken = false;
+    for entry in manifest.entries() {
+        let key = (entry.binary.to_owned(), entry.test.to_owned());
+        if entries.get(&key).is_some_and(|e| e.ran || !entry.ran) {
             continue;
         }
-        let mut entries: Vec<Entry> = ours
-            .manifest(&manifest.commit)
-            .map(|m| m.entries)
-            .unwrap_or_default();
-        let mut objects = Vec::new();
-        for entry in manifest.entries {
-            let held = entries
-                .iter()
-                .position(|e| (&e.binary, &e.test) == (&entry.binary, &entry.test));
-            if held.is_some_and(|i| entries[i].ran || !entry.ran) {
-                continue;
-            }
-            let Some(record) = theirs.object(&entry.record) else {
-                merged.refused.push(format!(
-                    "the record of {} {} filed at {} is missing or damaged",
-                    entry.binary, entry.test, manifest.commit
-                ));
-                continue;
-            };
-            if let Some(why) = in_the_future(record.recorded_at_ms, now_ms) {
-                merged.refused.push(format!(
-                    "the record of {} {} filed at {} is {why}: not taken",
-                    entry.binary, entry.test, manifest.commit
-                ));
-                continue;
-            }
-            if record.binary != entry.binary || record.test != entry.test {
-                merged.refused.push(format!(
-                    "the record of {} {} filed at {} is not that test's",
-                    entry.binary, entry.test, manifest.commit
-                ));
-                continue;
-            }
-            tables.extend(record.code.iter().map(|c| c.uninstrumented));
-            objects.push(record);
-            match held {
-                Some(i) => entries[i] = entry,
-                None => entries.push(entry),
-            }
+        let Some(record) = theirs.object(&entry.record) else {
+            merged.refused.push(Refusal::FiledMissing, || {
+                format!(
+                    "the record of {} {} filed at {commit} is missing or damaged",
+                    entry.binary, entry.test
+                )
+            });
+            continue;
+        };
+        if let Some(why) = in_the_future(record.recorded_at_ms, now_ms) {
+            merged.refused.push(Refusal::FiledInTheFuture, || {
+                format!(
+                    "the record of {} {} filed at {commit} is {why}: not taken",
+                    entry.binary, entry.test
+                )
+            });
+            continue;
         }
-        if !objects.is_empty() {
-            // One pack per commit merged; its objects before its manifest.
-            let ids = ours.put_records(&objects.iter().collect::<Vec<_>>())?;
-            // The ids as cut here, should theirs have cut a record otherwise.
-            for (record, id) in objects.iter().zip(ids) {
-                if let Some(entry) = entries
-                    .iter_mut()
-                    .find(|e| (&e.binary, &e.test) == (&record.binary, &record.test))
-                {
-                    entry.record = id;
-                }
-            }
-            entries.sort_by(|a, b| (&a.binary, &a.test).cmp(&(&b.binary, &b.test)));
-            let filed_at_ms = ours
-                .manifest(&manifest.commit)
-                .map_or(manifest.filed_at_ms, |m| {
-                    m.filed_at_ms.max(manifest.filed_at_ms)
-                });
-            ours.put_manifest(&Manifest {
-                commit: manifest.commit,
-                filed_at_ms,
-                entries,
-            })?;
-            merged.commits += 1;
+        if record.binary != entry.binary || record.test != entry.test {
+            merged.refused.push(Refusal::FiledOfAnother, || {
+                format!(
+                    "the record of {} {} filed at {commit} is not that test's",
+                    entry.binary, entry.test
+                )
+            });
+            continue;
         }
+        tables.extend(record.code.iter().map(|c| c.uninstrumented));
+        batch.push((entry.to_owned(), record));
+        if batch.len() == BATCH {
+            put_batch(ours, &mut batch, &mut entries)?;
+            taken = true;
+        }
+    }
+    if !batch.is_empty() {
+        put_batch(ours, &mut batch, &mut entries)?;
+        taken = true;
+    }
+    if taken {
+        let filed_at_ms =
+            ours_filed_at.map_or(manifest.filed_at_ms, |at| at.max(manifest.filed_at_ms));
+        // A map by (binary, test): in the order a manifest lists them.
+        ours.put_manifest(&Manifest {
+            commit: commit.to_owned(),
+            filed_at_ms,
+            entries: entries.into_values().collect(),
+        })?;
+        merged.commits += 1;
+    }
+    Ok(())
+}
+
+/// Writes a batch of records (their objects, before the manifest that
+/// names them), each entry then naming its record as cut here, should
+/// the source have cut it otherwise.
+fn put_batch(
+    ours: &History,
+    batch: &mut Vec<(Entry, Record)>,
+    entries: &mut BTreeMap<(String, String), Entry>,
+) -> io::Result<()> {
+    let records: Vec<&Record> = batch.iter().map(|(_, record)| record).collect();
+    let ids = ours.put_records(&records)?;
+    for ((mut entry, _), id) in batch.drain(..).zip(ids) {
+        entry.record = id;
+        entries.insert((entry.binary.clone(), entry.test.clone()), entry);
     }
     Ok(())
 }
@@ -258,7 +394,7 @@ mod tests {
         let merged = merge_parts_at(&dest, &source, true, now).unwrap();
         assert_eq!((merged.added, merged.replaced, merged.kept), (1, 0, 0));
         assert_eq!(merged.refused.len(), 1, "{:?}", merged.refused);
-        assert!(merged.refused[0].contains("after this machine's clock"));
+        assert!(merged.refused.lines()[0].contains("after this machine's clock"));
         match dest.load(&ours.binary, &ours.test) {
             Loaded::Found(r) => assert_eq!(*r, ours),
             other => panic!("{other:?}"),
@@ -327,5 +463,105 @@ mod tests {
         // Merging again changes nothing.
         let again = merge(&dest, &source).unwrap();
         assert_eq!((again.added, again.replaced), (0, 0));
+    }
+
+    #[test]
+    fn refusals_are_summarised_one_line_per_kind() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        let mut record = sample();
+        record.code.clear();
+        // Two commits naming 3 000 records the source does not hold, and
+        // one the source does: it alone is taken.
+        let [id] = source.history().put_records(&[&record]).unwrap()[..] else {
+            unreachable!()
+        };
+        let missing = |commit: &str, n: u32| Manifest {
+            commit: commit.into(),
+            filed_at_ms: 1,
+            entries: (0..n)
+                .map(|i| Entry {
+                    binary: "b".into(),
+                    test: format!("t{i:05}"),
+                    record: [7; 32],
+                    outcome: crate::model::record::Outcome::Passed,
+                    ran: true,
+                })
+                .collect(),
+        };
+        let a = "a".repeat(40);
+        let mut with_one = missing(&a, 2000);
+        with_one.entries.insert(
+            0,
+            Entry {
+                binary: record.binary.clone(),
+                test: record.test.clone(),
+                record: id,
+                outcome: record.outcome,
+                ran: true,
+            },
+        );
+        with_one
+            .entries
+            .sort_by(|x, y| (&x.binary, &x.test).cmp(&(&y.binary, &y.test)));
+        source.history().put_manifest(&with_one).unwrap();
+        source
+            .history()
+            .put_manifest(&missing(&"b".repeat(40), 1000))
+            .unwrap();
+        // And two manifests that do not open.
+        let history_dir = source.history().dir().join("commits");
+        std::fs::write(history_dir.join("c".repeat(40)), b"garbage").unwrap();
+        std::fs::write(history_dir.join("d".repeat(40)), b"more garbage").unwrap();
+        let merged = merge_parts_at(&dest, &source, false, 1_800_000_000_000).unwrap();
+        assert_eq!(merged.commits, 1);
+        assert_eq!(merged.refused.count(Refusal::FiledMissing), 3000);
+        assert_eq!(merged.refused.count(Refusal::ManifestDamaged), 2);
+        let lines = merged.refused.lines();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines.iter().any(|l| l.ends_with("and 2999 more like it")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.ends_with("and 1 more like it")),
+            "{lines:#?}"
+        );
+        let filed = dest.history().manifest(&a).unwrap();
+        assert_eq!(filed.entries.len(), 1);
+        assert_eq!(
+            dest.history().object(&filed.entries[0].record),
+            Some(record)
+        );
+    }
+
+    #[test]
+    fn large_manifests_on_both_sides_merge() {
+        let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (dest, source) = (Store::new(dirs[0].path()), Store::new(dirs[1].path()));
+        // 40 000 entries: over a MiB on each side, each read holding the
+        // one large manifest at a time, the destination's inside the
+        // source's.
+        let large = |test: &str| Manifest {
+            commit: "a".repeat(40),
+            filed_at_ms: 1,
+            entries: (0..40_000u32)
+                .map(|i| Entry {
+                    binary: "b".into(),
+                    test: format!("{test}{i:05}"),
+                    record: *blake3::hash(&i.to_le_bytes()).as_bytes(),
+                    outcome: crate::model::record::Outcome::Passed,
+                    ran: true,
+                })
+                .collect(),
+        };
+        dest.history().put_manifest(&large("ours")).unwrap();
+        source.history().put_manifest(&large("theirs")).unwrap();
+        let merged = merge_parts_at(&dest, &source, false, 1_800_000_000_000).unwrap();
+        assert_eq!(merged.refused.count(Refusal::FiledMissing), 40_000);
+        assert_eq!(
+            dest.history().manifest(&"a".repeat(40)),
+            Some(large("ours"))
+        );
     }
 }

@@ -6,8 +6,15 @@
 //! per run, appended. It decides nothing about a test: a line that does not
 //! parse is skipped, and the file is cut to its newest [`KEPT`] lines when
 //! it grows past twice that.
+//!
+//! It decides when every test runs, though, and it is not sealed, so its
+//! dates are claims: a line dated later than this machine's clock allows
+//! ([`CLOCK_SKEW_MS`]) is left out ([`Log::in_the_future`]). Taken, one
+//! forged line dated `u64::MAX` was the last full run for ever after, and
+//! `[run] full-every` never ran every test again, keyed state or not.
 
 use crate::files::contained::{How, StateDir};
+use crate::storage::merge_state::CLOCK_SKEW_MS;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -106,7 +113,7 @@ pub fn append(state_dir: &Path, entry: &RunEntry) -> std::io::Result<()> {
     let mut file = state.open(&path(state_dir), how)?;
     file.write_all(entry.line().as_bytes())?;
     drop(file);
-    let entries = read(state_dir);
+    let entries = read(state_dir).entries;
     if entries.len() > 2 * KEPT {
         let kept: String = entries[entries.len() - KEPT..]
             .iter()
@@ -117,15 +124,38 @@ pub fn append(state_dir: &Path, entry: &RunEntry) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The runs the log holds, oldest first; unreadable lines are skipped.
-pub fn read(state_dir: &Path) -> Vec<RunEntry> {
+/// What the log holds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Log {
+    /// The runs, oldest first.
+    pub entries: Vec<RunEntry>,
+    /// Lines left out for their date, later than this machine's clock
+    /// allows: for the caller to say, once.
+    pub in_the_future: usize,
+}
+
+/// The runs the log holds, oldest first; unreadable lines, and lines dated
+/// later than now allows, are skipped.
+pub fn read(state_dir: &Path) -> Log {
+    read_at(state_dir, crate::model::record::now_ms())
+}
+
+fn read_at(state_dir: &Path, now_ms: u64) -> Log {
     let Ok(bytes) = StateDir::new(state_dir).read_bounded(&path(state_dir), 64 << 20) else {
-        return Vec::new();
+        return Log::default();
     };
-    String::from_utf8_lossy(&bytes)
+    let mut log = Log::default();
+    for entry in String::from_utf8_lossy(&bytes)
         .lines()
         .filter_map(RunEntry::parse)
-        .collect()
+    {
+        if entry.at_ms > now_ms.saturating_add(CLOCK_SKEW_MS) {
+            log.in_the_future += 1;
+        } else {
+            log.entries.push(entry);
+        }
+    }
+    log
 }
 
 /// What a set of runs added up to.
@@ -188,7 +218,7 @@ mod tests {
             .write_all(b"garbage\n1\tHEAD\t1\t1\t1\t1\t1\t1\t1\t1\n")
             .unwrap();
         append(dir.path(), &entry(2, false)).unwrap();
-        let read = read(dir.path());
+        let read = read(dir.path()).entries;
         assert_eq!(read, [entry(1, true), entry(2, false)]);
         let totals = Totals::of(&read);
         assert_eq!((totals.runs, totals.skipped), (2, 6));
@@ -209,8 +239,32 @@ mod tests {
             )
             .unwrap();
         }
-        let read = read(dir.path());
+        let read = read(dir.path()).entries;
         assert_eq!(read.len(), KEPT);
         assert_eq!(read.last().unwrap().at_ms, 2 * KEPT as u64);
+    }
+
+    #[test]
+    fn a_line_dated_in_the_future_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1_800_000_000_000;
+        let entry = |at_ms, full| RunEntry {
+            at_ms,
+            full,
+            ..RunEntry::default()
+        };
+        append(dir.path(), &entry(now - 1000, true)).unwrap();
+        // Within the skew allowed: kept.
+        append(dir.path(), &entry(now + CLOCK_SKEW_MS, false)).unwrap();
+        // A forged full run at the end of time, and one just past the skew.
+        append(dir.path(), &entry(u64::MAX, true)).unwrap();
+        append(dir.path(), &entry(now + CLOCK_SKEW_MS + 1, true)).unwrap();
+        let log = read_at(dir.path(), now);
+        assert_eq!(log.in_the_future, 2);
+        assert_eq!(
+            log.entries,
+            [entry(now - 1000, true), entry(now + CLOCK_SKEW_MS, false)]
+        );
+        assert_eq!(last_full(&log.entries).map(|e| e.at_ms), Some(now - 1000));
     }
 }

@@ -47,7 +47,15 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     // The log is read only when a schedule is set.
     if !auditing && !in_background && !settings.forceall && settings.full_every.is_some() {
         let runs = run_log::read(session.store.root());
-        if let Some(why) = audit::due(settings, &runs) {
+        if runs.in_the_future > 0 {
+            style::warn(format!(
+                "{} line(s) of {} dated after this machine's clock were left out \
+                 ([run] full-every counts the others)",
+                runs.in_the_future,
+                session.store.root().join(run_log::FILE).display()
+            ));
+        }
+        if let Some(why) = audit::due(settings, &runs.entries) {
             style::note(format!(
                 "running every test as an audit: {why} ([run] full-every)"
             ));

@@ -39,6 +39,13 @@ use tar_reader::TarReader;
 pub const MAX_ENTRIES: usize = 1_000_000;
 pub const MAX_BYTES: u64 = 1 << 30;
 
+/// The largest zstd window an archive is read with, as a power of two:
+/// 8 MiB, which takes what `export` writes (zstd's level 3: 2 MiB) and what
+/// `zstd -19` does (8 MiB); a stream decoder holds its window, and zstd's
+/// own default limit (128 MiB) cost 138 MB resident for one hostile frame.
+/// A frame that asks for more is refused from its header.
+pub const WINDOW_LOG_MAX: u32 = 23;
+
 /// What an export wrote, or an unpacking took.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Counted {
@@ -129,8 +136,9 @@ fn collect(state: &StateDir, dir: &Path, prefix: &Path, out: &mut Vec<PathBuf>) 
 /// only regular files at the paths a store uses.
 pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
     let file = fs::File::open(from)?;
-    let decoder = zstd::stream::read::Decoder::new(file)?;
-    let mut tar = TarReader::new(decoder);
+    let mut decoder = zstd::stream::read::Decoder::new(file)?;
+    decoder.window_log_max(WINDOW_LOG_MAX)?;
+    let mut tar = TarReader::with_limit(decoder, MAX_BYTES);
     let mut counted = Counted::default();
     let mut entries = 0;
     let state = StateDir::new(into);
@@ -140,7 +148,7 @@ pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
         truncate: true,
         ..How::default()
     };
-    while let Some(header) = tar.next_header()? {
+    while let Some(header) = tar.next_header().map_err(too_large)? {
         entries += 1;
         if entries > MAX_ENTRIES {
             return Err(ArchiveError::TooLarge(format!(
@@ -163,10 +171,26 @@ pub fn unpack(from: &Path, into: &Path) -> Result<Counted, ArchiveError> {
         let target = into.join(&path);
         state.make_dir(target.parent().expect("a store path has a parent"))?;
         let mut out = state.open(&target, create)?;
-        tar.copy_data(header.size, &mut out)?;
+        tar.copy_data(header.size, &mut out).map_err(too_large)?;
         counted.bytes += header.size;
     }
     Ok(counted)
+}
+
+/// The reader's error past [`MAX_BYTES`], or the decoder's at a window
+/// over [`WINDOW_LOG_MAX`], as what it means.
+fn too_large(e: io::Error) -> ArchiveError {
+    if e.kind() == io::ErrorKind::FileTooLarge {
+        ArchiveError::TooLarge(e.to_string())
+    } else if e.to_string().contains("too much memory") {
+        // zstd's "Frame requires too much memory for decoding".
+        ArchiveError::TooLarge(format!(
+            "a zstd window over {} MiB",
+            1 << (WINDOW_LOG_MAX - 20)
+        ))
+    } else {
+        ArchiveError::Io(e)
+    }
 }
 
 /// `Some(vN)` when the path is in another format's directory.

@@ -13,6 +13,13 @@
 //! octal or base-256), GNU long names (`L`), PAX path and size records
 //! (`x`), global PAX headers (`g`, skipped); any other entry is reported
 //! with its type, for the caller to leave out.
+//!
+//! Every byte read counts against the reader's limit
+//! ([`TarReader::with_limit`]), headers and extensions included: an
+//! archive of nothing but extension headers (endless PAX globals: 18 MB of
+//! zstd, 216 GB of tar) stops at the limit with an error
+//! ([`ErrorKind::FileTooLarge`](io::ErrorKind::FileTooLarge)), rather than
+//! being read to its end without ever returning an entry.
 
 use std::io::{self, Read};
 
@@ -47,6 +54,8 @@ pub struct TarReader<R> {
     pending: u64,
     /// Bytes read from the stream so far.
     pub read: u64,
+    /// The most [`TarReader::read`] may reach.
+    limit: u64,
 }
 
 fn invalid(what: impl Into<String>) -> io::Error {
@@ -54,12 +63,28 @@ fn invalid(what: impl Into<String>) -> io::Error {
 }
 
 impl<R: Read> TarReader<R> {
-    pub fn new(inner: R) -> TarReader<R> {
+    /// A reader that reads no more than `limit` bytes of `inner`.
+    pub fn with_limit(inner: R, limit: u64) -> TarReader<R> {
         TarReader {
             inner,
             pending: 0,
             read: 0,
+            limit,
         }
+    }
+
+    /// Fails unless `n` more bytes fit within the limit.
+    fn reserve(&self, n: u64) -> io::Result<()> {
+        if self.read.saturating_add(n) > self.limit {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!(
+                    "over {} bytes decompressed (headers and extended headers count)",
+                    self.limit
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The next entry's header, `None` at the end of the archive. Whatever
@@ -86,6 +111,7 @@ impl<R: Read> TarReader<R> {
                             "an extended header of {size} bytes (at most {MAX_EXTENSION} are read)"
                         )));
                     }
+                    self.reserve(size)?;
                     let mut data = vec![0u8; size as usize];
                     self.read_exact_counted(&mut data)?;
                     self.pending = padding(size);
@@ -135,6 +161,7 @@ impl<R: Read> TarReader<R> {
 
     /// Copies the current entry's data to `out`.
     pub fn copy_data(&mut self, size: u64, out: &mut impl io::Write) -> io::Result<()> {
+        self.reserve(size)?;
         let mut data = (&mut self.inner).take(size);
         let copied = io::copy(&mut data, out)?;
         self.read += copied;
@@ -147,6 +174,7 @@ impl<R: Read> TarReader<R> {
 
     /// Skips what is left of the current entry's data and padding.
     pub fn skip_data(&mut self) -> io::Result<()> {
+        self.reserve(self.pending)?;
         let pending = std::mem::take(&mut self.pending);
         let skipped = io::copy(&mut (&mut self.inner).take(pending), &mut io::sink())?;
         self.read += skipped;
@@ -158,6 +186,7 @@ impl<R: Read> TarReader<R> {
 
     /// Reads one block; `false` at a clean end of the stream.
     fn read_block(&mut self, block: &mut [u8; BLOCK]) -> io::Result<bool> {
+        self.reserve(BLOCK as u64)?;
         let mut filled = 0;
         while filled < BLOCK {
             match self.inner.read(&mut block[filled..]) {
@@ -314,7 +343,7 @@ mod tests {
             builder.append_data(&mut h, path, data).unwrap();
         }
         let bytes = builder.into_inner().unwrap();
-        let mut reader = TarReader::new(bytes.as_slice());
+        let mut reader = TarReader::with_limit(bytes.as_slice(), u64::MAX);
         let mut seen = Vec::new();
         while let Some(h) = reader.next_header().unwrap() {
             let mut data = Vec::new();
@@ -333,7 +362,9 @@ mod tests {
         for kind in [b'L', b'x'] {
             // The claimed gigabyte is never there: refused from the header.
             let bytes = header("././@LongLink", kind, 1 << 30).to_vec();
-            let error = TarReader::new(bytes.as_slice()).next_header().unwrap_err();
+            let error = TarReader::with_limit(bytes.as_slice(), u64::MAX)
+                .next_header()
+                .unwrap_err();
             assert!(error.to_string().contains("extended header"), "{error}");
         }
     }
@@ -342,7 +373,9 @@ mod tests {
     fn a_damaged_header_is_refused() {
         let mut block = header("v1/a/b", b'0', 3);
         block[0] = b'w';
-        let error = TarReader::new(&block[..]).next_header().unwrap_err();
+        let error = TarReader::with_limit(&block[..], u64::MAX)
+            .next_header()
+            .unwrap_err();
         assert!(error.to_string().contains("checksum"), "{error}");
     }
 
@@ -362,7 +395,7 @@ mod tests {
         bytes.extend_from_slice(&header("short", b'0', 0));
         bytes.extend_from_slice(b"data");
         bytes.resize(bytes.len() + 508, 0);
-        let mut reader = TarReader::new(bytes.as_slice());
+        let mut reader = TarReader::with_limit(bytes.as_slice(), u64::MAX);
         let h = reader.next_header().unwrap().unwrap();
         assert_eq!(h.path, b"v1/long/name");
         assert_eq!(h.size, 4);
@@ -370,5 +403,46 @@ mod tests {
         reader.copy_data(h.size, &mut data).unwrap();
         assert_eq!(data, b"data");
         assert_eq!(reader.next_header().unwrap(), None);
+    }
+
+    #[test]
+    fn extension_headers_count_against_the_limit() {
+        // Global PAX headers without end, and never an entry: read up to
+        // the limit, then an error, not to the end of the stream.
+        let mut global = header("pax_global_header", b'g', 12).to_vec();
+        global.extend_from_slice(b"12 comment=\n");
+        global.resize(2 * BLOCK, 0);
+        let endless = Cycle(&global, 0);
+        let mut reader = TarReader::with_limit(endless, 1 << 20);
+        let error = reader.next_header().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge, "{error}");
+        assert!(error.to_string().contains("1048576 bytes"), "{error}");
+        assert!(reader.read <= 1 << 20);
+        // A GNU long name of 40 KiB before an entry: counted too.
+        let mut bytes = header("././@LongLink", b'L', 40 * 1024).to_vec();
+        bytes.resize(bytes.len() + 40 * 1024, b'n');
+        bytes.extend_from_slice(&header("short", b'0', 0));
+        bytes.resize(bytes.len() + 2 * BLOCK, 0);
+        let error = TarReader::with_limit(bytes.as_slice(), 32 * 1024)
+            .next_header()
+            .unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::FileTooLarge, "{error}");
+        let mut reader = TarReader::with_limit(bytes.as_slice(), u64::MAX);
+        assert_eq!(
+            reader.next_header().unwrap().unwrap().path,
+            vec![b'n'; 40 * 1024]
+        );
+    }
+
+    /// `bytes` again and again, without end.
+    struct Cycle<'a>(&'a [u8], usize);
+
+    impl Read for Cycle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.0.len() - self.1);
+            buf[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+            self.1 = (self.1 + n) % self.0.len();
+            Ok(n)
+        }
     }
 }

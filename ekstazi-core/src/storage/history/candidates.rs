@@ -52,17 +52,38 @@ pub(super) fn test_key(binary: &str, test: &str) -> u64 {
     hasher.finish()
 }
 
+/// What one manifest offers: its passing records, by [`test_key`].
+pub(super) struct Filed {
+    commit: String,
+    filed_at_ms: u64,
+    passed: Vec<(u64, Hash)>,
+}
+
+impl Filed {
+    pub(super) fn of(manifest: &ManifestView<'_>) -> Filed {
+        Filed {
+            commit: manifest.commit.to_owned(),
+            filed_at_ms: manifest.filed_at_ms,
+            passed: manifest
+                .entries()
+                .filter(|entry| entry.outcome == Outcome::Passed)
+                .map(|entry| (test_key(entry.binary, entry.test), entry.record))
+                .collect(),
+        }
+    }
+}
+
 impl Candidates {
     /// From the manifests (any order), `HEAD`'s id and its parents' ids.
     pub(super) fn new(
-        mut ordered: Vec<ManifestView<'_>>,
+        mut ordered: Vec<Filed>,
         head: Option<&str>,
         parents: &[String],
     ) -> Candidates {
-        let rank = |m: &ManifestView<'_>| {
-            if Some(m.commit) == head {
+        let rank = |m: &Filed| {
+            if Some(m.commit.as_str()) == head {
                 (0, 0)
-            } else if let Some(i) = parents.iter().position(|p| p == m.commit) {
+            } else if let Some(i) = parents.iter().position(|p| *p == m.commit) {
                 (1, i)
             } else {
                 (2, 0)
@@ -75,26 +96,20 @@ impl Candidates {
         for manifest in ordered {
             let parent = parents
                 .iter()
-                .position(|p| p == manifest.commit)
-                .filter(|_| Some(manifest.commit) != head)
+                .position(|p| *p == manifest.commit)
+                .filter(|_| Some(manifest.commit.as_str()) != head)
                 .map(|i| i + 1);
             let position = candidates.vouches.len();
-            candidates.vouches.push(Vouch {
-                commit: manifest.commit.to_owned(),
-                parent,
-            });
-            for entry in manifest.entries {
-                if entry.outcome != Outcome::Passed {
-                    continue;
-                }
-                let list = candidates
-                    .by_test
-                    .entry(test_key(entry.binary, entry.test))
-                    .or_default();
-                if !list.iter().any(|(id, _)| *id == entry.record) {
-                    list.push((entry.record, position));
+            for (key, record) in manifest.passed {
+                let list = candidates.by_test.entry(key).or_default();
+                if !list.iter().any(|(id, _)| *id == record) {
+                    list.push((record, position));
                 }
             }
+            candidates.vouches.push(Vouch {
+                commit: manifest.commit,
+                parent,
+            });
         }
         candidates
     }

@@ -62,8 +62,13 @@ use packs::{MAX_PACK_INDEX_BYTES, Packs};
 
 const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
 
-/// A manifest names every test of a workspace once; this is far past any.
-const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+/// A manifest names every test of a workspace once, its binary, its name
+/// and a 34-byte record id and outcome (ripgrep's 1 165 tests: 47 KB
+/// packed); 32 MiB is a quarter of a million tests of 130 bytes each.
+/// Bounded tightly because a state directory handed over as is may hold
+/// any number of manifests, each read before its seal is known: at
+/// 256 MiB, 16 forged ones of 8 KiB each held 4.19 GB at once.
+const MAX_MANIFEST_BYTES: u64 = 32 << 20;
 
 /// The records filed per commit, in a store.
 #[derive(Clone, Debug)]
@@ -131,38 +136,82 @@ pub struct Entry {
     pub ran: bool,
 }
 
-/// A [`Manifest`] decoded in place, its strings borrowed.
-#[derive(Deserialize)]
-struct ManifestView<'a> {
-    #[serde(borrow)]
-    commit: &'a str,
-    filed_at_ms: u64,
-    #[serde(borrow)]
-    entries: Vec<EntryView<'a>>,
+/// A [`Manifest`] decoded in place, its strings borrowed, its entries
+/// decoded as they are iterated ([`ManifestView::entries`]): a view of a
+/// manifest of a million entries holds no vector of them.
+pub(crate) struct ManifestView<'a> {
+    pub(crate) commit: &'a str,
+    pub(crate) filed_at_ms: u64,
+    len: usize,
+    /// The entries, as encoded.
+    encoded: &'a [u8],
 }
 
 /// An [`Entry`] decoded in place.
 #[derive(Deserialize)]
-struct EntryView<'a> {
+pub(crate) struct EntryView<'a> {
     #[serde(borrow)]
-    binary: &'a str,
+    pub(crate) binary: &'a str,
     #[serde(borrow)]
-    test: &'a str,
-    record: Hash,
-    outcome: Outcome,
-    ran: bool,
+    pub(crate) test: &'a str,
+    pub(crate) record: Hash,
+    pub(crate) outcome: Outcome,
+    pub(crate) ran: bool,
+}
+
+impl EntryView<'_> {
+    pub(crate) fn to_owned(&self) -> Entry {
+        Entry {
+            binary: self.binary.to_owned(),
+            test: self.test.to_owned(),
+            record: self.record,
+            outcome: self.outcome,
+            ran: self.ran,
+        }
+    }
 }
 
 impl<'a> ManifestView<'a> {
     /// The manifest filed under `commit`, if it is sealed, names that
-    /// commit and lists each test once, in order.
+    /// commit and lists each test once, in order: every entry is decoded
+    /// and checked before any is used.
     fn open(sealed: &'a [u8], commit: &str) -> Option<ManifestView<'a>> {
-        let view: ManifestView<'a> = crate::files::sealed::open(MANIFEST_MAGIC, sealed).ok()?;
-        let ordered = view
-            .entries
-            .windows(2)
-            .all(|w| (w[0].binary, w[0].test) < (w[1].binary, w[1].test));
-        (view.commit == commit && ordered).then_some(view)
+        let body = crate::files::sealed::open_raw(MANIFEST_MAGIC, sealed).ok()?;
+        // A manifest's encoding: its commit, its date, then its entries
+        // (a length and each in turn), as `Manifest` is serialised.
+        let ((named, filed_at_ms, len), encoded): ((&str, u64, usize), _) =
+            postcard::take_from_bytes(body).ok()?;
+        if named != commit {
+            return None;
+        }
+        let mut rest = encoded;
+        let mut previous: Option<(&str, &str)> = None;
+        // Each entry takes bytes: a length past them fails as they end.
+        for _ in 0..len {
+            let (entry, after): (EntryView<'_>, _) = postcard::take_from_bytes(rest).ok()?;
+            let key = (entry.binary, entry.test);
+            if previous.is_some_and(|p| p >= key) {
+                return None;
+            }
+            previous = Some(key);
+            rest = after;
+        }
+        rest.is_empty().then_some(ManifestView {
+            commit: named,
+            filed_at_ms,
+            len,
+            encoded,
+        })
+    }
+
+    /// The entries, in order (checked by [`ManifestView::open`]).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = EntryView<'a>> + use<'a> {
+        let mut rest = self.encoded;
+        (0..self.len).map_while(move |_| {
+            let (entry, after) = postcard::take_from_bytes(rest).ok()?;
+            rest = after;
+            Some(entry)
+        })
     }
 }
 
@@ -359,53 +408,58 @@ impl History {
 
     /// The manifest of a commit, if filed and intact.
     pub fn manifest(&self, commit: &str) -> Option<Manifest> {
-        let sealed = self.sealed_manifest(commit)?;
-        let view = ManifestView::open(&sealed, commit)?;
-        Some(Manifest {
+        self.with_manifest(commit, |view| Manifest {
             commit: view.commit.to_owned(),
             filed_at_ms: view.filed_at_ms,
-            entries: view
-                .entries
-                .into_iter()
-                .map(|e| Entry {
-                    binary: e.binary.to_owned(),
-                    test: e.test.to_owned(),
-                    record: e.record,
-                    outcome: e.outcome,
-                    ran: e.ran,
-                })
-                .collect(),
+            entries: view.entries().map(|e| e.to_owned()).collect(),
         })
     }
 
-    /// A commit's manifest as filed, unpacked (its seal unchecked).
-    fn sealed_manifest(&self, commit: &str) -> Option<Vec<u8>> {
+    /// `use_` of the manifest filed under `commit`, if it is intact.
+    ///
+    /// Bounded before anything is trusted: the file is read up to
+    /// [`MAX_MANIFEST_BYTES`], and unpacked by
+    /// [`crate::files::sealed::unpack_sealed`] (a small frame at once; any
+    /// other checked as a stream, its window, length and seal, before it
+    /// is unpacked). A large one, packed or unpacked, is read and used
+    /// holding [`crate::files::sealed::one_large_at_a_time`], so that the
+    /// threads reading a history hold at most one between them.
+    pub(crate) fn with_manifest<R>(
+        &self,
+        commit: &str,
+        use_: impl FnOnce(ManifestView<'_>) -> R,
+    ) -> Option<R> {
+        use crate::files::sealed;
         if !is_commit_id(commit) {
             return None;
         }
-        let packed = self
-            .state
-            .read_bounded(&self.commits_dir().join(commit), MAX_MANIFEST_BYTES)
-            .ok()?;
-        crate::files::sealed::unpack(&packed, MAX_MANIFEST_BYTES)
+        let path = self.commits_dir().join(commit);
+        let on_disk = self.state.file_len(&path)?;
+        let mut large = (on_disk > sealed::SMALL).then(sealed::one_large_at_a_time);
+        let packed = self.state.read_bounded(&path, MAX_MANIFEST_BYTES).ok()?;
+        if large.is_none() && !sealed::declares_small(&packed) {
+            large = Some(sealed::one_large_at_a_time());
+        }
+        let unpacked = sealed::unpack_sealed(MANIFEST_MAGIC, &packed, MAX_MANIFEST_BYTES).ok()?;
+        drop(packed);
+        let result = use_(ManifestView::open(&unpacked, commit)?);
+        drop(large);
+        Some(result)
     }
 
     /// The filed records that may vouch for a test, from every intact
-    /// manifest ([`Candidates`]). The manifests are decoded in place, in
-    /// parallel: as owned [`Manifest`]s, 100 commits' ~120 000 entries were
-    /// a quarter of a million strings allocated and freed (ripgrep, `perf`).
+    /// manifest ([`Candidates`]). The manifests are read in parallel, each
+    /// decoded in place and kept only as the passing records it names (as
+    /// owned [`Manifest`]s, 100 commits' ~120 000 entries were a quarter of
+    /// a million strings allocated and freed: ripgrep, `perf`).
     pub fn candidates(&self, head: Option<&str>, parents: &[String]) -> Candidates {
         use rayon::prelude::*;
-        let ids = self.commit_ids();
-        let sealed: Vec<(&String, Vec<u8>)> = ids
+        let filed: Vec<candidates::Filed> = self
+            .commit_ids()
             .par_iter()
-            .filter_map(|id| Some((id, self.sealed_manifest(id)?)))
+            .filter_map(|id| self.with_manifest(id, |view| candidates::Filed::of(&view)))
             .collect();
-        let views: Vec<ManifestView<'_>> = sealed
-            .par_iter()
-            .filter_map(|(id, sealed)| ManifestView::open(sealed, id))
-            .collect();
-        Candidates::new(views, head, parents)
+        Candidates::new(filed, head, parents)
     }
 
     /// The ids of the commits filed (intact or not), sorted.
@@ -811,6 +865,54 @@ mod tests {
         fs::remove_file(history.commits_dir().join(C)).ok();
         std::os::unix::fs::symlink("/dev/zero", history.commits_dir().join(C)).unwrap();
         assert!(history.manifest(C).is_none());
+    }
+
+    #[test]
+    fn a_large_manifest_reads_as_before_and_one_claiming_more_than_any_is_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::new(dir.path());
+        // 20 000 tests of long names: 2 MiB and more unpacked, so read as a
+        // large one (checked as a stream, then unpacked).
+        let entries: Vec<Entry> = (0..20_000u32)
+            .map(|i| Entry {
+                binary: "pkg::integration".into(),
+                test: format!("tests::{}::{i:08}", "long_module_name".repeat(5)),
+                record: *blake3::hash(&i.to_le_bytes()).as_bytes(),
+                outcome: Outcome::Passed,
+                ran: true,
+            })
+            .collect();
+        let large = Manifest {
+            commit: A.into(),
+            filed_at_ms: 1,
+            entries,
+        };
+        history.put_manifest(&large).unwrap();
+        let packed = fs::read(history.commits_dir().join(A)).unwrap();
+        assert!(!crate::files::sealed::declares_small(&packed));
+        assert_eq!(history.manifest(A).as_ref(), Some(&large));
+        let candidates = history.candidates(None, &[]);
+        let e = &large.entries[12_345];
+        assert_eq!(
+            candidates
+                .of(&e.binary, &e.test)
+                .map(|(id, _)| *id)
+                .collect::<Vec<_>>(),
+            [e.record]
+        );
+        // Sealed bytes whose header claims 33 MiB: refused from their
+        // first ten bytes, the rest never unpacked.
+        let mut claims = b"EKZH".to_vec();
+        claims.extend_from_slice(&crate::files::sealed::FORMAT_VERSION.to_le_bytes());
+        claims.extend_from_slice(&(33u32 << 20).to_le_bytes());
+        claims.resize(4 << 20, 0);
+        fs::write(
+            history.commits_dir().join(B),
+            crate::files::sealed::pack(&claims),
+        )
+        .unwrap();
+        assert!(history.manifest(B).is_none());
+        assert_eq!(history.manifests().len(), 1);
     }
 
     #[test]
