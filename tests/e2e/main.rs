@@ -6,6 +6,7 @@ mod support;
 mod adoption;
 mod bisect;
 mod capture;
+mod cargo_runs;
 mod completions;
 mod doctests;
 mod doors;

@@ -107,6 +107,7 @@ impl Session {
             repo,
             candidates: OnceLock::new(),
             filed: OnceLock::new(),
+            cargo_builds: Default::default(),
         })
     }
 }
