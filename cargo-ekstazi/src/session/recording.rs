@@ -176,8 +176,11 @@ fn cargo_build_deps(
     }
     let anchors = session.checksums.anchors();
     // What cargo keeps in the build directories as it builds, from the
-    // inputs below: the dep-info files (read and rewritten) and the
-    // listings of its directories (`deps/`, which rustc searches).
+    // inputs below: the dep-info files (read and rewritten), the listings
+    // of its directories (`deps/`, which rustc searches), and the lookups
+    // of what it is about to make (absent before a unit's first build).
+    // The programs run from there stay, and the files read there that are
+    // not dep-info (a build script's output, a library rustc links).
     record.deps.retain(|dep| {
         let (stored, why) = match &dep.target {
             Target::Content(stored) => (
@@ -187,6 +190,10 @@ fn cargo_build_deps(
             Target::Listing(stored) => (
                 stored,
                 "a directory of a build the test's cargo used (what it was built from counts)",
+            ),
+            Target::Kind { path: stored, .. } => (
+                stored,
+                "a path of a build the test's cargo used (what it was built from counts)",
             ),
             _ => return true,
         };

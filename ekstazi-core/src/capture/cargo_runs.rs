@@ -129,7 +129,9 @@ pub struct DepInfoFile {
 }
 
 /// The dep-info files of a build directory, sorted: `deps/*.d` (every
-/// crate compiled there) and `build/*/*.d` (build scripts).
+/// crate compiled there) and `build/*/*.d` (build scripts), and the
+/// outputs of its build scripts' runs (`build/*/output`), whose
+/// `rerun-if-changed` lines name their inputs.
 pub fn dep_info_files(dir: &Path) -> Vec<DepInfoFile> {
     let mut files = dep_info_in(&dir.join("deps"));
     if let Ok(entries) = std::fs::read_dir(dir.join("build")) {
@@ -141,13 +143,18 @@ pub fn dep_info_files(dir: &Path) -> Vec<DepInfoFile> {
     files
 }
 
-/// The `*.d` files directly in `dir`.
+/// Whether `path` is a build script's output (`build/<unit>/output`).
+fn is_build_output(path: &Path) -> bool {
+    path.file_name() == Some(OsStr::new("output"))
+}
+
+/// The `*.d` files, and a build script's `output`, directly in `dir`.
 fn dep_info_in(dir: &Path) -> Vec<DepInfoFile> {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.path().extension() == Some(OsStr::new("d")))
+        .filter(|e| e.path().extension() == Some(OsStr::new("d")) || is_build_output(&e.path()))
         .filter_map(|e| {
             let meta = e.metadata().ok().filter(|m| m.is_file())?;
             Some(DepInfoFile {
@@ -189,7 +196,12 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
     for file in &files {
         match std::fs::read_to_string(&file.path) {
             Ok(text) => {
-                for source in crate::capture::depinfo::parse(&text, Path::new("")).sources {
+                let sources = if is_build_output(&file.path) {
+                    rerun_if_changed(&text)
+                } else {
+                    crate::capture::depinfo::parse(&text, Path::new("")).sources
+                };
+                for source in sources {
                     if source.is_relative() {
                         inputs.relative.push(source);
                     } else {
@@ -212,6 +224,21 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
         list.dedup();
     }
     inputs
+}
+
+/// The paths a build script's output names with `cargo:rerun-if-changed=`
+/// (or `cargo::`): its inputs, relative to its package's directory unless
+/// absolute. A build script that names none is rerun by cargo when any
+/// file of its package changes; those it reads besides the package's
+/// sources are not known here.
+fn rerun_if_changed(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|line| {
+            line.strip_prefix("cargo::rerun-if-changed=")
+                .or_else(|| line.strip_prefix("cargo:rerun-if-changed="))
+        })
+        .map(PathBuf::from)
+        .collect()
 }
 
 /// The directories of the manifests (`Cargo.toml`) a process of the test
@@ -396,13 +423,29 @@ mod tests {
         )
         .unwrap();
         std::fs::write(build.join("deps/libgreeter-12.rlib"), b"").unwrap();
+        std::fs::create_dir_all(build.join("build/greeter-10")).unwrap();
+        std::fs::write(
+            build.join("build/greeter-10/output"),
+            "cargo:rerun-if-changed=data/words.txt\ncargo::rerun-if-changed=/abs/table.csv\ncargo:rustc-cfg=x\n",
+        )
+        .unwrap();
         let files = dep_info_files(&build);
-        assert_eq!(files.len(), 2, "{files:?}");
+        assert_eq!(files.len(), 3, "{files:?}");
         let inputs = build_inputs(&build, files, &[Path::new("/home/u/.cargo")]);
-        assert_eq!(inputs.sources, [PathBuf::from("/ui/case.rs")]);
+        assert_eq!(
+            inputs.sources,
+            [
+                PathBuf::from("/abs/table.csv"),
+                PathBuf::from("/ui/case.rs")
+            ]
+        );
         assert_eq!(
             inputs.relative,
-            [PathBuf::from("build.rs"), PathBuf::from("src/main.rs")]
+            [
+                PathBuf::from("build.rs"),
+                PathBuf::from("data/words.txt"),
+                PathBuf::from("src/main.rs")
+            ]
         );
         assert!(inputs.unknown.is_empty());
         let empty = dir.path().join("elsewhere/debug");
