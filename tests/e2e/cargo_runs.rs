@@ -28,7 +28,7 @@ fn recorded_in(f: Fixture) -> Fixture {
 #[test]
 fn a_test_that_builds_its_binary_with_cargo_reruns_when_the_binary_changes() {
     let f = recorded("cargo_runs");
-    f.edit("src/main.rs", "hello", "goodbye");
+    f.edit("src/main.rs", "{GREETING}, {}", "{GREETING} there, {}");
     // Selected for what changed (not for cargo's bookkeeping, which the
     // instrumented build touches after the edit).
     assert_eq!(
@@ -36,6 +36,24 @@ fn a_test_that_builds_its_binary_with_cargo_reruns_when_the_binary_changes() {
         [(
             GREETS.to_owned(),
             vec!["file changed: src/main.rs".to_owned()]
+        )]
+    );
+    let run = f.run(&["test"]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
+}
+
+#[test]
+fn a_test_that_builds_its_binary_with_cargo_reruns_when_a_build_script_input_changes() {
+    let f = recorded("cargo_runs");
+    // Named by the build script's `rerun-if-changed`, which rustc's
+    // dep-info does not list.
+    f.write("greeting.txt", "goodbye\n");
+    assert_eq!(
+        f.selected(&[]),
+        [(
+            GREETS.to_owned(),
+            vec!["file changed: greeting.txt".to_owned()]
         )]
     );
     let run = f.run(&["test"]);
