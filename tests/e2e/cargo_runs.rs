@@ -28,7 +28,11 @@ fn recorded_in(f: Fixture) -> Fixture {
 #[test]
 fn a_test_that_builds_its_binary_with_cargo_reruns_when_the_binary_changes() {
     let f = recorded("cargo_runs");
-    f.edit("src/main.rs", "{GREETING}, {}", "{GREETING} there, {}");
+    f.edit(
+        "src/main.rs",
+        "{GREETING}, {}{end}",
+        "{GREETING} there, {}{end}",
+    );
     // Selected for what changed (not for cargo's bookkeeping, which the
     // instrumented build touches after the edit).
     assert_eq!(
@@ -57,6 +61,24 @@ fn a_test_that_builds_its_binary_with_cargo_reruns_when_a_build_script_input_cha
         )]
     );
     let run = f.run(&["test"]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
+}
+
+#[test]
+fn a_test_that_builds_its_binary_with_cargo_reruns_when_a_compile_time_variable_changes() {
+    let f = recorded("cargo_runs");
+    // `option_env!("GREETER_END")` in the binary: cargo compares it from
+    // its own snapshot of the environment, which no hook sees.
+    let end = [("GREETER_END", "!")];
+    assert_eq!(
+        f.selected_with(&[], &end),
+        [(
+            GREETS.to_owned(),
+            vec!["environment variable set: GREETER_END".to_owned()]
+        )]
+    );
+    let run = f.run_with(&["test"], &end);
     assert_ne!(run.code(), Some(0), "{run:?}");
     assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
 }

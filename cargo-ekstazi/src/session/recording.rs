@@ -84,7 +84,7 @@ pub fn record_in(
         &collected.witnesses,
         &mut record,
     );
-    cargo_build_deps(session, &trace, finished.started, &mut record);
+    cargo_build_deps(session, &trace, finished.started, env, &mut record);
     if binary.doctests.is_some() {
         // Rustdoc's own executables: no code dependencies, no test binary.
         return record;
@@ -166,6 +166,7 @@ fn cargo_build_deps(
     session: &Session,
     trace: &trace::Trace,
     since: SystemTime,
+    env: &Environment,
     record: &mut Record,
 ) {
     use ekstazi_core::capture::cargo_runs;
@@ -219,8 +220,10 @@ fn cargo_build_deps(
     let roots = cargo_runs::manifest_dirs(trace, &pinned);
     let written = cargo_runs::written(trace);
     let mut sources: Vec<PathBuf> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
     for dir in &dirs {
         let inputs = session.build_inputs(dir);
+        names.extend(inputs.env.iter().cloned());
         for why in &inputs.unknown {
             if !record.always.contains(why) {
                 record.always.push(why.clone());
@@ -251,6 +254,21 @@ fn cargo_build_deps(
     for target in targets {
         if !known.contains(&target) {
             let sum = session.checksums.as_seen_since(&target, since);
+            record.deps.push(Dep { target, sum });
+        }
+    }
+    // The variables rustc read at compile time, as the test was given
+    // them (its cargo, and the rustc that cargo runs, see the same).
+    names.sort();
+    names.dedup();
+    for name in names {
+        if session.ignore.check_env(name.as_bytes()).is_some() {
+            continue;
+        }
+        let name = ekstazi_core::model::dep::EnvName(name.into_bytes());
+        let sum = env.sum(&name);
+        let target = Target::Env(name);
+        if !known.contains(&target) {
             record.deps.push(Dep { target, sum });
         }
     }

@@ -177,6 +177,10 @@ pub struct BuildInputs {
     /// workspace that cargo built (it runs rustc there), which the build
     /// directory does not tell (see [`place`]).
     pub relative: Vec<PathBuf>,
+    /// The environment variables rustc read at compile time there
+    /// (`# env-dep:` lines, `env!`): cargo compares them from its own
+    /// snapshot of the environment, which no hook sees. Sorted, each once.
+    pub env: Vec<String>,
     /// Why the inputs are not fully known (a dep-info file that cannot be
     /// read, a directory without any): the test then always runs.
     pub unknown: Vec<String>,
@@ -199,7 +203,11 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
                 let sources = if is_build_output(&file.path) {
                     rerun_if_changed(&text)
                 } else {
-                    crate::capture::depinfo::parse(&text, Path::new("")).sources
+                    let info = crate::capture::depinfo::parse(&text, Path::new(""));
+                    inputs
+                        .env
+                        .extend(info.env.into_iter().map(|(name, _)| name));
+                    info.sources
                 };
                 for source in sources {
                     if source.is_relative() {
@@ -223,6 +231,8 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
         list.sort();
         list.dedup();
     }
+    inputs.env.sort();
+    inputs.env.dedup();
     inputs
 }
 
@@ -414,7 +424,7 @@ mod tests {
         std::fs::create_dir_all(build.join("build/greeter-9")).unwrap();
         std::fs::write(
             build.join("deps/greeter-12.d"),
-            "/t/deps/greeter-12: src/main.rs /home/u/.cargo/registry/src/x/lib.rs /ui/case.rs\n\nsrc/main.rs:\n",
+            "/t/deps/greeter-12: src/main.rs /home/u/.cargo/registry/src/x/lib.rs /ui/case.rs\n\nsrc/main.rs:\n\n# env-dep:GREETING=hi\n# env-dep:UNSET_ONE\n",
         )
         .unwrap();
         std::fs::write(
@@ -447,6 +457,7 @@ mod tests {
                 PathBuf::from("src/main.rs")
             ]
         );
+        assert_eq!(inputs.env, ["GREETING", "UNSET_ONE"]);
         assert!(inputs.unknown.is_empty());
         let empty = dir.path().join("elsewhere/debug");
         std::fs::create_dir_all(&empty).unwrap();
