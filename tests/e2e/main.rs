@@ -7,6 +7,7 @@ mod adoption;
 mod bisect;
 mod bounds;
 mod capture;
+mod cargo_runs;
 mod completions;
 mod doctests;
 mod doors;

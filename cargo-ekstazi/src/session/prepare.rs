@@ -108,6 +108,7 @@ impl Session {
             repo,
             candidates: OnceLock::new(),
             filed: OnceLock::new(),
+            cargo_builds: Default::default(),
         })
     }
 }

@@ -84,6 +84,7 @@ pub fn record_in(
         &collected.witnesses,
         &mut record,
     );
+    cargo_build_deps(session, &trace, finished.started, env, &mut record);
     if binary.doctests.is_some() {
         // Rustdoc's own executables: no code dependencies, no test binary.
         // Nor the programs a doctest unit runs: rustdoc runs the linker
@@ -164,6 +165,122 @@ fn add_observed(
             }
         });
     record.deps.extend(observed);
+}
+
+/// A test that ran cargo depends on the content of what the builds that
+/// cargo used were compiled from, and on the lockfile that pins the
+/// registry's sources among them (see
+/// [`ekstazi_core::capture::cargo_runs`]).
+fn cargo_build_deps(
+    session: &Session,
+    trace: &trace::Trace,
+    since: SystemTime,
+    env: &Environment,
+    record: &mut Record,
+) {
+    use ekstazi_core::capture::cargo_runs;
+    use ekstazi_core::model::record::{Ignored, MAX_IGNORED};
+    let dirs = cargo_runs::build_dirs(trace);
+    if dirs.is_empty() {
+        return;
+    }
+    let anchors = session.checksums.anchors();
+    // What cargo keeps in the build directories as it builds, from the
+    // inputs below: the dep-info files (read and rewritten), the listings
+    // of its directories (`deps/`, which rustc searches), and the lookups
+    // of what it is about to make (absent before a unit's first build).
+    // The programs run from there stay, and the files read there that are
+    // not dep-info (a build script's output, a library rustc links).
+    record.deps.retain(|dep| {
+        let (stored, why) = match &dep.target {
+            Target::Content(stored) => (
+                stored,
+                "a dep-info file of a build the test's cargo used (what it names counts)",
+            ),
+            Target::Listing(stored) => (
+                stored,
+                "a directory of a build the test's cargo used (what it was built from counts)",
+            ),
+            Target::Kind { path: stored, .. } => (
+                stored,
+                "a path of a build the test's cargo used (what it was built from counts)",
+            ),
+            _ => return true,
+        };
+        let Some(path) = anchors.resolve(stored) else {
+            return true;
+        };
+        let cargos = dirs.iter().any(|dir| match &dep.target {
+            Target::Content(_) => cargo_runs::is_dep_info_of(dir, &path),
+            _ => path.starts_with(dir),
+        });
+        if !cargos {
+            return true;
+        }
+        if record.ignored.len() < MAX_IGNORED {
+            record.ignored.push(Ignored {
+                what: stored.to_string(),
+                why: why.to_owned(),
+            });
+        }
+        false
+    });
+    let pinned: Vec<&Path> = session.ws.cargo_home.iter().map(PathBuf::as_path).collect();
+    let roots = cargo_runs::manifest_dirs(trace, &pinned);
+    let written = cargo_runs::written(trace);
+    let mut sources: Vec<PathBuf> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for dir in &dirs {
+        let inputs = session.build_inputs(dir);
+        names.extend(inputs.env.iter().cloned());
+        for why in &inputs.unknown {
+            if !record.always.contains(why) {
+                record.always.push(why.clone());
+            }
+        }
+        sources.extend(inputs.sources.iter().cloned());
+        sources.extend(cargo_runs::place(
+            &inputs.relative,
+            &roots,
+            &session.ws.root,
+        ));
+    }
+    let mut targets = vec![Target::Content(
+        anchors.store(&session.ws.root.join("Cargo.lock")),
+    )];
+    targets.extend(
+        sources
+            .iter()
+            .filter(|source| {
+                session.ignore.check(source).is_none() && !cargo_runs::is_written(source, &written)
+            })
+            .map(|source| Target::Content(anchors.store(source))),
+    );
+    let known: std::collections::HashSet<Target> =
+        record.deps.iter().map(|d| d.target.clone()).collect();
+    targets.sort();
+    targets.dedup();
+    for target in targets {
+        if !known.contains(&target) {
+            let sum = session.checksums.as_seen_since(&target, since);
+            record.deps.push(Dep { target, sum });
+        }
+    }
+    // The variables rustc read at compile time, as the test was given
+    // them (its cargo, and the rustc that cargo runs, see the same).
+    names.sort();
+    names.dedup();
+    for name in names {
+        if session.ignore.check_env(name.as_bytes()).is_some() {
+            continue;
+        }
+        let name = ekstazi_core::model::dep::EnvName(name.into_bytes());
+        let sum = env.sum(&name);
+        let target = Target::Env(name);
+        if !known.contains(&target) {
+            record.deps.push(Dep { target, sum });
+        }
+    }
 }
 
 /// What a library's doctests were compiled from: the sources its dep-info

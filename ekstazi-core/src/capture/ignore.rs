@@ -7,6 +7,7 @@
 //! `.config/ekstazi.toml` adds gitignore-style path patterns and variable
 //! names ([`crate::options::config`]). Everything else a test touches is a dependency
 //! unless the test created it itself (see [`crate::capture::collect`]).
+//! Cargo's and rustc's bookkeeping is not either ([`crate::capture::cargo_runs`]).
 //!
 //! Variables a shell sets for itself ([`SHELL_BOOKKEEPING`]) are left out
 //! of walks of the environment by default: they say how the tool was
@@ -117,6 +118,9 @@ impl Ignore {
     /// Why an access to `path` (absolute, normalised) is not a dependency.
     pub fn check(&self, path: &Path) -> Option<&str> {
         if let Some((_, why)) = self.trees.iter().find(|(tree, _)| path.starts_with(tree)) {
+            return Some(why);
+        }
+        if let Some(why) = crate::capture::cargo_runs::bookkeeping(path) {
             return Some(why);
         }
         if let Some((root, matcher)) = &self.relative

@@ -5,12 +5,14 @@
 //! `collect` (accesses to targets, checksummed as the test saw them), the
 //! [`ignore::Ignore`] rules that say what is not an input, the normalised
 //! [`environment::Environment`], the [`network`] peers a test reached, the
-//! per-program [`coverage::Coverage`], and the dep-info and doctest
-//! helpers ([`depinfo`], [`doctests`]).
+//! per-program [`coverage::Coverage`], the dep-info and doctest helpers
+//! ([`depinfo`], [`doctests`]), and what a test that runs cargo depends on
+//! ([`cargo_runs`]).
 //!
 //! Invariant: capture reads what a run left and the options; it imports the
 //! record model, options and digests, never storage or selection.
 
+pub mod cargo_runs;
 pub mod collect;
 pub mod coverage;
 pub mod depinfo;
