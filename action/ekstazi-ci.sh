@@ -280,12 +280,14 @@ run() {
     fi
     local ours=(--state-dir "$STATE_DIR")
     ((shards == 1)) || ours+=(--partition "hash:$shard/$shards")
-    run_records || ours+=(--no-record)
+    # Only the commands that run tests take it (`list` records nothing anyway).
+    local record=()
+    run_records || record=(--no-record)
     local status=0
     case $command in
         test)
             [[ ${INPUT_AUDIT:-false} != true ]] || ours+=(--audit)
-            cargo ekstazi test "${ours[@]}" --junit "$junit" --report-json "$report" "${args[@]}" || status=$?
+            cargo ekstazi test "${ours[@]}" "${record[@]}" --junit "$junit" --report-json "$report" "${args[@]}" || status=$?
             ;;
         nextest)
             # `nextest` writes no report: the selection, listed just
@@ -298,7 +300,7 @@ run() {
             done
             cargo ekstazi list --json "${ours[@]}" "${cargo_args[@]}" >"$listing" || status=$?
             if ((status == 0)); then
-                cargo ekstazi nextest "${ours[@]}" "${args[@]}" || status=$?
+                cargo ekstazi nextest "${ours[@]}" "${record[@]}" "${args[@]}" || status=$?
             fi
             ;;
         *) die "command must be test or nextest, not '$command'" ;;

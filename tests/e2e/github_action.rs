@@ -638,4 +638,11 @@ fn a_failure_fails_the_job_is_summarised_and_saved_and_nextest_runs_the_selectio
         assert!(job.summary.contains(row), "{row}: {job:?}");
     }
     assert!(job.log.contains("tests::taxes"), "{job:?}");
+
+    // A pull request under nextest: the selection listed, the tests run
+    // and nothing recorded (`list` takes no `--no-record`).
+    let event = Event::pull_request(3, "feature", "main").with("INPUT_COMMAND", "nextest");
+    let pr = job_ok(&f, &cache, &event);
+    assert_eq!(pr.output("save-key"), "", "{pr:?}");
+    assert!(pr.summary.contains("| selected |"), "{pr:?}");
 }
