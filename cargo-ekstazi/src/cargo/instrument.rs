@@ -42,11 +42,22 @@ const LINE_TABLES_ENV: &str = "EKSTAZI_LINE_TABLES_ONLY";
 /// The workspace root, remapped in debug information.
 const WORKSPACE_ENV: &str = "EKSTAZI_WORKSPACE_ROOT";
 
+/// The coverage callbacks' object linked into every instrumented binary
+/// (written beside the shim by `run::shim::install`). Here, not in `run`:
+/// the build needs its path, and `run` is built on `cargo`.
+pub static CALLBACKS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ekstazi_sancov.o"));
+
+/// Where the coverage callbacks' object lives, beside the shim at `shim`.
+pub fn callbacks_path(shim: &Path) -> PathBuf {
+    let digest = &blake3::hash(CALLBACKS).to_hex()[..16];
+    shim.with_file_name(format!("ekstazi-sancov-{digest}.o"))
+}
+
 /// What the instrumented build is made with.
 #[derive(Clone, Copy, Debug)]
 pub struct Instrumentation<'a> {
     /// The runtime shim, beside which the coverage callbacks' object lies
-    /// (`run::shim::callbacks_path`).
+    /// ([`callbacks_path`]).
     pub shim: &'a Path,
     pub debuginfo: DebugInfo,
     /// The workspace root: rustc writes it into the debug information as
@@ -77,7 +88,7 @@ pub fn prepare_target_dir(
     let expected = format!(
         "{INSTRUMENTATION}\n{}\n{}\ndebuginfo {}\n",
         instrumentation.shim.display(),
-        crate::run::shim::callbacks_path(instrumentation.shim).display(),
+        callbacks_path(instrumentation.shim).display(),
         instrumentation.debuginfo.as_str()
     );
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(expected.as_str()) {
@@ -98,7 +109,7 @@ pub fn build_env(instrumentation: Instrumentation) -> Vec<(OsString, OsString)> 
         (WRAPPER_ENV.into(), "1".into()),
         (
             CALLBACKS_ENV.into(),
-            crate::run::shim::callbacks_path(instrumentation.shim).into_os_string(),
+            callbacks_path(instrumentation.shim).into_os_string(),
         ),
         (
             WORKSPACE_ENV.into(),

@@ -4,19 +4,13 @@
 //! coverage callbacks that instrumented binaries link
 //! (`ekstazi-runtime/stub/sancov.rs`).
 
+use crate::cargo::instrument::{CALLBACKS, callbacks_path};
 use anyhow::{Context, Result, bail};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libekstazi_runtime.so"));
-static CALLBACKS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ekstazi_sancov.o"));
-
-/// Where the coverage callbacks' object lives, beside the shim at `shim`.
-pub fn callbacks_path(shim: &Path) -> PathBuf {
-    let digest = &blake3::hash(CALLBACKS).to_hex()[..16];
-    shim.with_file_name(format!("ekstazi-sancov-{digest}.o"))
-}
 
 /// A short digest of the embedded shim: records made with another shim saw
 /// the world through other hooks, so it is part of the global fingerprint.
