@@ -8,13 +8,6 @@ use std::collections::BTreeSet;
 
 const READS_DATA: &str = "beta::files reads_data";
 
-fn record_bytes(f: &Fixture) -> Vec<Vec<u8>> {
-    f.records()
-        .iter()
-        .map(|r| std::fs::read(f.file(r.to_str().unwrap())).unwrap())
-        .collect()
-}
-
 fn label_set(selected: &[(String, Vec<String>)]) -> BTreeSet<String> {
     selected.iter().map(|(label, _)| label.clone()).collect()
 }
@@ -29,7 +22,7 @@ fn no_record_runs_and_keeps_every_record() {
         vec!["file changed: beta/data/a.txt".to_owned()],
     )];
     assert_eq!(f.selected(&[]), changed);
-    let before = record_bytes(&f);
+    let before = f.record_bytes();
 
     // --no-record (and --report-json): the test runs, as `cargo test` runs
     // it (libtest's lines, no process of its own), and no record changes.
@@ -37,11 +30,11 @@ fn no_record_runs_and_keeps_every_record() {
     assert!(run.stdout.contains("test reads_data ... ok"), "{run:?}");
     assert!(run.ran().is_empty(), "{run:?}");
     assert!(run.stderr.contains("no record was written"), "{run:?}");
-    assert_eq!(record_bytes(&f), before, "every record as it was");
+    assert_eq!(f.record_bytes(), before, "every record as it was");
     assert_eq!(f.selected(&[]), changed, "so it is still selected");
     // The same from the environment.
     f.test_ok_with(&[], &[("EKSTAZI_NO_RECORD", "1")]);
-    assert_eq!(record_bytes(&f), before);
+    assert_eq!(f.record_bytes(), before);
 
     // The report: every test, selected or not, why, and how it went.
     let report: serde_json::Value = serde_json::from_str(&f.read("report.json")).unwrap();

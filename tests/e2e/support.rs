@@ -378,6 +378,15 @@ impl Fixture {
         }
     }
 
+    /// The bytes of every record file ([`Fixture::records`]), in order: to
+    /// tell that a run left them as they were.
+    pub fn record_bytes(&self) -> Vec<Vec<u8>> {
+        self.records()
+            .iter()
+            .map(|r| std::fs::read(self.file(r.to_str().unwrap())).unwrap())
+            .collect()
+    }
+
     /// Every record file in the state directory (not the function
     /// fingerprints they share).
     pub fn records(&self) -> BTreeSet<PathBuf> {

@@ -189,13 +189,7 @@ fn a_failure_in_the_verdicts_is_recorded_before_the_recording_gets_to_it() {
 fn a_run_that_records_nothing_runs_as_cargo_test_does() {
     let f = Fixture::new("verdicts");
     f.test_ok(&[]);
-    let records = || {
-        f.records()
-            .iter()
-            .map(|r| std::fs::read(f.file(r.to_str().unwrap())).unwrap())
-            .collect::<Vec<_>>()
-    };
-    let before = records();
+    let before = f.record_bytes();
     f.edit("src/lib.rs", "a * b", "a + b");
     let run = f.run(&["test", "--no-record", "--junit", "junit.xml"]);
     assert_eq!(run.code(), Some(101), "{run:?}");
@@ -203,7 +197,7 @@ fn a_run_that_records_nothing_runs_as_cargo_test_does() {
     assert!(run.stdout.contains("test multiplies ... FAILED"), "{run:?}");
     assert!(run.ran().is_empty(), "{run:?}");
     assert!(!run.stderr.contains("in the background"), "{run:?}");
-    assert_eq!(records(), before, "nothing recorded");
+    assert_eq!(f.record_bytes(), before, "nothing recorded");
     let junit = f.read("junit.xml");
     assert!(junit.contains("<testcase name=\"multiplies\""), "{junit}");
     assert!(junit.contains("<failure"), "{junit}");
@@ -222,5 +216,5 @@ fn a_run_that_records_nothing_runs_as_cargo_test_does() {
         "{run:?}"
     );
     assert!(run.stderr.contains("--retries needs one"), "{run:?}");
-    assert_eq!(records(), before);
+    assert_eq!(f.record_bytes(), before);
 }

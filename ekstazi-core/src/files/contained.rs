@@ -76,6 +76,16 @@ pub enum Kind {
     Other,
 }
 
+impl From<FileType> for Kind {
+    fn from(kind: FileType) -> Kind {
+        match kind {
+            FileType::RegularFile => Kind::File,
+            FileType::Directory => Kind::Dir,
+            _ => Kind::Other,
+        }
+    }
+}
+
 /// One entry of a directory of the state.
 #[derive(Clone, Debug)]
 pub struct Entry {
@@ -294,7 +304,7 @@ impl StateDir {
         match kind_at(&dir, name)? {
             None | Some(Kind::File) => {}
             Some(_) if how.create => {
-                self.remove_at(&dir, name)?;
+                remove_tree(dir.as_fd(), name)?;
                 note_removed(path.to_path_buf());
             }
             Some(_) => return Err(not_regular()),
@@ -322,10 +332,6 @@ impl StateDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        self.remove_at(&dir, name)
-    }
-
-    fn remove_at(&self, dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<()> {
         remove_tree(dir.as_fd(), name)
     }
 
@@ -353,11 +359,7 @@ impl StateDir {
 /// What is at `name` in `dir`, not followed; `None` when nothing is.
 fn kind_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<Option<Kind>> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(stat) => Ok(Some(match FileType::from_raw_mode(stat.st_mode) {
-            FileType::RegularFile => Kind::File,
-            FileType::Directory => Kind::Dir,
-            _ => Kind::Other,
-        })),
+        Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode).into())),
         Err(Errno::NOENT) => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -383,14 +385,9 @@ fn entries(dir: BorrowedFd<'_>) -> io::Result<Vec<Entry>> {
             }
             kind => kind,
         };
-        let kind = match kind {
-            FileType::RegularFile => Kind::File,
-            FileType::Directory => Kind::Dir,
-            _ => Kind::Other,
-        };
         found.push(Entry {
             name: name.to_owned(),
-            kind,
+            kind: kind.into(),
         });
     }
     Ok(found)

@@ -282,14 +282,8 @@ fn merge_commit(
         return Ok(());
     }
     let ours_filed_at = filed_before.as_ref().map(|m| m.filed_at_ms);
-    let mut entries: BTreeMap<(String, String), Entry> = filed_before
-        .map(|m| {
-            m.entries
-                .into_iter()
-                .map(|e| ((e.binary.clone(), e.test.clone()), e))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut entries: BTreeMap<(String, String), Entry> =
+        filed_before.map(Manifest::by_test).unwrap_or_default();
     let mut batch: Vec<(Entry, Record)> = Vec::new();
     let mut taken = false;
     for entry in manifest.entries() {

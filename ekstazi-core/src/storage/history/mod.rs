@@ -101,6 +101,16 @@ pub struct Manifest {
     pub entries: Vec<Entry>,
 }
 
+impl Manifest {
+    /// Its entries, each under its `(binary, test)`.
+    pub fn by_test<C: FromIterator<((String, String), Entry)>>(self) -> C {
+        self.entries
+            .into_iter()
+            .map(|e| ((e.binary.clone(), e.test.clone()), e))
+            .collect()
+    }
+}
+
 /// A record to file under a commit, and what names its object already.
 pub struct Filing<'a> {
     pub record: &'a Record,
@@ -286,12 +296,7 @@ impl History {
         }
         let mut entries: HashMap<(String, String), Entry> = self
             .manifest(commit)
-            .map(|m| {
-                m.entries
-                    .into_iter()
-                    .map(|e| ((e.binary.clone(), e.test.clone()), e))
-                    .collect()
-            })
+            .map(Manifest::by_test)
             .unwrap_or_default();
         let ids = self.ids_of(filings)?;
         for (Filing { record, ran, .. }, id) in filings.iter().zip(ids) {
