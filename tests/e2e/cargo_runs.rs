@@ -83,6 +83,57 @@ fn a_test_that_builds_its_binary_with_cargo_reruns_when_a_compile_time_variable_
     assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
 }
 
+#[test]
+fn a_program_two_tests_build_with_other_features_is_not_noise() {
+    // As tealdeer's tests do: one builds the binary with its default
+    // features, the other without them, to the same path. Whichever ran
+    // last is what is there at the next run; what counts is what both
+    // were built from.
+    let f = Fixture::new("cargo_runs");
+    f.edit(
+        "Cargo.toml",
+        "[workspace]",
+        "[features]\nloud = []\n\n[workspace]",
+    );
+    f.edit(
+        "src/main.rs",
+        "    println!(\"{GREETING}, {}{end}\", greeter::addressee());",
+        "    let line = format!(\"{GREETING}, {}{end}\", greeter::addressee());\n    \
+         if cfg!(feature = \"loud\") {\n        println!(\"{}\", line.to_uppercase());\n    \
+         } else {\n        println!(\"{line}\");\n    }",
+    );
+    // Each builds and runs under a lock: the tool runs the tests of two
+    // binaries at once, where `cargo test` runs one binary after another.
+    let locked = f.read("tests/cli.rs").replace(
+        "    let output = Command::new(build_greet())",
+        "    let lock = std::fs::File::open(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/Cargo.toml\")).unwrap();\n    \
+         lock.lock().unwrap();\n    let output = Command::new(build_greet())",
+    );
+    f.write("tests/cli.rs", &locked);
+    let loud = locked.replace(
+        "\"--message-format=json\"]",
+        "\"--message-format=json\", \"--features\", \"loud\"]",
+    );
+    f.write(
+        "tests/loud.rs",
+        &loud.replace("\"hello, world\\n\"", "\"HELLO, WORLD\\n\""),
+    );
+    // Both tests ran, and the second run has nothing to do.
+    let f = recorded_in(f);
+    const LOUD: &str = "greeter::loud greets";
+    assert_eq!(f.selected(&[]), [], "a third run has nothing to do either");
+    f.edit("src/lib.rs", "\"world\"", "\"there\"");
+    let selected: Vec<String> = f.selected(&[]).into_iter().map(|(t, _)| t).collect();
+    for test in [GREETS, LOUD] {
+        assert!(selected.contains(&test.to_owned()), "{test}: {selected:?}");
+    }
+    let run = f.run(&["test"]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    for test in [GREETS, LOUD] {
+        assert!(run.failed().contains(&test.to_owned()), "{test}: {run:?}");
+    }
+}
+
 /// Appends to every file below `dir` (recursively), and returns how many.
 fn edit_all_below(dir: &Path) -> usize {
     let mut edited = 0;

@@ -84,7 +84,7 @@ pub fn record_in(
         &collected.witnesses,
         &mut record,
     );
-    cargo_build_deps(session, &trace, finished.started, env, &mut record);
+    let cargo_dirs = cargo_build_deps(session, &trace, finished.started, env, &mut record);
     if binary.doctests.is_some() {
         // Rustdoc's own executables: no code dependencies, no test binary.
         // Nor the programs a doctest unit runs: rustdoc runs the linker
@@ -106,6 +106,8 @@ pub fn record_in(
     if programs_walk_environment(session, case, &record) {
         depend_on_every_variable(env, &mut record);
     }
+    // After the walks are judged: a program cargo made may walk them.
+    forget_cargo_products(session, case, &cargo_dirs, &mut record);
     if whole_binary {
         record.deps.push(Dep {
             target: Target::TestBinary,
@@ -170,19 +172,20 @@ fn add_observed(
 /// A test that ran cargo depends on the content of what the builds that
 /// cargo used were compiled from, and on the lockfile that pins the
 /// registry's sources among them (see
-/// [`ekstazi_core::capture::cargo_runs`]).
+/// [`ekstazi_core::capture::cargo_runs`]). Returns the build directories
+/// that cargo used.
 fn cargo_build_deps(
     session: &Session,
     trace: &trace::Trace,
     since: SystemTime,
     env: &Environment,
     record: &mut Record,
-) {
+) -> Vec<PathBuf> {
     use ekstazi_core::capture::cargo_runs;
     use ekstazi_core::model::record::{Ignored, MAX_IGNORED};
     let dirs = cargo_runs::build_dirs(trace);
     if dirs.is_empty() {
-        return;
+        return dirs;
     }
     let anchors = session.checksums.anchors();
     // What cargo keeps in the build directories as it builds, from the
@@ -280,6 +283,70 @@ fn cargo_build_deps(
         if !known.contains(&target) {
             record.deps.push(Dep { target, sum });
         }
+    }
+    dirs
+}
+
+/// Leaves out of `record` what cargo made in the build directories `dirs`
+/// its test's cargo used (the programs the test ran from there, their
+/// functions, the libraries and files it read there): their inputs, which
+/// [`cargo_build_deps`] added, stand for them (see
+/// [`ekstazi_core::capture::cargo_runs::is_product_of`]). The test binary
+/// itself keeps its own dependency, as for any test.
+fn forget_cargo_products(
+    session: &Session,
+    case: &TestCase,
+    dirs: &[PathBuf],
+    record: &mut Record,
+) {
+    use ekstazi_core::capture::cargo_runs::is_product_of;
+    use ekstazi_core::model::record::{Ignored, MAX_IGNORED};
+    if dirs.is_empty() {
+        return;
+    }
+    let anchors = session.checksums.anchors();
+    let test_binary = canonical(&session.built.binaries[case.binary].path);
+    let made = |stored: &ekstazi_core::model::path::StoredPath, executable: bool| {
+        anchors.resolve(stored).is_some_and(|path| {
+            dirs.iter().any(|dir| is_product_of(dir, &path, executable))
+                && canonical(&path) != test_binary
+        })
+    };
+    const WHY: &str = "made by a cargo the test ran (what it was built from counts)";
+    let mut forgotten = Vec::new();
+    record.deps.retain(|dep| {
+        let (stored, executable) = match &dep.target {
+            Target::Program(p) | Target::Library(p) => (p, true),
+            Target::Content(p)
+            | Target::Kind { path: p, .. }
+            | Target::Listing(p)
+            | Target::Link(p)
+            | Target::Resolved(p)
+            | Target::BuildFile(p) => (p, false),
+            _ => return true,
+        };
+        let keep = !made(stored, executable);
+        if !keep {
+            forgotten.push(stored.to_string());
+        }
+        keep
+    });
+    record.code.retain(|code| match &code.unit {
+        CodeUnit::Program(stored) if made(stored, true) => {
+            forgotten.push(format!("the functions of {stored}"));
+            false
+        }
+        _ => true,
+    });
+    forgotten.dedup();
+    for what in forgotten {
+        if record.ignored.len() >= MAX_IGNORED {
+            break;
+        }
+        record.ignored.push(Ignored {
+            what,
+            why: WHY.to_owned(),
+        });
     }
 }
 

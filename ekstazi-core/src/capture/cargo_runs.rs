@@ -119,6 +119,27 @@ pub fn is_dep_info_of(dir: &Path, path: &Path) -> bool {
     }
 }
 
+/// Whether `path` is something cargo made in the build directory `dir`
+/// from the inputs [`build_inputs`] names: a program or library it linked
+/// (`executable`, anywhere below `dir`, build scripts included), or any
+/// other file below it but for the build scripts' own directories
+/// (`build/`), whose `out/` files a script without `rerun-if-changed`
+/// lines may have made from inputs no dep-info names.
+///
+/// Why the products give way to their inputs: the test's cargo and the
+/// tool's build may each make them with other flags or features (a cargo
+/// a test runs sees the user's `RUSTFLAGS`, not the coverage flags), so
+/// their bytes change from one run to the next with no input changed.
+pub fn is_product_of(dir: &Path, path: &Path, executable: bool) -> bool {
+    let Ok(rel) = path.strip_prefix(dir) else {
+        return false;
+    };
+    if rel.as_os_str().is_empty() {
+        return false;
+    }
+    executable || rel.components().next() != Some(Component::Normal(OsStr::new("build")))
+}
+
 /// A dep-info file as it is now: a changed stamp means its sources may
 /// have changed (cargo writes a unit's dep-info again when it rebuilds it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -392,6 +413,29 @@ mod tests {
                 PathBuf::from("/ws/target/tests/trybuild/x86_64-unknown-linux-gnu/debug"),
             ]
         );
+    }
+
+    #[test]
+    fn products_of_a_build_directory_are_its_artefacts_not_its_scripts_outputs() {
+        let dir = Path::new("/ws/target/debug");
+        for (path, executable, product) in [
+            ("/ws/target/debug/greeter", true, true),
+            ("/ws/target/debug/greeter", false, true),
+            ("/ws/target/debug/deps/libshout-12.so", true, true),
+            ("/ws/target/debug/deps/libshout-12.rlib", false, true),
+            ("/ws/target/debug/examples/demo", true, true),
+            ("/ws/target/debug/build/x-1/build-script-build", true, true),
+            ("/ws/target/debug/build/x-2/out/generated.rs", false, false),
+            ("/ws/target/debug", false, false),
+            ("/ws/target/debugx/greeter", true, false),
+            ("/ws/src/main.rs", false, false),
+        ] {
+            assert_eq!(
+                is_product_of(dir, Path::new(path), executable),
+                product,
+                "{path} {executable}"
+            );
+        }
     }
 
     #[test]
