@@ -130,7 +130,7 @@ fn a_program_two_tests_build_with_other_features_is_not_noise() {
     let run = f.run(&["test"]);
     assert_ne!(run.code(), Some(0), "{run:?}");
     for test in [GREETS, LOUD] {
-        assert!(run.failed().contains(&test.to_owned()), "{test}: {run:?}");
+        assert!(run.failed().contains(test), "{test}: {run:?}");
     }
 }
 
