@@ -311,3 +311,23 @@ fn the_users_rustdoc_is_run_and_is_a_dependency() {
     let selected = f.selected_with(&[], &env);
     assert!(selected.is_empty(), "{selected:?}");
 }
+
+#[test]
+fn doctests_given_test_arguments_say_why_they_run_again() {
+    let f = Fixture::new("doctests");
+    // `--skip` reaches rustdoc too: the doctests run in part, which is no
+    // evidence for the whole unit, so nothing of them is recorded.
+    let args = ["--", "--skip", "squares"];
+    let first = f.test_ok(&args);
+    assert_eq!(first.ran(), labels(DOCS), "{first:?}");
+    let why = "always runs: with the test arguments `--skip squares`, a library's doctests run \
+               in part, and a partial run is never recorded";
+    let expected: Vec<(String, Vec<String>)> = DOCS
+        .iter()
+        .map(|doc| ((*doc).to_owned(), vec![why.to_owned()]))
+        .collect();
+    assert_eq!(f.selected(&args), expected);
+    // A whole run records them, and they vouch for a partial one.
+    f.test_ok(&[]);
+    assert_eq!(f.selected(&args), []);
+}

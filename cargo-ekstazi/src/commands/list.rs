@@ -8,7 +8,7 @@ use crate::output::report::{self, Show};
 use crate::pipeline;
 use crate::session::Planned;
 use crate::session::Session;
-use crate::session::options::Request;
+use crate::session::options::{Request, harness_words};
 use anyhow::Result;
 use std::io::Write;
 use std::process::ExitCode;
@@ -32,6 +32,7 @@ fn request(args: ListArgs) -> Result<Request> {
     let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
     Ok(Request {
         layer: args.selection.layer(),
+        harness_words: harness_words(args.filter.as_deref(), &args.libtest),
         cargo: args.cargo,
         harness,
         ..Request::default()

@@ -288,6 +288,7 @@ impl Session {
                 (reasons, last, last_known, None)
             }
         };
+        self.name_partial_units(&case, &mut reasons);
         reasons.extend(rules);
         Planned {
             case,
@@ -381,6 +382,30 @@ impl Session {
     }
 
     /// The reasons the settings give to run a test whatever its record says.
+    /// A unit that is one verdict (a library's doctests, a `harness =
+    /// false` binary) given the filter or the words after `--` runs in
+    /// part, and a partial run is not recorded (see
+    /// `crate::run::scheduler`): without a record, it is new at every such
+    /// run, which says so rather than `new`.
+    fn name_partial_units(&self, case: &TestCase, reasons: &mut [Reason]) {
+        let binary = &self.built.binaries[case.binary];
+        let words = &self.options.harness_words;
+        if words.is_empty() || !(binary.doctests.is_some() || binary.custom_harness) {
+            return;
+        }
+        let unit = if binary.doctests.is_some() {
+            "a library's doctests run"
+        } else {
+            "a binary without libtest runs"
+        };
+        for reason in reasons.iter_mut().filter(|r| **r == Reason::New) {
+            *reason = Reason::Always(format!(
+                "with the test arguments `{}`, {unit} in part, and a partial run is never recorded",
+                words.join(" ")
+            ));
+        }
+    }
+
     fn rules(&self, case: &TestCase) -> Vec<Reason> {
         let key = &self.built.binaries[case.binary].key;
         let settings = &self.options.settings;

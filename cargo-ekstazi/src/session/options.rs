@@ -37,6 +37,16 @@ pub struct Request {
     pub archive: Option<PathBuf>,
 }
 
+/// The filter and the words after `--`, as given: what a `harness =
+/// false` binary and doctests receive ([`Request::harness_words`]).
+pub fn harness_words(filter: Option<&str>, libtest: &[String]) -> Vec<String> {
+    filter
+        .map(str::to_owned)
+        .into_iter()
+        .chain(libtest.iter().cloned())
+        .collect()
+}
+
 /// The options of a run, every source applied: resolved once, by
 /// [`resolve`], and read by every stage after it.
 pub struct Options {

@@ -15,7 +15,7 @@ use crate::output::report::{self, Tally};
 use crate::pipeline::{self, records::Written};
 use crate::run::background;
 use crate::run::scheduler::{self, Ended, Event, Finished, RunConfig, RunResult};
-use crate::session::options::Request;
+use crate::session::options::{Request, harness_words};
 use crate::session::recording;
 use crate::session::{Planned, Session};
 use crate::style;
@@ -160,8 +160,7 @@ fn log_run(session: &Session, tally: &Tally, spent: Duration, audit: bool) {
 /// What the command line asks: libtest's arguments parsed first.
 fn request(args: TestArgs) -> Result<Request> {
     let harness = parse_harness_args(args.filter.as_deref(), &args.libtest)?;
-    let mut harness_words: Vec<String> = args.filter.iter().cloned().collect();
-    harness_words.extend(args.libtest.iter().cloned());
+    let harness_words = harness_words(args.filter.as_deref(), &args.libtest);
     Ok(Request {
         layer: args.layer(),
         cargo: args.cargo,
