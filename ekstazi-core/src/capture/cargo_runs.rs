@@ -122,9 +122,9 @@ pub fn is_dep_info_of(dir: &Path, path: &Path) -> bool {
 /// Whether `path` is something cargo made in the build directory `dir`
 /// from the inputs [`build_inputs`] names: a program or library it linked
 /// (`executable`, anywhere below `dir`, build scripts included), or any
-/// other file below it but for the build scripts' own directories
-/// (`build/`), whose `out/` files a script without `rerun-if-changed`
-/// lines may have made from inputs no dep-info names.
+/// other file below it but for what build scripts made (`build/*/out/`),
+/// which a script without `rerun-if-changed` lines may have made from
+/// inputs no dep-info names.
 ///
 /// Why the products give way to their inputs: the test's cargo and the
 /// tool's build may each make them with other flags or features (a cargo
@@ -137,7 +137,13 @@ pub fn is_product_of(dir: &Path, path: &Path, executable: bool) -> bool {
     if rel.as_os_str().is_empty() {
         return false;
     }
-    executable || rel.components().next() != Some(Component::Normal(OsStr::new("build")))
+    let mut parts = rel.components();
+    if executable || parts.next() != Some(Component::Normal(OsStr::new("build"))) {
+        return true;
+    }
+    // `build/<unit>/<file>`: the script compiled, its output, cargo's
+    // notes of its run; `build/<unit>/out/…` is what the script made.
+    parts.next().is_some() && parts.clone().count() == 1
 }
 
 /// A dep-info file as it is now: a changed stamp means its sources may
@@ -212,6 +218,7 @@ pub struct BuildInputs {
 /// the lockfile pins) are left out.
 pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> BuildInputs {
     let mut inputs = BuildInputs::default();
+    let pinned_scripts = pinned_build_scripts(&files, pinned);
     if files.is_empty() {
         inputs.unknown.push(format!(
             "it ran cargo, and the build directory {} holds no dep-info file to say what it was built from",
@@ -222,6 +229,12 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
         match std::fs::read_to_string(&file.path) {
             Ok(text) => {
                 let sources = if is_build_output(&file.path) {
+                    // A registry crate's script names its inputs relative to
+                    // its own directory under `$CARGO_HOME`: pinned.
+                    let package = script_package(&file.path);
+                    if package.is_some_and(|p| pinned_scripts.contains(p)) {
+                        continue;
+                    }
                     rerun_if_changed(&text)
                 } else {
                     let info = crate::capture::depinfo::parse(&text, Path::new(""));
@@ -255,6 +268,53 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
     inputs.env.sort();
     inputs.env.dedup();
     inputs
+}
+
+/// The package a build script's unit directory (`build/<package>-<hash>/`)
+/// belongs to, from the file `path` in it.
+fn script_package(path: &Path) -> Option<&str> {
+    let unit = path.parent()?.file_name()?.to_str()?;
+    Some(unit.rsplit_once('-')?.0)
+}
+
+/// The packages whose build scripts were compiled from sources below
+/// `pinned` alone (their `build/<package>-<hash>/*.d` dep-info names no
+/// other, and one at least): registry and git crates, whose scripts'
+/// relative `rerun-if-changed` paths are below their own directory under
+/// `$CARGO_HOME`, which `Cargo.lock` pins. A package with one script
+/// compiled from elsewhere too (a local crate of the same name) is not
+/// among them.
+fn pinned_build_scripts<'a>(
+    files: &'a [DepInfoFile],
+    pinned: &[&Path],
+) -> std::collections::HashSet<&'a str> {
+    let mut verdicts: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
+    for file in files {
+        let in_build = file
+            .path
+            .parent()
+            .and_then(Path::parent)
+            .is_some_and(|p| p.file_name() == Some(OsStr::new("build")));
+        if !in_build || is_build_output(&file.path) {
+            continue;
+        }
+        let Some(package) = script_package(&file.path) else {
+            continue;
+        };
+        let all_pinned = std::fs::read_to_string(&file.path).is_ok_and(|text| {
+            let sources = crate::capture::depinfo::parse(&text, Path::new("")).sources;
+            !sources.is_empty()
+                && sources.iter().all(|s| {
+                    s.is_absolute() && pinned.iter().any(|pin| normalize(s).starts_with(pin))
+                })
+        });
+        let verdict = verdicts.entry(package).or_insert(true);
+        *verdict &= all_pinned;
+    }
+    verdicts
+        .into_iter()
+        .filter_map(|(package, pinned)| pinned.then_some(package))
+        .collect()
 }
 
 /// The paths a build script's output names with `cargo:rerun-if-changed=`
@@ -426,6 +486,10 @@ mod tests {
             ("/ws/target/debug/examples/demo", true, true),
             ("/ws/target/debug/build/x-1/build-script-build", true, true),
             ("/ws/target/debug/build/x-2/out/generated.rs", false, false),
+            ("/ws/target/debug/build/x-2/out/nested/g.rs", false, false),
+            ("/ws/target/debug/build/x-2/output", false, true),
+            ("/ws/target/debug/build/x-1/build-script-build", false, true),
+            ("/ws/target/debug/build/x-2", false, false),
             ("/ws/target/debug", false, false),
             ("/ws/target/debugx/greeter", true, false),
             ("/ws/src/main.rs", false, false),
@@ -483,8 +547,22 @@ mod tests {
             "cargo:rerun-if-changed=data/words.txt\ncargo::rerun-if-changed=/abs/table.csv\ncargo:rustc-cfg=x\n",
         )
         .unwrap();
+        // A registry crate's build script, compiled from `$CARGO_HOME`, and
+        // the relative inputs its run names there: pinned.
+        std::fs::create_dir_all(build.join("build/ring-1")).unwrap();
+        std::fs::write(
+            build.join("build/ring-1/build_script_build-1.d"),
+            "/t/build/ring-1/build_script_build-1: /home/u/.cargo/registry/src/x/ring-0.17.14/build.rs\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(build.join("build/ring-2")).unwrap();
+        std::fs::write(
+            build.join("build/ring-2/output"),
+            "cargo:rerun-if-changed=crypto/chacha/asm/chacha-x86.pl\ncargo:rerun-if-changed=include/ring-core/base.h\n",
+        )
+        .unwrap();
         let files = dep_info_files(&build);
-        assert_eq!(files.len(), 3, "{files:?}");
+        assert_eq!(files.len(), 5, "{files:?}");
         let inputs = build_inputs(&build, files, &[Path::new("/home/u/.cargo")]);
         assert_eq!(
             inputs.sources,
