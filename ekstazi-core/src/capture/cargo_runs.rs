@@ -39,6 +39,15 @@ pub fn bookkeeping(path: &Path) -> Option<&'static str> {
     if name == b".cargo-lock" {
         return Some("cargo's lock on a build directory");
     }
+    if name == b".lock"
+        && path
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            == Some(OsStr::new("trybuild"))
+    {
+        return Some("trybuild's lock on the project it generates (made and removed by each run)");
+    }
     if name == b".rustc_info.json" {
         return Some("cargo's cache of the compiler's version and settings");
     }
@@ -413,6 +422,7 @@ mod tests {
             format!("{home}/.package-cache-mutate"),
             "/ws/target/debug/.cargo-lock".to_owned(),
             "/ws/target/.rustc_info.json".to_owned(),
+            "/ws/target/tests/trybuild/shout/.lock".to_owned(),
             "/ws/target/debug/.fingerprint".to_owned(),
             "/ws/target/debug/.fingerprint/greeter-0a1b2c3d4e5f6a7b/bin-greeter".to_owned(),
             "/ws/target/debug/incremental/greeter-1vxm2w3qz0l6c".to_owned(),
@@ -428,6 +438,8 @@ mod tests {
             "/ws/tests/incremental/case-1.txt",
             "/ws/tests/incremental/basic-inputs.txt",
             "/ws/data/global-cache",
+            "/ws/tests/trybuild/.lock",
+            "/ws/data/.lock",
             "/ws/data/fingerprint/a",
         ] {
             assert_eq!(bookkeeping(Path::new(path)), None, "{path}");
