@@ -233,8 +233,8 @@ fn cargo_build_deps(
     let written = cargo_runs::written(trace);
     let mut sources: Vec<PathBuf> = Vec::new();
     let mut names: Vec<String> = Vec::new();
-    for dir in &dirs {
-        let inputs = session.build_inputs(dir);
+    let all: Vec<_> = dirs.iter().map(|dir| session.build_inputs(dir)).collect();
+    for inputs in &all {
         names.extend(inputs.env.iter().cloned());
         for why in &inputs.unknown {
             if !record.always.contains(why) {
@@ -242,12 +242,13 @@ fn cargo_build_deps(
             }
         }
         sources.extend(inputs.sources.iter().cloned());
-        sources.extend(cargo_runs::place(
-            &inputs.relative,
-            &roots,
-            &session.ws.root,
-        ));
     }
+    let all: Vec<&cargo_runs::BuildInputs> = all.iter().map(|i| i.as_ref()).collect();
+    sources.extend(cargo_runs::place(
+        &cargo_runs::relative_inputs(&all),
+        &roots,
+        &session.ws.root,
+    ));
     let mut targets = vec![Target::Content(
         anchors.store(&session.ws.root.join("Cargo.lock")),
     )];

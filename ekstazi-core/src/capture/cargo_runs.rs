@@ -213,6 +213,16 @@ pub struct BuildInputs {
     /// workspace that cargo built (it runs rustc there), which the build
     /// directory does not tell (see [`place`]).
     pub relative: Vec<PathBuf>,
+    /// The relative inputs each build script's run names
+    /// (`rerun-if-changed`), by package: relative to that package's
+    /// directory (see [`relative_inputs`]). Sorted by package.
+    pub script_inputs: Vec<(String, Vec<PathBuf>)>,
+    /// For each package whose build script was compiled here, whether
+    /// only from sources below `pinned` (a registry or git crate's).
+    /// With `--target`, a script is compiled in the host's build directory
+    /// and run in the target's, so the verdicts of all the directories a
+    /// cargo used are joined (see [`relative_inputs`]).
+    pub scripts_pinned: Vec<(String, bool)>,
     /// The environment variables rustc read at compile time there
     /// (`# env-dep:` lines, `env!`): cargo compares them from its own
     /// snapshot of the environment, which no hook sees. Sorted, each once.
@@ -226,8 +236,10 @@ pub struct BuildInputs {
 /// [`dep_info_files`]). Sources below one of `pinned` (`$CARGO_HOME`: what
 /// the lockfile pins) are left out.
 pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> BuildInputs {
-    let mut inputs = BuildInputs::default();
-    let pinned_scripts = pinned_build_scripts(&files, pinned);
+    let mut inputs = BuildInputs {
+        scripts_pinned: pinned_build_scripts(&files, pinned),
+        ..BuildInputs::default()
+    };
     if files.is_empty() {
         inputs.unknown.push(format!(
             "it ran cargo, and the build directory {} holds no dep-info file to say what it was built from",
@@ -238,13 +250,13 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
         match std::fs::read_to_string(&file.path) {
             Ok(text) => {
                 let sources = if is_build_output(&file.path) {
-                    // A registry crate's script names its inputs relative to
-                    // its own directory under `$CARGO_HOME`: pinned.
-                    let package = script_package(&file.path);
-                    if package.is_some_and(|p| pinned_scripts.contains(p)) {
-                        continue;
-                    }
-                    rerun_if_changed(&text)
+                    let (relative, absolute): (Vec<PathBuf>, Vec<PathBuf>) =
+                        rerun_if_changed(&text)
+                            .into_iter()
+                            .partition(|p| p.is_relative());
+                    let package = script_package(&file.path).unwrap_or_default();
+                    inputs.script_inputs.push((package.to_owned(), relative));
+                    absolute
                 } else {
                     let info = crate::capture::depinfo::parse(&text, Path::new(""));
                     inputs
@@ -276,7 +288,35 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
     }
     inputs.env.sort();
     inputs.env.dedup();
+    inputs.script_inputs.sort();
     inputs
+}
+
+/// The relative inputs of the builds `all` (the directories one test's
+/// cargo used), to be placed by [`place`]: those rustc's dep-info names,
+/// and those a build script names, but for the scripts of packages
+/// compiled from below `pinned` alone in every directory that compiled
+/// one: a registry crate's script names its inputs relative to its own
+/// directory under `$CARGO_HOME` (ring's `crypto/…` files), which
+/// `Cargo.lock` pins as it pins its sources. A script compiled nowhere
+/// among them keeps its inputs (conservative).
+pub fn relative_inputs(all: &[&BuildInputs]) -> Vec<PathBuf> {
+    let mut pinned: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
+    for (package, only_pinned) in all.iter().flat_map(|i| &i.scripts_pinned) {
+        *pinned.entry(package.as_str()).or_insert(true) &= *only_pinned;
+    }
+    let mut relative: Vec<PathBuf> = Vec::new();
+    for inputs in all {
+        relative.extend(inputs.relative.iter().cloned());
+        for (package, paths) in &inputs.script_inputs {
+            if pinned.get(package.as_str()) != Some(&true) {
+                relative.extend(paths.iter().cloned());
+            }
+        }
+    }
+    relative.sort();
+    relative.dedup();
+    relative
 }
 
 /// The package a build script's unit directory (`build/<package>-<hash>/`)
@@ -286,17 +326,12 @@ fn script_package(path: &Path) -> Option<&str> {
     Some(unit.rsplit_once('-')?.0)
 }
 
-/// The packages whose build scripts were compiled from sources below
-/// `pinned` alone (their `build/<package>-<hash>/*.d` dep-info names no
-/// other, and one at least): registry and git crates, whose scripts'
-/// relative `rerun-if-changed` paths are below their own directory under
-/// `$CARGO_HOME`, which `Cargo.lock` pins. A package with one script
-/// compiled from elsewhere too (a local crate of the same name) is not
-/// among them.
-fn pinned_build_scripts<'a>(
-    files: &'a [DepInfoFile],
-    pinned: &[&Path],
-) -> std::collections::HashSet<&'a str> {
+/// For each package whose build script was compiled in this directory
+/// (`build/<package>-<hash>/*.d`), whether every one of its scripts was
+/// compiled from sources below `pinned` alone (and one at least): a
+/// registry or git crate's. A local crate of the same name makes it
+/// false.
+fn pinned_build_scripts(files: &[DepInfoFile], pinned: &[&Path]) -> Vec<(String, bool)> {
     let mut verdicts: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
     for file in files {
         let in_build = file
@@ -320,10 +355,12 @@ fn pinned_build_scripts<'a>(
         let verdict = verdicts.entry(package).or_insert(true);
         *verdict &= all_pinned;
     }
-    verdicts
+    let mut verdicts: Vec<(String, bool)> = verdicts
         .into_iter()
-        .filter_map(|(package, pinned)| pinned.then_some(package))
-        .collect()
+        .map(|(package, pinned)| (package.to_owned(), pinned))
+        .collect();
+    verdicts.sort();
+    verdicts
 }
 
 /// The paths a build script's output names with `cargo:rerun-if-changed=`
@@ -559,11 +596,13 @@ mod tests {
             "cargo:rerun-if-changed=data/words.txt\ncargo::rerun-if-changed=/abs/table.csv\ncargo:rustc-cfg=x\n",
         )
         .unwrap();
-        // A registry crate's build script, compiled from `$CARGO_HOME`, and
-        // the relative inputs its run names there: pinned.
-        std::fs::create_dir_all(build.join("build/ring-1")).unwrap();
+        // A registry crate's build script, compiled from `$CARGO_HOME` in
+        // the host's directory (as with `--target`), and run in this one,
+        // where it names inputs relative to its own directory: pinned.
+        let host = dir.path().join("target/host-debug");
+        std::fs::create_dir_all(host.join("build/ring-1")).unwrap();
         std::fs::write(
-            build.join("build/ring-1/build_script_build-1.d"),
+            host.join("build/ring-1/build_script_build-1.d"),
             "/t/build/ring-1/build_script_build-1: /home/u/.cargo/registry/src/x/ring-0.17.14/build.rs\n",
         )
         .unwrap();
@@ -574,8 +613,28 @@ mod tests {
         )
         .unwrap();
         let files = dep_info_files(&build);
-        assert_eq!(files.len(), 5, "{files:?}");
-        let inputs = build_inputs(&build, files, &[Path::new("/home/u/.cargo")]);
+        assert_eq!(files.len(), 4, "{files:?}");
+        let home = [Path::new("/home/u/.cargo")];
+        let inputs = build_inputs(&build, files, &home);
+        let host_inputs = build_inputs(&host, dep_info_files(&host), &home);
+        assert_eq!(host_inputs.scripts_pinned, [("ring".to_owned(), true)]);
+        assert_eq!(
+            inputs.scripts_pinned,
+            [("greeter".to_owned(), false)],
+            "its script names build.rs, relative"
+        );
+        // On its own, this directory does not tell that ring is pinned.
+        assert!(
+            relative_inputs(&[&inputs]).contains(&PathBuf::from("crypto/chacha/asm/chacha-x86.pl"))
+        );
+        assert_eq!(
+            relative_inputs(&[&inputs, &host_inputs]),
+            [
+                PathBuf::from("build.rs"),
+                PathBuf::from("data/words.txt"),
+                PathBuf::from("src/main.rs")
+            ]
+        );
         assert_eq!(
             inputs.sources,
             [
@@ -585,11 +644,7 @@ mod tests {
         );
         assert_eq!(
             inputs.relative,
-            [
-                PathBuf::from("build.rs"),
-                PathBuf::from("data/words.txt"),
-                PathBuf::from("src/main.rs")
-            ]
+            [PathBuf::from("build.rs"), PathBuf::from("src/main.rs")]
         );
         assert_eq!(inputs.env, ["GREETING", "UNSET_ONE"]);
         assert!(inputs.unknown.is_empty());
