@@ -215,6 +215,7 @@ fn cargo_build_deps(
         };
         let cargos = dirs.iter().any(|dir| match &dep.target {
             Target::Content(_) => cargo_runs::is_dep_info_of(dir, &path),
+            Target::Kind { .. } => path.starts_with(dir) || cargo_runs::is_layout_of(dir, &path),
             _ => path.starts_with(dir),
         });
         if !cargos {

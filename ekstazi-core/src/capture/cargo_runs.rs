@@ -155,6 +155,23 @@ pub fn is_product_of(dir: &Path, path: &Path, executable: bool) -> bool {
     parts.next().is_some() && parts.clone().count() == 1
 }
 
+/// Whether `path` is a directory cargo makes, as it needs it, to hold the
+/// build directory `dir`: the target directory, and for
+/// `<target>/<triple>/<profile>` the triple's directory too (a parent
+/// whose name holds a `-`, as triples do). Whether it was there when the
+/// test's cargo looked is cargo's business (it makes what is missing),
+/// not an input of what it builds. Asked only of a lookup, never of a
+/// listing.
+pub fn is_layout_of(dir: &Path, path: &Path) -> bool {
+    let Some(parent) = dir.parent() else {
+        return false;
+    };
+    let triple = parent
+        .file_name()
+        .is_some_and(|name| name.as_encoded_bytes().contains(&b'-'));
+    parent == path || (triple && parent.parent() == Some(path))
+}
+
 /// A dep-info file as it is now: a changed stamp means its sources may
 /// have changed (cargo writes a unit's dep-info again when it rebuilds it).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -521,6 +538,29 @@ mod tests {
                 PathBuf::from("/ws/target/debug"),
                 PathBuf::from("/ws/target/tests/trybuild/x86_64-unknown-linux-gnu/debug"),
             ]
+        );
+    }
+
+    #[test]
+    fn the_layout_of_a_build_directory_is_its_two_parents() {
+        let dir = Path::new("/ws/target/x86_64-unknown-linux-gnu/debug");
+        assert!(is_layout_of(
+            dir,
+            Path::new("/ws/target/x86_64-unknown-linux-gnu")
+        ));
+        assert!(is_layout_of(dir, Path::new("/ws/target")));
+        for other in [
+            "/ws",
+            "/ws/target/x86_64-unknown-linux-gnu/debug",
+            "/ws/src",
+        ] {
+            assert!(!is_layout_of(dir, Path::new(other)), "{other}");
+        }
+        let host = Path::new("/ws/target/debug");
+        assert!(is_layout_of(host, Path::new("/ws/target")));
+        assert!(
+            !is_layout_of(host, Path::new("/ws")),
+            "the workspace is not cargo's"
         );
     }
 
