@@ -241,3 +241,48 @@ fn trybuild_tests_rerun_for_their_cases_their_errors_and_the_macro() {
     assert_ne!(run.code(), Some(0), "{run:?}");
     assert_eq!(run.failed(), labels(&[UI]), "{run:?}");
 }
+
+/// The directories trybuild generates its project in, below `dir`
+/// (`<target>/tests/trybuild/shout`, one per target directory).
+fn trybuild_projects(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if path.ends_with("tests/trybuild/shout") {
+            found.push(path);
+        } else {
+            found.extend(trybuild_projects(&path));
+        }
+    }
+    found
+}
+
+#[test]
+fn trybuilds_lock_is_not_a_dependency() {
+    let f = recorded("trybuild");
+    // A lock another trybuild run left (older than the 1.5 s after which
+    // trybuild takes it over): the test finds it there, takes it, and
+    // removes it when done.
+    let projects = trybuild_projects(&f.file("target"));
+    assert!(!projects.is_empty());
+    for project in &projects {
+        let lock = project.join(".lock");
+        std::fs::write(&lock, "").unwrap();
+        let touched = f
+            .program(Path::new("touch"))
+            .args(["-d", "2020-01-01"])
+            .arg(&lock)
+            .status()
+            .unwrap();
+        assert!(touched.success());
+    }
+    let run = f.test_ok(&["--forceall"]);
+    assert!(run.ran().contains(UI), "{run:?}");
+    for project in &projects {
+        assert!(!project.join(".lock").exists(), "trybuild removed it");
+    }
+    assert_eq!(f.selected(&[]), [], "the lock it found is gone");
+}
