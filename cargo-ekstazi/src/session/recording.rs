@@ -308,33 +308,33 @@ fn forget_cargo_products(
     }
     let anchors = session.checksums.anchors();
     let test_binary = canonical(&session.built.binaries[case.binary].path);
-    let made = |stored: &ekstazi_core::model::path::StoredPath, executable: bool| {
+    let made = |stored: &ekstazi_core::model::path::StoredPath| {
         anchors.resolve(stored).is_some_and(|path| {
-            dirs.iter().any(|dir| is_product_of(dir, &path, executable))
-                && canonical(&path) != test_binary
+            dirs.iter().any(|dir| is_product_of(dir, &path)) && canonical(&path) != test_binary
         })
     };
     const WHY: &str = "made by a cargo the test ran (what it was built from counts)";
     let mut forgotten = Vec::new();
     record.deps.retain(|dep| {
-        let (stored, executable) = match &dep.target {
-            Target::Program(p) | Target::Library(p) => (p, true),
-            Target::Content(p)
+        let stored = match &dep.target {
+            Target::Program(p)
+            | Target::Library(p)
+            | Target::Content(p)
             | Target::Kind { path: p, .. }
             | Target::Listing(p)
             | Target::Link(p)
             | Target::Resolved(p)
-            | Target::BuildFile(p) => (p, false),
+            | Target::BuildFile(p) => p,
             _ => return true,
         };
-        let keep = !made(stored, executable);
+        let keep = !made(stored);
         if !keep {
             forgotten.push(stored.to_string());
         }
         keep
     });
     record.code.retain(|code| match &code.unit {
-        CodeUnit::Program(stored) if made(stored, true) => {
+        CodeUnit::Program(stored) if made(stored) => {
             forgotten.push(format!("the functions of {stored}"));
             false
         }

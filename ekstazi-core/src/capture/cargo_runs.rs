@@ -129,30 +129,30 @@ pub fn is_dep_info_of(dir: &Path, path: &Path) -> bool {
 }
 
 /// Whether `path` is something cargo made in the build directory `dir`
-/// from the inputs [`build_inputs`] names: a program or library it linked
-/// (`executable`, anywhere below `dir`, build scripts included), or any
-/// other file below it but for what build scripts made (`build/*/out/`),
-/// which a script without `rerun-if-changed` lines may have made from
-/// inputs no dep-info names.
+/// from the inputs [`build_inputs`] names: what it compiled and linked
+/// (the artefacts, `deps/`, `examples/`, the build scripts themselves) and
+/// the notes it keeps of a script's run (`build/<unit>/output`), but not
+/// what the build scripts made (`build/<unit>/out/`, programs included): a
+/// script without `rerun-if-changed` lines may have made that from inputs
+/// no dep-info names.
 ///
 /// Why the products give way to their inputs: the test's cargo and the
 /// tool's build may each make them with other flags or features (a cargo
 /// a test runs sees the user's `RUSTFLAGS`, not the coverage flags), so
 /// their bytes change from one run to the next with no input changed.
-pub fn is_product_of(dir: &Path, path: &Path, executable: bool) -> bool {
+pub fn is_product_of(dir: &Path, path: &Path) -> bool {
     let Ok(rel) = path.strip_prefix(dir) else {
         return false;
     };
-    if rel.as_os_str().is_empty() {
-        return false;
+    let mut parts = rel.components().map(Component::as_os_str);
+    match parts.next() {
+        None => false,
+        Some(first) if first != "build" => true,
+        Some(_) => {
+            let _unit = parts.next();
+            parts.next().is_some_and(|name| name != "out")
+        }
     }
-    let mut parts = rel.components();
-    if executable || parts.next() != Some(Component::Normal(OsStr::new("build"))) {
-        return true;
-    }
-    // `build/<unit>/<file>`: the script compiled, its output, cargo's
-    // notes of its run; `build/<unit>/out/…` is what the script made.
-    parts.next().is_some() && parts.clone().count() == 1
 }
 
 /// Whether `path` is a directory cargo makes, as it needs it, to hold the
@@ -567,27 +567,23 @@ mod tests {
     #[test]
     fn products_of_a_build_directory_are_its_artefacts_not_its_scripts_outputs() {
         let dir = Path::new("/ws/target/debug");
-        for (path, executable, product) in [
-            ("/ws/target/debug/greeter", true, true),
-            ("/ws/target/debug/greeter", false, true),
-            ("/ws/target/debug/deps/libshout-12.so", true, true),
-            ("/ws/target/debug/deps/libshout-12.rlib", false, true),
-            ("/ws/target/debug/examples/demo", true, true),
-            ("/ws/target/debug/build/x-1/build-script-build", true, true),
-            ("/ws/target/debug/build/x-2/out/generated.rs", false, false),
-            ("/ws/target/debug/build/x-2/out/nested/g.rs", false, false),
-            ("/ws/target/debug/build/x-2/output", false, true),
-            ("/ws/target/debug/build/x-1/build-script-build", false, true),
-            ("/ws/target/debug/build/x-2", false, false),
-            ("/ws/target/debug", false, false),
-            ("/ws/target/debugx/greeter", true, false),
-            ("/ws/src/main.rs", false, false),
+        for (path, product) in [
+            ("/ws/target/debug/greeter", true),
+            ("/ws/target/debug/deps/libshout-12.so", true),
+            ("/ws/target/debug/deps/libshout-12.rlib", true),
+            ("/ws/target/debug/examples/demo", true),
+            ("/ws/target/debug/build/x-1/build-script-build", true),
+            ("/ws/target/debug/build/x-2/output", true),
+            ("/ws/target/debug/build/x-2/out/generated.rs", false),
+            ("/ws/target/debug/build/x-2/out/nested/g.rs", false),
+            ("/ws/target/debug/build/x-2/out/helper", false),
+            ("/ws/target/debug/build/x-2", false),
+            ("/ws/target/debug/build", false),
+            ("/ws/target/debug", false),
+            ("/ws/target/debugx/greeter", false),
+            ("/ws/src/main.rs", false),
         ] {
-            assert_eq!(
-                is_product_of(dir, Path::new(path), executable),
-                product,
-                "{path} {executable}"
-            );
+            assert_eq!(is_product_of(dir, Path::new(path)), product, "{path}");
         }
     }
 
