@@ -65,6 +65,7 @@ pub fn check(args: &Args) -> Result<()> {
     let version = workspace_version(&root)?;
     let package_dir = root.join("target").join("package");
 
+    forget_unpacked_packages(&version)?;
     let step = Instant::now();
     let mut package = cargo();
     package.arg("package").current_dir(&root);
@@ -95,6 +96,43 @@ pub fn check(args: &Args) -> Result<()> {
     }
     result?;
     eprintln!("package-check: passed in {:.0?}", start.elapsed());
+    Ok(())
+}
+
+/// Removes the copies of this workspace's packages that an earlier check
+/// left unpacked in cargo's home. `cargo package` verifies each crate
+/// against the others through a temporary registry in the target
+/// directory, whose packages cargo unpacks into
+/// `$CARGO_HOME/registry/src/<registry id>/<name>-<version>/`, the id
+/// derived from the registry's path; cargo does not unpack a name and
+/// version it finds there again. So a second check of one checkout, its
+/// sources changed but not its version, verified the crates against the
+/// first check's sources (`cannot find function` in a dependent crate).
+/// Only local registries' directories (whose names start with `-`, having
+/// no host) are looked in; cargo unpacks the packages again.
+fn forget_unpacked_packages(version: &str) -> Result<()> {
+    let home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => match std::env::var_os("HOME") {
+            Some(home) => PathBuf::from(home).join(".cargo"),
+            None => return Ok(()),
+        },
+    };
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().as_encoded_bytes().starts_with(b"-") {
+            continue;
+        }
+        for name in PACKAGES {
+            let unpacked = registry.path().join(format!("{name}-{version}"));
+            if unpacked.is_dir() {
+                std::fs::remove_dir_all(&unpacked)
+                    .with_context(|| format!("cannot remove {}", unpacked.display()))?;
+            }
+        }
+    }
     Ok(())
 }
 
