@@ -5,46 +5,13 @@
 //! `endless_globals`); `generate_attack_inputs` writes them at the scale
 //! the figures in docs/design/reliability.md were measured at.
 
-use crate::support::{Fixture, TestRun};
+use crate::support::{Fixture, with_peak_rss};
 use std::io::Write;
-use std::path::Path;
-use std::process::Command;
 
 const FORMAT: u16 = ekstazi_core::files::sealed::FORMAT_VERSION;
 const KEYED: [(&str, &str); 1] = [("EKSTAZI_SEAL_KEY", "the CI's secret")];
 /// The bound every attack here must stay under (the acceptance's 200 MB).
 const PEAK_KIB: i64 = 200 * 1000;
-
-/// Runs `command` to its end: what it printed, how it ended, and its own
-/// peak resident size in KiB (from `wait4`, not the test's others').
-// The child is waited for with `wait4`, for its resource usage.
-#[allow(clippy::zombie_processes)]
-fn measured(mut command: Command, scratch: &Path) -> (TestRun, i64) {
-    use std::os::unix::process::ExitStatusExt;
-    let (out, err) = (scratch.join("stdout"), scratch.join("stderr"));
-    let child = command
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for the child this function started.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t);
-    let read = |path: &Path| String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
-    let run = TestRun {
-        output: std::process::Output {
-            status: std::process::ExitStatus::from_raw(status),
-            stdout: Vec::new(),
-            stderr: Vec::new(),
-        },
-        stdout: read(&out),
-        stderr: read(&err),
-    };
-    (run, usage.ru_maxrss)
-}
 
 /// One zstd frame of `size` bytes, `prefix` then zeros, declaring its
 /// size (as the frames cargo-ekstazi writes do), with a window of
@@ -215,7 +182,7 @@ fn forged_manifests_and_segments_of_a_keyed_state_are_refused_in_bounded_memory(
     f.edit("src/lib.rs", "a * b", "b * a");
     let mut command = f.command(&["test"]);
     command.envs(KEYED);
-    let (run, peak_kib) = measured(command, f.tmp());
+    let (run, peak_kib) = with_peak_rss(command, f.tmp());
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert_eq!(
         run.ran(),
@@ -244,7 +211,7 @@ fn an_import_of_forged_manifests_is_bounded_and_its_refusals_summarised() {
         ]),
     )
     .unwrap();
-    let (run, peak_kib) = measured(
+    let (run, peak_kib) = with_peak_rss(
         f.command(&["history", "import", file.to_str().unwrap()]),
         f.tmp(),
     );
@@ -282,7 +249,7 @@ fn an_archive_of_endless_extension_headers_stops_at_the_limit() {
     let file = f.tmp().join("globals.tar.zst");
     std::fs::write(&file, endless_globals(1200)).unwrap();
     assert!(std::fs::metadata(&file).unwrap().len() < 1 << 20);
-    let (run, peak_kib) = measured(
+    let (run, peak_kib) = with_peak_rss(
         f.command(&["history", "import", file.to_str().unwrap()]),
         f.tmp(),
     );

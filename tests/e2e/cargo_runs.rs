@@ -25,6 +25,18 @@ fn recorded_in(f: Fixture) -> Fixture {
     f
 }
 
+/// With `env` given, the escargot-style test is selected alone, for
+/// `reason` alone, and then fails: what it now builds and runs differs.
+fn selected_alone_then_fails(f: &Fixture, reason: &str, env: &[(&str, &str)]) {
+    assert_eq!(
+        f.selected_with(&[], env),
+        [(GREETS.to_owned(), vec![reason.to_owned()])]
+    );
+    let run = f.run_with(&["test"], env);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
+}
+
 #[test]
 fn a_test_that_builds_its_binary_with_cargo_reruns_when_the_binary_changes() {
     let f = recorded("cargo_runs");
@@ -35,16 +47,7 @@ fn a_test_that_builds_its_binary_with_cargo_reruns_when_the_binary_changes() {
     );
     // Selected for what changed (not for cargo's bookkeeping, which the
     // instrumented build touches after the edit).
-    assert_eq!(
-        f.selected(&[]),
-        [(
-            GREETS.to_owned(),
-            vec!["file changed: src/main.rs".to_owned()]
-        )]
-    );
-    let run = f.run(&["test"]);
-    assert_ne!(run.code(), Some(0), "{run:?}");
-    assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
+    selected_alone_then_fails(&f, "file changed: src/main.rs", &[]);
 }
 
 #[test]
@@ -53,16 +56,7 @@ fn a_test_that_builds_its_binary_with_cargo_reruns_when_a_build_script_input_cha
     // Named by the build script's `rerun-if-changed`, which rustc's
     // dep-info does not list.
     f.write("greeting.txt", "goodbye\n");
-    assert_eq!(
-        f.selected(&[]),
-        [(
-            GREETS.to_owned(),
-            vec!["file changed: greeting.txt".to_owned()]
-        )]
-    );
-    let run = f.run(&["test"]);
-    assert_ne!(run.code(), Some(0), "{run:?}");
-    assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
+    selected_alone_then_fails(&f, "file changed: greeting.txt", &[]);
 }
 
 #[test]
@@ -70,17 +64,11 @@ fn a_test_that_builds_its_binary_with_cargo_reruns_when_a_compile_time_variable_
     let f = recorded("cargo_runs");
     // `option_env!("GREETER_END")` in the binary: cargo compares it from
     // its own snapshot of the environment, which no hook sees.
-    let end = [("GREETER_END", "!")];
-    assert_eq!(
-        f.selected_with(&[], &end),
-        [(
-            GREETS.to_owned(),
-            vec!["environment variable set: GREETER_END".to_owned()]
-        )]
+    selected_alone_then_fails(
+        &f,
+        "environment variable set: GREETER_END",
+        &[("GREETER_END", "!")],
     );
-    let run = f.run_with(&["test"], &end);
-    assert_ne!(run.code(), Some(0), "{run:?}");
-    assert_eq!(run.failed(), labels(&[GREETS]), "{run:?}");
 }
 
 #[test]

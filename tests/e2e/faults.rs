@@ -1,7 +1,7 @@
 //! Faults, interrupts, concurrency and hostile state: a test is skipped only
 //! on the evidence of an intact record whose every dependency still matches.
 
-use crate::support::{Fixture, labels};
+use crate::support::{Fixture, labels, with_peak_rss};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -608,33 +608,6 @@ fn hostile_archive(path: &std::path::Path, entries: &[(u8, String, u64, u64)]) {
     out.finish().unwrap();
 }
 
-/// Runs `command` to its end: its exit code, its stderr and its peak
-/// resident size in KiB (its own, from `wait4`, not the test's others').
-// The child is waited for with `wait4`, for its resource usage.
-#[allow(clippy::zombie_processes)]
-fn with_peak_rss(mut command: std::process::Command) -> (Option<i32>, String, i64) {
-    use std::io::Read;
-    let mut child = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for the child this function started.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t);
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, reader.join().unwrap(), usage.ru_maxrss)
-}
-
 #[test]
 fn hostile_archives_are_refused_in_bounded_memory_and_leave_nothing_behind() {
     let f = Fixture::new("verdicts");
@@ -676,8 +649,11 @@ fn hostile_archives_are_refused_in_bounded_memory_and_leave_nothing_behind() {
     for (name, entries, expected) in cases {
         let archive = f.tmp().join(format!("{name}.tar.zst"));
         hostile_archive(&archive, &entries);
-        let (code, stderr, peak_kib) =
-            with_peak_rss(f.command(&["history", "import", archive.to_str().unwrap()]));
+        let (run, peak_kib) = with_peak_rss(
+            f.command(&["history", "import", archive.to_str().unwrap()]),
+            f.tmp(),
+        );
+        let (code, stderr) = (run.code(), &run.stderr);
         assert_eq!(code, Some(1), "{name}: {stderr}");
         assert!(stderr.contains(expected), "{name}: {stderr}");
         assert!(peak_kib < 128 * 1024, "{name}: a peak of {peak_kib} KiB");

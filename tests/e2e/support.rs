@@ -515,3 +515,35 @@ pub fn traced_child(
     assert!(trace.complete, "{probe}: an incomplete trace");
     trace
 }
+
+/// Runs `command` to its end: what it printed (kept in files in
+/// `scratch`), how it ended, and its own peak resident size in KiB (from
+/// `wait4`, not the test's others').
+// The child is waited for with `wait4`, for its resource usage.
+#[allow(clippy::zombie_processes)]
+pub fn with_peak_rss(mut command: Command, scratch: &Path) -> (TestRun, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let (out, err) = (scratch.join("stdout"), scratch.join("stderr"));
+    let child = command
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child this function started.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    let read = |path: &Path| String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+    let run = TestRun {
+        output: std::process::Output {
+            status: std::process::ExitStatus::from_raw(status),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        },
+        stdout: read(&out),
+        stderr: read(&err),
+    };
+    (run, usage.ru_maxrss)
+}
