@@ -253,10 +253,13 @@ pub struct BuildInputs {
 /// [`dep_info_files`]). Sources below one of `pinned` (`$CARGO_HOME`: what
 /// the lockfile pins) are left out.
 pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> BuildInputs {
-    let mut inputs = BuildInputs {
-        scripts_pinned: pinned_build_scripts(&files, pinned),
-        ..BuildInputs::default()
-    };
+    let mut inputs = BuildInputs::default();
+    // For each package whose build script was compiled here, whether every
+    // one of its scripts was compiled from sources below `pinned` alone
+    // (and one at least): a registry or git crate's. A local crate of the
+    // same name, or a dep-info that cannot be read, makes it false.
+    let mut scripts_pinned: std::collections::HashMap<String, bool> =
+        std::collections::HashMap::new();
     if files.is_empty() {
         inputs.unknown.push(format!(
             "it ran cargo, and the build directory {} holds no dep-info file to say what it was built from",
@@ -264,6 +267,11 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
         ));
     }
     for file in &files {
+        let mut script_verdict = |only_pinned: bool| {
+            if let Some(package) = compiled_script(&file.path) {
+                *scripts_pinned.entry(package.to_owned()).or_insert(true) &= only_pinned;
+            }
+        };
         match std::fs::read_to_string(&file.path) {
             Ok(text) => {
                 let sources = if is_build_output(&file.path) {
@@ -276,6 +284,13 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
                     absolute
                 } else {
                     let info = crate::capture::depinfo::parse(&text, Path::new(""));
+                    script_verdict(
+                        !info.sources.is_empty()
+                            && info.sources.iter().all(|s| {
+                                s.is_absolute()
+                                    && pinned.iter().any(|pin| normalize(s).starts_with(pin))
+                            }),
+                    );
                     inputs
                         .env
                         .extend(info.env.into_iter().map(|(name, _)| name));
@@ -292,10 +307,13 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
                     }
                 }
             }
-            Err(e) => inputs.unknown.push(format!(
-                "it ran cargo, and the dep-info {} cannot be read: {e}",
-                file.path.display()
-            )),
+            Err(e) => {
+                script_verdict(false);
+                inputs.unknown.push(format!(
+                    "it ran cargo, and the dep-info {} cannot be read: {e}",
+                    file.path.display()
+                ));
+            }
         }
     }
     inputs.files = files;
@@ -306,6 +324,8 @@ pub fn build_inputs(dir: &Path, files: Vec<DepInfoFile>, pinned: &[&Path]) -> Bu
     inputs.env.sort();
     inputs.env.dedup();
     inputs.script_inputs.sort();
+    inputs.scripts_pinned = scripts_pinned.into_iter().collect();
+    inputs.scripts_pinned.sort();
     inputs
 }
 
@@ -343,41 +363,18 @@ fn script_package(path: &Path) -> Option<&str> {
     Some(unit.rsplit_once('-')?.0)
 }
 
-/// For each package whose build script was compiled in this directory
-/// (`build/<package>-<hash>/*.d`), whether every one of its scripts was
-/// compiled from sources below `pinned` alone (and one at least): a
-/// registry or git crate's. A local crate of the same name makes it
-/// false.
-fn pinned_build_scripts(files: &[DepInfoFile], pinned: &[&Path]) -> Vec<(String, bool)> {
-    let mut verdicts: std::collections::HashMap<&str, bool> = std::collections::HashMap::new();
-    for file in files {
-        let in_build = file
-            .path
-            .parent()
-            .and_then(Path::parent)
-            .is_some_and(|p| p.file_name() == Some(OsStr::new("build")));
-        if !in_build || is_build_output(&file.path) {
-            continue;
-        }
-        let Some(package) = script_package(&file.path) else {
-            continue;
-        };
-        let all_pinned = std::fs::read_to_string(&file.path).is_ok_and(|text| {
-            let sources = crate::capture::depinfo::parse(&text, Path::new("")).sources;
-            !sources.is_empty()
-                && sources.iter().all(|s| {
-                    s.is_absolute() && pinned.iter().any(|pin| normalize(s).starts_with(pin))
-                })
-        });
-        let verdict = verdicts.entry(package).or_insert(true);
-        *verdict &= all_pinned;
+/// The package whose build script `path`, a dep-info file in
+/// `build/<package>-<hash>/` other than a script's output, was compiled
+/// from.
+fn compiled_script(path: &Path) -> Option<&str> {
+    let in_build = path
+        .parent()
+        .and_then(Path::parent)
+        .is_some_and(|p| p.file_name() == Some(OsStr::new("build")));
+    if !in_build || is_build_output(path) {
+        return None;
     }
-    let mut verdicts: Vec<(String, bool)> = verdicts
-        .into_iter()
-        .map(|(package, pinned)| (package.to_owned(), pinned))
-        .collect();
-    verdicts.sort();
-    verdicts
+    script_package(path)
 }
 
 /// The paths a build script's output names with `cargo:rerun-if-changed=`
