@@ -11,6 +11,12 @@
 //! - `--target` and line tables only;
 //! - the coverage pass (and the runtime shim it links against);
 //! - `--emit-relocs`;
+//! - instead of the map, the compiler's local labels kept (`-C
+//!   llvm-args=-save-temp-labels`, with the link's section merging and
+//!   discarding of local symbols off): the cost of the replacement for the
+//!   map tried on the `experiment/labels` branch, which is not the
+//!   instrumented build (data compiled without labels has no extents
+//!   without the map);
 //! - the linker's map, one per executable, which takes a wrapper: this
 //!   last variant is cargo-ekstazi's own rustc wrapper, the instrumented
 //!   build itself (all of the above, and the coverage table unrelocated).
@@ -147,6 +153,10 @@ fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
     coverage.extend(link(format!("-Wl,-rpath,{}", shim_dir.display())));
     let mut relocs = coverage.clone();
     relocs.extend(link("-Wl,--emit-relocs".to_owned()));
+    let mut labels = relocs.clone();
+    labels.extend(owned(&["-C", "llvm-args=-save-temp-labels"]));
+    labels.extend(link("-Wl,-O0".to_owned()));
+    labels.extend(link("-Wl,--discard-none".to_owned()));
     // Line tables through the profile, not `-C debuginfo`: a profile's
     // per-package settings (fd's dependencies have no debug information)
     // stay as they are, as with the wrapper, which only cuts what asks for
@@ -175,6 +185,11 @@ fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
         variant("`--target`, line tables only", "lines", Vec::new()),
         variant("+ the coverage pass, the shim linked", "coverage", coverage),
         variant("+ `--emit-relocs`", "relocs", relocs),
+        variant(
+            "+ the compiler's labels kept (tried instead of the map; not the instrumented build)",
+            "labels",
+            labels,
+        ),
         // The map's path is per executable, which only a wrapper can give:
         // the last step is cargo-ekstazi's own wrapper, set up as
         // `cargo-ekstazi/src/instrument.rs` (`build_env`) sets it up.
