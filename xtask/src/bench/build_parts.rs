@@ -89,8 +89,9 @@ fn rounds(
         &ekstazi_command(&args.ekstazi, &["test", "-q"], &args.cargo_args),
     )?;
     let target_dir = project.join("target");
-    let shim = newest_shim(&target_dir.join("ekstazi"))?;
-    let variants = variants(&args.ekstazi, &shim);
+    let shim = newest(&target_dir.join("ekstazi"), "libekstazi_runtime-", ".so")?;
+    let callbacks = newest(&target_dir.join("ekstazi"), "ekstazi-sancov-", ".o")?;
+    let variants = variants(&args.ekstazi, &shim, &callbacks);
     let host = host()?;
     let build = |variant: &Variant| -> Result<Duration> {
         let mut command = Command::new("cargo");
@@ -137,7 +138,7 @@ fn rounds(
     Ok((variants, times))
 }
 
-fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
+fn variants(ekstazi: &Path, shim: &Path, callbacks: &Path) -> Vec<Variant> {
     let owned = |flags: &[&str]| flags.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let link = |arg: String| vec!["-C".to_owned(), format!("link-arg={arg}")];
     let shim_dir = shim.parent().unwrap_or(Path::new("."));
@@ -151,6 +152,9 @@ fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
     coverage.extend(link(format!("-L{}", shim_dir.display())));
     coverage.extend(link(format!("-l:{shim_file}")));
     coverage.extend(link(format!("-Wl,-rpath,{}", shim_dir.display())));
+    // The coverage callbacks, linked into every instrumented executable as
+    // the wrapper links them.
+    coverage.extend(link(callbacks.display().to_string()));
     let mut relocs = coverage.clone();
     relocs.extend(link("-Wl,--emit-relocs".to_owned()));
     let mut labels = relocs.clone();
@@ -201,30 +205,29 @@ fn variants(ekstazi: &Path, shim: &Path) -> Vec<Variant> {
             env: vec![
                 ("RUSTC_WRAPPER", ekstazi.display().to_string()),
                 ("EKSTAZI_RUSTC_WRAPPER", "1".to_owned()),
-                ("EKSTAZI_SHIM", shim.display().to_string()),
+                ("EKSTAZI_SANCOV_CALLBACKS", callbacks.display().to_string()),
                 ("EKSTAZI_LINE_TABLES_ONLY", "1".to_owned()),
             ],
         },
     ]
 }
 
-/// The shim cargo-ekstazi installed most recently under `dir`.
-fn newest_shim(dir: &Path) -> Result<PathBuf> {
-    let mut shims: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
-        .with_context(|| format!("no cargo-ekstazi shim in {}", dir.display()))?
+/// The file cargo-ekstazi installed most recently under `dir` whose name
+/// has `prefix` and `suffix` (the shim, the coverage callbacks' object).
+fn newest(dir: &Path, prefix: &str, suffix: &str) -> Result<PathBuf> {
+    let missing = || format!("no {prefix}*{suffix} of cargo-ekstazi in {}", dir.display());
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .with_context(missing)?
         .flatten()
         .filter(|e| {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            name.starts_with("libekstazi_runtime-") && name.ends_with(".so")
+            name.starts_with(prefix) && name.ends_with(suffix)
         })
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    shims.sort();
-    shims
-        .pop()
-        .map(|(_, path)| path)
-        .with_context(|| format!("no cargo-ekstazi shim in {}", dir.display()))
+    found.sort();
+    found.pop().map(|(_, path)| path).with_context(missing)
 }
 
 fn host() -> Result<String> {

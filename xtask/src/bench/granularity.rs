@@ -69,11 +69,15 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
         bail!("cargo clean failed");
     }
     let plain = clean_run(ekstazi, project, "binary", cargo_args)?;
+    // What a plain build leaves on disk: cargo's own layout, as `cargo
+    // test` fills it (cargo-ekstazi's directory aside).
+    let plain_bytes = disk_usage(&target, Some(&target.join("ekstazi")));
     eprintln!("instrumented build from clean, all tests (function granularity)");
     if instrumented.exists() {
         std::fs::remove_dir_all(&instrumented)?;
     }
     let function = clean_run(ekstazi, project, "function", cargo_args)?;
+    let instrumented_bytes = disk_usage(&instrumented, None);
 
     // Fingerprinting speed, measured alone (one binary at a time, each on
     // all cores).
@@ -95,12 +99,33 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
         println!("| {stage} | {a:.1}s | {b:.1}s | {:.2}× |", b / a);
     }
     println!(
+        "| disk (target directory) | {:.2} GB | {:.2} GB | {:.2}× |",
+        plain_bytes as f64 / 1e9,
+        instrumented_bytes as f64 / 1e9,
+        instrumented_bytes as f64 / plain_bytes.max(1) as f64
+    );
+    println!(
         "\nfingerprinting: {seconds:.2}s for {megabytes:.0} MB of instrumented executables ({:.0} MB/s); \
          in the run above, {:.2}s for the test binaries",
         megabytes / seconds,
         get(&function, "function fingerprints")
     );
     Ok(())
+}
+
+/// The bytes the files under `dir` take on disk (blocks, as `du` counts:
+/// hard links once), leaving out `skip`.
+fn disk_usage(dir: &Path, skip: Option<&Path>) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_entry(|e| Some(e.path()) != skip)
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file() && seen.insert((m.dev(), m.ino())))
+        .map(|m| m.blocks() * 512)
+        .sum()
 }
 
 /// The test executables of an instrumented build (in `<triple>/debug/deps`).
