@@ -341,3 +341,65 @@ fn macros_generics_and_c_code_are_followed() {
         ["uninstrumented function changed: c_add"]
     );
 }
+
+/// The files of the instrumented build beside its executables that end in
+/// `suffix`.
+fn beside_executables(f: &Fixture, suffix: &str) -> Vec<std::path::PathBuf> {
+    walkdir::WalkDir::new(f.file("target/ekstazi/build"))
+        .into_iter()
+        .flatten()
+        .map(|e| e.into_path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect()
+}
+
+/// A linker map is read once per build of its executable: then only the
+/// extents the fingerprints use are kept, and the map goes. A run that must
+/// fingerprint the same build again (its snapshots gone, as in a state
+/// restored without them) reads the kept extents and gets the fingerprints
+/// the map gave: the same selection. A kept file not of this build (damaged
+/// here) is not used: the build's tests run, each saying why.
+#[test]
+fn a_linker_map_gives_way_to_the_extents_it_held() {
+    let f = recorded();
+    assert!(
+        beside_executables(&f, ".map").is_empty(),
+        "{:?}",
+        beside_executables(&f, ".map")
+    );
+    let kept = beside_executables(&f, ".extents");
+    assert!(!kept.is_empty(), "no extents kept");
+    let drop_snapshots = || {
+        for entry in walkdir::WalkDir::new(f.file(".ekstazi"))
+            .into_iter()
+            .flatten()
+        {
+            if entry.file_name() == ".code" && entry.file_type().is_dir() {
+                std::fs::remove_dir_all(entry.path()).unwrap();
+            }
+        }
+    };
+    // A new build, fingerprinted with its map, which then goes.
+    f.edit("src/limits.rs", "LIMIT: u32 = 10", "LIMIT: u32 = 11");
+    let names = |selected: Vec<(String, Vec<String>)>| -> Vec<String> {
+        selected.into_iter().map(|(label, _)| label).collect()
+    };
+    let with_map = names(f.selected(&[]));
+    assert_eq!(with_map, ["funcs tests::t_limit_a"]);
+    assert!(beside_executables(&f, ".map").is_empty());
+    // The same build fingerprinted again, from the kept extents.
+    drop_snapshots();
+    assert_eq!(names(f.selected(&[])), with_map);
+    // The kept file damaged: the build cannot be fingerprinted.
+    for victim in beside_executables(&f, ".extents") {
+        let bytes = std::fs::read(&victim).unwrap();
+        std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    }
+    drop_snapshots();
+    let selected = f.selected(&[]);
+    assert!(selected.len() > with_map.len(), "{selected:?}");
+    assert!(
+        selected.iter().all(|(_, reasons)| !reasons.is_empty()),
+        "{selected:?}"
+    );
+}

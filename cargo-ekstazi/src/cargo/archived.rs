@@ -189,8 +189,8 @@ impl Manifest {
 }
 
 /// The files besides the binaries that the archive must carry, relative to
-/// `build_dir`: the manifest, and the linker maps the function fingerprints
-/// are read with (for a `CARGO_BIN_EXE_*` program copied out of `deps/`,
+/// `build_dir`: the manifest, and the linker maps (or the extents kept of
+/// them) the function fingerprints are read with (for a `CARGO_BIN_EXE_*` program copied out of `deps/`,
 /// the original its map is found beside too).
 pub fn extra_files(built: &Built, build_dir: &Path) -> Vec<PathBuf> {
     let mut files = vec![PathBuf::from(MANIFEST)];
@@ -200,7 +200,9 @@ pub fn extra_files(built: &Built, build_dir: &Path) -> Vec<PathBuf> {
         .filter(|b| b.doctests.is_none())
         .flat_map(|b| std::iter::once(&b.path).chain(b.bin_exes.iter().map(|(_, p)| p)));
     for program in programs {
-        let Some(map) = ekstazi_core::digests::program::map_path(program) else {
+        let Some(map) = ekstazi_core::digests::program::map_path(program)
+            .or_else(|| ekstazi_core::digests::program::kept_extents_path(program))
+        else {
             continue;
         };
         let original = map.with_extension("");

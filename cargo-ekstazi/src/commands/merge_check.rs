@@ -510,15 +510,16 @@ fn from_records(
 }
 
 /// The direct calls in every instrumented executable the run built (one
-/// without a linker map is not instrumented: a build script's program, a
-/// doctest).
+/// without a linker map, or the extents kept of it, is not instrumented: a
+/// build script's program, a doctest).
 fn calls_of(ran: &Ran) -> Vec<(u64, u64)> {
     let mut calls: Vec<(u64, u64)> = ran
         .executables
         .iter()
         .filter_map(|path| {
-            let map = PathBuf::from(format!("{}.map", path.display()));
-            ekstazi_core::digests::fingerprint::calls::direct_calls_file(path, &map).ok()
+            let extents = ekstazi_core::digests::program::extent_source(path)?;
+            ekstazi_core::digests::fingerprint::calls::direct_calls_file(path, extents.source())
+                .ok()
         })
         .flatten()
         .collect();

@@ -361,9 +361,55 @@ pub(crate) enum Fate {
 /// for an executable cargo copied out of `deps/` (a `[[bin]]`), next to the
 /// original, found by being the same file.
 pub fn map_path(binary: &Path) -> Option<PathBuf> {
-    let beside = append(binary, ".map");
-    if beside.exists() {
-        return Some(beside);
+    beside(binary, ".map")
+}
+
+/// Where the extents kept of an instrumented executable's map are, once
+/// the map is gone (see [`crate::digests::fingerprint::kept`]): where its
+/// map was.
+pub fn kept_extents_path(binary: &Path) -> Option<PathBuf> {
+    beside(binary, crate::digests::fingerprint::kept::SUFFIX)
+}
+
+/// The extents kept of the map of the executable at `binary`, if they were
+/// kept for this very executable.
+pub fn kept_extents(binary: &Path) -> Option<Vec<crate::digests::fingerprint::map::Extent>> {
+    use crate::digests::fingerprint::kept;
+    let path = kept_extents_path(binary)?;
+    let loaded = kept::loaded_digest(&crate::digests::mapped::bytes(binary).ok()?)?;
+    kept::read(&path, &loaded)
+}
+
+/// Where an instrumented executable's data extents come from: its map, or
+/// what was kept of it.
+pub fn extent_source(binary: &Path) -> Option<ExtentFile> {
+    map_path(binary)
+        .map(ExtentFile::Map)
+        .or_else(|| kept_extents(binary).map(ExtentFile::Kept))
+}
+
+/// See [`extent_source`].
+pub enum ExtentFile {
+    Map(PathBuf),
+    Kept(Vec<crate::digests::fingerprint::map::Extent>),
+}
+
+impl ExtentFile {
+    pub fn source(&self) -> crate::digests::fingerprint::ExtentSource<'_> {
+        use crate::digests::fingerprint::ExtentSource;
+        match self {
+            ExtentFile::Map(path) => ExtentSource::Map(path),
+            ExtentFile::Kept(extents) => ExtentSource::Kept(extents.clone()),
+        }
+    }
+}
+
+/// The file `binary` + `suffix`, or, for an executable cargo copied out of
+/// `deps/`, the original's.
+fn beside(binary: &Path, suffix: &str) -> Option<PathBuf> {
+    let here = append(binary, suffix);
+    if here.exists() {
+        return Some(here);
     }
     let name = binary.file_name()?.to_str()?;
     let deps = binary.parent()?.join("deps");
@@ -376,9 +422,9 @@ pub fn map_path(binary: &Path) -> Option<PathBuf> {
             .and_then(|rest| rest.strip_prefix('-'))
             .is_some_and(|hash| !hash.contains('.'));
         if candidate && same_file(&entry.path(), binary, &target) {
-            let map = append(&entry.path(), ".map");
-            if map.exists() {
-                return Some(map);
+            let there = append(&entry.path(), suffix);
+            if there.exists() {
+                return Some(there);
             }
         }
     }

@@ -2,9 +2,9 @@
 //! or fingerprinted once per run and kept, with the function table records
 //! name functions by and the uninstrumented tables of past builds.
 
-use crate::digests::fingerprint::{self, FingerprintError};
+use crate::digests::fingerprint::{self, ExtentSource, FingerprintError, Snapshot, kept};
 use crate::digests::functions::FunctionTable;
-use crate::digests::program::{Build, Uninstrumented, map_path};
+use crate::digests::program::{Build, Uninstrumented, kept_extents, map_path};
 use crate::model::dep::Hash;
 use crate::model::path::{Anchors, Placeholders};
 use crate::storage::store::Store;
@@ -66,8 +66,7 @@ impl Snapshots {
         let snapshot = match self.store.load_snapshot(id) {
             Some(snapshot) => snapshot,
             None => {
-                let map = map_path(binary).ok_or(FingerprintError::NoMap)?;
-                let snapshot = fingerprint::fingerprint_file(binary, &map, &self.checkout)?;
+                let snapshot = self.fingerprint(binary)?;
                 // Not being able to keep it costs only time: the next run
                 // computes it again.
                 let _ = self.store.save_snapshot(id, &snapshot);
@@ -80,6 +79,37 @@ impl Snapshots {
             .expect("build cache lock")
             .insert(*id, build.clone());
         Ok(build)
+    }
+
+    /// Fingerprints the executable at `binary` with its linker map, then
+    /// keeps the map's extents and removes the map (it is read once per
+    /// build: the snapshot is stored); or, the map gone, with the extents
+    /// kept of it.
+    fn fingerprint(&self, binary: &Path) -> Result<Snapshot, FingerprintError> {
+        if let Some(map) = map_path(binary) {
+            match fingerprint::fingerprint_file_keeping(
+                binary,
+                ExtentSource::Map(&map),
+                &self.checkout,
+            ) {
+                Ok((snapshot, extents, loaded)) => {
+                    // Keeping them costs only disk if it fails: the map
+                    // stays.
+                    if let Some(loaded) = loaded
+                        && kept::write(&kept::beside_map(&map), &loaded, &extents).is_ok()
+                    {
+                        let _ = std::fs::remove_file(&map);
+                    }
+                    return Ok(snapshot);
+                }
+                // Another run may have just kept its extents and removed it.
+                Err(e) if map.exists() => return Err(e),
+                Err(_) => {}
+            }
+        }
+        let extents = kept_extents(binary).ok_or(FingerprintError::NoMap)?;
+        fingerprint::fingerprint_file_keeping(binary, ExtentSource::Kept(extents), &self.checkout)
+            .map(|(snapshot, ..)| snapshot)
     }
 
     /// The builds loaded or fingerprinted in this run (the ones whose

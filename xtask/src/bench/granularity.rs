@@ -83,12 +83,19 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
     // all cores).
     let (mut megabytes, mut seconds) = (0.0, 0.0);
     for binary in walk_executables(&instrumented) {
-        let data = std::fs::read(&binary)?;
-        let map = std::fs::read(format!("{}.map", binary.display()))?;
+        let Some(extents) = ekstazi_core::digests::program::extent_source(&binary) else {
+            continue;
+        };
         let start = std::time::Instant::now();
-        if ekstazi_core::digests::fingerprint::fingerprint(&data, &map).is_ok() {
+        if ekstazi_core::digests::fingerprint::fingerprint_file_keeping(
+            &binary,
+            extents.source(),
+            &Default::default(),
+        )
+        .is_ok()
+        {
             seconds += start.elapsed().as_secs_f64();
-            megabytes += data.len() as f64 / 1e6;
+            megabytes += std::fs::metadata(&binary)?.len() as f64 / 1e6;
         }
     }
     let get = |t: &BTreeMap<String, f64>, k: &str| t.get(k).copied().unwrap_or(0.0);
@@ -141,9 +148,11 @@ pub(crate) fn walk_executables(dir: &Path) -> Vec<PathBuf> {
                 continue;
             };
             for entry in entries.flatten() {
+                // An instrumented executable has its linker map beside it,
+                // or the extents kept of the map.
                 let path = entry.path();
-                let map = PathBuf::from(format!("{}.map", path.display()));
-                if map.exists() {
+                let beside = |suffix: &str| PathBuf::from(format!("{}{suffix}", path.display()));
+                if beside(".map").exists() || beside(".extents").exists() {
                     found.push(path);
                 }
             }

@@ -63,7 +63,11 @@ fn direct_calls(image: &Image<'_>) -> Result<Vec<(u64, u64)>, FingerprintError> 
     Ok(calls)
 }
 
-/// The direct calls of the executable at `binary`, given its linker map.
-pub fn direct_calls_file(binary: &Path, map: &Path) -> Result<Vec<(u64, u64)>, FingerprintError> {
-    super::with_image_file(binary, map, |image| direct_calls(&image))
+/// The direct calls of the executable at `binary`, with its extents from
+/// `source`.
+pub fn direct_calls_file(
+    binary: &Path,
+    source: super::ExtentSource<'_>,
+) -> Result<Vec<(u64, u64)>, FingerprintError> {
+    super::with_image_file(binary, source, |image, _| direct_calls(&image))
 }

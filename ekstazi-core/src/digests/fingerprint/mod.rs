@@ -37,6 +37,7 @@
 
 pub mod calls;
 mod image;
+pub mod kept;
 pub mod map;
 mod normalise;
 mod source_path;
@@ -147,6 +148,14 @@ impl Snapshot {
     }
 }
 
+/// Where the extents of an executable's data come from.
+pub enum ExtentSource<'a> {
+    /// Its linker map.
+    Map(&'a Path),
+    /// What was kept of its map ([`kept`]).
+    Kept(Vec<map::Extent>),
+}
+
 /// Fingerprints every function of the instrumented executable at `binary`,
 /// given its linker map at `map`. The directories of `checkout` are hashed
 /// as their placeholders where string constants name them, so that the same
@@ -156,24 +165,43 @@ pub fn fingerprint_file(
     map: &Path,
     checkout: &Placeholders,
 ) -> Result<Snapshot, FingerprintError> {
-    with_image_file(binary, map, |image| fingerprint_image(image, checkout))
+    fingerprint_file_keeping(binary, ExtentSource::Map(map), checkout)
+        .map(|(snapshot, ..)| snapshot)
 }
 
-/// Reads the executable at `binary`, mapped, and its linker map at `map`,
-/// the map while the executable's symbols are, and hands the image to `f`.
+/// [`fingerprint_file`] with the extents from `source`; also gives the
+/// extents it read, and the digest of the executable they belong to
+/// ([`kept::loaded_digest`]), for [`kept::write`].
+pub fn fingerprint_file_keeping(
+    binary: &Path,
+    source: ExtentSource<'_>,
+    checkout: &Placeholders,
+) -> Result<(Snapshot, Vec<map::Extent>, Option<crate::model::dep::Hash>), FingerprintError> {
+    with_image_file(binary, source, |image, data| {
+        let snapshot = fingerprint_image(&image, checkout)?;
+        Ok((snapshot, image.extents, kept::loaded_digest(data)))
+    })
+}
+
+/// Reads the executable at `binary`, mapped, with its extents from
+/// `source` (a map is read while the executable's symbols are), and hands
+/// the image and the executable's bytes to `f`.
 fn with_image_file<T>(
     binary: &Path,
-    map: &Path,
-    f: impl FnOnce(image::Image<'_>) -> Result<T, FingerprintError>,
+    source: ExtentSource<'_>,
+    f: impl FnOnce(image::Image<'_>, &[u8]) -> Result<T, FingerprintError>,
 ) -> Result<T, FingerprintError> {
     let data = crate::digests::mapped::bytes(binary).map_err(unreadable)?;
-    let image = image::Image::parse_with(&data, |keep| {
-        // Read, not mapped: the linker rewrites its map in place, and a
-        // mapped file truncated under a reader raises `SIGBUS`.
-        let file = std::fs::File::open(map).map_err(unreadable)?;
-        map::read(file, keep).map_err(unreadable)
-    })?;
-    f(image)
+    let image = match source {
+        ExtentSource::Map(map) => image::Image::parse_with(&data, |keep| {
+            // Read, not mapped: the linker rewrites its map in place, and a
+            // mapped file truncated under a reader raises `SIGBUS`.
+            let file = std::fs::File::open(map).map_err(unreadable)?;
+            map::read(file, keep).map_err(unreadable)
+        })?,
+        ExtentSource::Kept(extents) => image::Image::parse_with(&data, |_| Ok(extents))?,
+    };
+    f(image, &data)
 }
 
 fn unreadable(e: std::io::Error) -> FingerprintError {
@@ -184,13 +212,13 @@ fn unreadable(e: std::io::Error) -> FingerprintError {
 /// text of its linker map.
 pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, FingerprintError> {
     fingerprint_image(
-        image::Image::parse(binary, map_text)?,
+        &image::Image::parse(binary, map_text)?,
         &Placeholders::default(),
     )
 }
 
 fn fingerprint_image(
-    image: image::Image<'_>,
+    image: &image::Image<'_>,
     checkout: &Placeholders,
 ) -> Result<Snapshot, FingerprintError> {
     if image.coverage_flags.is_empty() {
@@ -214,7 +242,7 @@ fn fingerprint_image(
         .iter()
         .map(|(_, entry)| *entry)
         .collect();
-    let normaliser = normalise::Normaliser::new(&image, checkout);
+    let normaliser = normalise::Normaliser::new(image, checkout);
     let shallow: Vec<(u64, &str, Fp, Vec<u64>, bool)> = by_addr
         .par_iter()
         .map_init(normalise::Memo::default, |memo, (addr, f)| {
