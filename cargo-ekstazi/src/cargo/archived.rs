@@ -190,8 +190,9 @@ impl Manifest {
 
 /// The files besides the binaries that the archive must carry, relative to
 /// `build_dir`: the manifest, and the linker maps (or the extents kept of
-/// them) the function fingerprints are read with (for a `CARGO_BIN_EXE_*` program copied out of `deps/`,
-/// the original its map is found beside too).
+/// them) the function fingerprints are read with (for a `CARGO_BIN_EXE_*`
+/// program copied out of `deps/`, the original its map is found beside
+/// too).
 pub fn extra_files(built: &Built, build_dir: &Path) -> Vec<PathBuf> {
     let mut files = vec![PathBuf::from(MANIFEST)];
     let programs = built
