@@ -518,8 +518,7 @@ fn calls_of(ran: &Ran) -> Vec<(u64, u64)> {
         .iter()
         .filter_map(|path| {
             let extents = ekstazi_core::digests::program::extent_source(path)?;
-            ekstazi_core::digests::fingerprint::calls::direct_calls_file(path, extents.source())
-                .ok()
+            ekstazi_core::digests::fingerprint::calls::direct_calls_file(path, extents).ok()
         })
         .flatten()
         .collect();

@@ -382,26 +382,11 @@ pub fn kept_extents(binary: &Path) -> Option<Vec<crate::digests::fingerprint::ma
 
 /// Where an instrumented executable's data extents come from: its map, or
 /// what was kept of it.
-pub fn extent_source(binary: &Path) -> Option<ExtentFile> {
+pub fn extent_source(binary: &Path) -> Option<crate::digests::fingerprint::ExtentSource> {
+    use crate::digests::fingerprint::ExtentSource;
     map_path(binary)
-        .map(ExtentFile::Map)
-        .or_else(|| kept_extents(binary).map(ExtentFile::Kept))
-}
-
-/// See [`extent_source`].
-pub enum ExtentFile {
-    Map(PathBuf),
-    Kept(Vec<crate::digests::fingerprint::map::Extent>),
-}
-
-impl ExtentFile {
-    pub fn source(&self) -> crate::digests::fingerprint::ExtentSource<'_> {
-        use crate::digests::fingerprint::ExtentSource;
-        match self {
-            ExtentFile::Map(path) => ExtentSource::Map(path),
-            ExtentFile::Kept(extents) => ExtentSource::Kept(extents.clone()),
-        }
-    }
+        .map(ExtentSource::Map)
+        .or_else(|| kept_extents(binary).map(ExtentSource::Kept))
 }
 
 /// The file `binary` + `suffix`, or, for an executable cargo copied out of

@@ -87,14 +87,17 @@ impl Snapshots {
     /// kept of it.
     fn fingerprint(&self, binary: &Path) -> Result<Snapshot, FingerprintError> {
         if let Some(map) = map_path(binary) {
-            match fingerprint::fingerprint_file_keeping(
+            match fingerprint::fingerprint_file(
                 binary,
-                ExtentSource::Map(&map),
+                ExtentSource::Map(map.clone()),
                 &self.checkout,
             ) {
-                Ok((snapshot, extents, loaded)) => {
+                Ok((snapshot, extents)) => {
                     // Keeping them costs only disk if it fails: the map
                     // stays.
+                    let loaded = crate::digests::mapped::bytes(binary)
+                        .ok()
+                        .and_then(|data| kept::loaded_digest(&data));
                     if let Some(loaded) = loaded
                         && kept::write(&kept::beside_map(&map), &loaded, &extents).is_ok()
                     {
@@ -108,8 +111,8 @@ impl Snapshots {
             }
         }
         let extents = kept_extents(binary).ok_or(FingerprintError::NoMap)?;
-        fingerprint::fingerprint_file_keeping(binary, ExtentSource::Kept(extents), &self.checkout)
-            .map(|(snapshot, ..)| snapshot)
+        fingerprint::fingerprint_file(binary, ExtentSource::Kept(extents), &self.checkout)
+            .map(|(snapshot, _)| snapshot)
     }
 
     /// The builds loaded or fingerprinted in this run (the ones whose

@@ -87,9 +87,9 @@ pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()
             continue;
         };
         let start = std::time::Instant::now();
-        if ekstazi_core::digests::fingerprint::fingerprint_file_keeping(
+        if ekstazi_core::digests::fingerprint::fingerprint_file(
             &binary,
-            extents.source(),
+            extents,
             &Default::default(),
         )
         .is_ok()
@@ -152,7 +152,8 @@ pub(crate) fn walk_executables(dir: &Path) -> Vec<PathBuf> {
                 // or the extents kept of the map.
                 let path = entry.path();
                 let beside = |suffix: &str| PathBuf::from(format!("{}{suffix}", path.display()));
-                if beside(".map").exists() || beside(".extents").exists() {
+                let kept = ekstazi_core::digests::fingerprint::kept::SUFFIX;
+                if beside(".map").exists() || beside(kept).exists() {
                     found.push(path);
                 }
             }

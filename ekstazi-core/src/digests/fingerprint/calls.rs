@@ -67,7 +67,7 @@ fn direct_calls(image: &Image<'_>) -> Result<Vec<(u64, u64)>, FingerprintError> 
 /// `source`.
 pub fn direct_calls_file(
     binary: &Path,
-    source: super::ExtentSource<'_>,
+    source: super::ExtentSource,
 ) -> Result<Vec<(u64, u64)>, FingerprintError> {
-    super::with_image_file(binary, source, |image, _| direct_calls(&image))
+    super::with_image_file(binary, source, |image| direct_calls(&image))
 }

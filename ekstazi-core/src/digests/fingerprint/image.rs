@@ -155,11 +155,6 @@ impl<R> ByPlace<R> {
 }
 
 impl<'a> Image<'a> {
-    /// Reads the executable `data`, linked with the map `map_text`.
-    pub fn parse(data: &'a [u8], map_text: &[u8]) -> Result<Image<'a>, FingerprintError> {
-        Image::parse_with(data, |keep| Ok(super::map::parse(map_text, keep)))
-    }
-
     /// Reads the executable `data`, with `extents` reading its linker map
     /// (given which output sections to keep) at the same time as the
     /// executable's symbols and relocations: both are a large binary's

@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 use crate::model::path::Placeholders;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A function fingerprint: 128 bits of blake3.
 pub type Fp = [u8; 16];
@@ -149,72 +149,52 @@ impl Snapshot {
 }
 
 /// Where the extents of an executable's data come from.
-pub enum ExtentSource<'a> {
+pub enum ExtentSource {
     /// Its linker map.
-    Map(&'a Path),
+    Map(PathBuf),
     /// What was kept of its map ([`kept`]).
     Kept(Vec<map::Extent>),
 }
 
 /// Fingerprints every function of the instrumented executable at `binary`,
-/// given its linker map at `map`. The directories of `checkout` are hashed
+/// with the extents of its data from `source`, and gives the extents back
+/// (to be kept: [`kept::write`]). The directories of `checkout` are hashed
 /// as their placeholders where string constants name them, so that the same
 /// code built in another checkout has the same fingerprints.
 pub fn fingerprint_file(
     binary: &Path,
-    map: &Path,
+    source: ExtentSource,
     checkout: &Placeholders,
-) -> Result<Snapshot, FingerprintError> {
-    fingerprint_file_keeping(binary, ExtentSource::Map(map), checkout)
-        .map(|(snapshot, ..)| snapshot)
-}
-
-/// [`fingerprint_file`] with the extents from `source`; also gives the
-/// extents it read, and the digest of the executable they belong to
-/// ([`kept::loaded_digest`]), for [`kept::write`].
-pub fn fingerprint_file_keeping(
-    binary: &Path,
-    source: ExtentSource<'_>,
-    checkout: &Placeholders,
-) -> Result<(Snapshot, Vec<map::Extent>, Option<crate::model::dep::Hash>), FingerprintError> {
-    with_image_file(binary, source, |image, data| {
+) -> Result<(Snapshot, Vec<map::Extent>), FingerprintError> {
+    with_image_file(binary, source, |image| {
         let snapshot = fingerprint_image(&image, checkout)?;
-        Ok((snapshot, image.extents, kept::loaded_digest(data)))
+        Ok((snapshot, image.extents))
     })
 }
 
 /// Reads the executable at `binary`, mapped, with its extents from
 /// `source` (a map is read while the executable's symbols are), and hands
-/// the image and the executable's bytes to `f`.
+/// the image to `f`.
 fn with_image_file<T>(
     binary: &Path,
-    source: ExtentSource<'_>,
-    f: impl FnOnce(image::Image<'_>, &[u8]) -> Result<T, FingerprintError>,
+    source: ExtentSource,
+    f: impl FnOnce(image::Image<'_>) -> Result<T, FingerprintError>,
 ) -> Result<T, FingerprintError> {
     let data = crate::digests::mapped::bytes(binary).map_err(unreadable)?;
     let image = match source {
         ExtentSource::Map(map) => image::Image::parse_with(&data, |keep| {
             // Read, not mapped: the linker rewrites its map in place, and a
             // mapped file truncated under a reader raises `SIGBUS`.
-            let file = std::fs::File::open(map).map_err(unreadable)?;
+            let file = std::fs::File::open(&map).map_err(unreadable)?;
             map::read(file, keep).map_err(unreadable)
         })?,
         ExtentSource::Kept(extents) => image::Image::parse_with(&data, |_| Ok(extents))?,
     };
-    f(image, &data)
+    f(image)
 }
 
 fn unreadable(e: std::io::Error) -> FingerprintError {
     FingerprintError::Parse(e.to_string())
-}
-
-/// Fingerprints every function of an instrumented executable, given the
-/// text of its linker map.
-pub fn fingerprint(binary: &[u8], map_text: &[u8]) -> Result<Snapshot, FingerprintError> {
-    fingerprint_image(
-        &image::Image::parse(binary, map_text)?,
-        &Placeholders::default(),
-    )
 }
 
 fn fingerprint_image(
