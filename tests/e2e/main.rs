@@ -28,5 +28,6 @@ mod selection;
 mod shim;
 mod stability;
 mod transparent;
+mod unchanged_build;
 mod ux;
 mod verdict_first;

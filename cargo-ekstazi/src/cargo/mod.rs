@@ -2,7 +2,9 @@
 //!
 //! The workspace ([`workspace::Workspace`]), the cargo build of the test
 //! binaries ([`test_build::Built`], [`test_build::TestBinary`]) and the
-//! instrumented build behind function granularity ([`instrument`]), the
+//! instrumented build behind function granularity ([`instrument`]), what
+//! a build read, for the stamp that lets an unchanged build skip cargo
+//! ([`build_footprint`]), the
 //! doctest units ([`doctests`]), each binary's tests as libtest lists them
 //! ([`libtest::TestCase`]), the variables cargo gives a test process
 //! ([`test_env`]), and the rustdoc wrapper that puts doctests under the
@@ -12,6 +14,7 @@
 //! imports only `cli` and `style` from this crate.
 
 pub mod archived;
+pub mod build_footprint;
 pub mod doctests;
 pub mod instrument;
 pub mod libtest;

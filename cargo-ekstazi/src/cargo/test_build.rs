@@ -2,19 +2,21 @@
 //! and learning from cargo's messages where each binary is and what its
 //! tests need at run time.
 
+use crate::cargo::build_footprint::{self, Gathered};
 use crate::cargo::instrument;
 use crate::cargo::workspace::{Workspace, binary_key, primary_kind};
 use crate::cli::CargoOpts;
 use anyhow::{Context, Result};
 use cargo_metadata::camino::Utf8PathBuf;
 use cargo_metadata::{Artifact, BuildScript, Message, PackageId, Target};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// One test binary cargo built.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TestBinary {
     /// Stable across rebuilds: see [`binary_key`].
     pub key: String,
@@ -32,7 +34,7 @@ pub struct TestBinary {
 }
 
 /// The doctests of one library package, as one unit of selection.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Doctests {
     pub package: String,
     /// The dep-info files of the library and of the path packages it
@@ -54,7 +56,7 @@ impl TestBinary {
 }
 
 /// What a build produced.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Built {
     pub binaries: Vec<TestBinary>,
     /// Native library directories inside the target directory that build
@@ -74,16 +76,30 @@ pub struct Built {
 #[error("could not compile the tests (cargo exited with {0})")]
 pub struct BuildFailed(pub std::process::ExitStatus);
 
-/// Runs `cargo test --no-run` with the user's cargo options; with
+/// A build as asked for, not started yet.
+pub struct Request {
+    command: Command,
+    /// What names it: see [`build_footprint::request`].
+    pub digest: ekstazi_core::model::dep::Hash,
+}
+
+/// `cargo test --no-run` with the user's cargo options; with
 /// `instrumentation`, the instrumented build of function granularity (see
 /// [`instrument`]).
-pub fn build(
+pub fn request(
     ws: &Workspace,
     opts: &CargoOpts,
     instrumentation: Option<instrument::Instrumentation>,
     extra_args: &[&str],
-) -> Result<Built> {
-    let mut command = cargo_test_no_run(ws, opts, instrumentation, extra_args)?;
+) -> Result<Request> {
+    let command = cargo_test_no_run(ws, opts, instrumentation, extra_args)?;
+    let digest = build_footprint::request(ws, &command);
+    Ok(Request { command, digest })
+}
+
+/// Runs the build: what it made, and what it read and made, for its stamp.
+pub fn build(ws: &Workspace, request: Request) -> Result<(Built, Gathered)> {
+    let Request { mut command, .. } = request;
     let mut child = command.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut messages = Messages::default();
@@ -94,7 +110,8 @@ pub fn build(
     if !status.success() {
         return Err(BuildFailed(status).into());
     }
-    Ok(messages.into_built(ws))
+    let gathered = std::mem::take(&mut messages.gathered);
+    Ok((messages.into_built(ws), gathered))
 }
 
 /// `cargo test --no-run` with the user's options, its messages on stdout;
@@ -137,6 +154,7 @@ struct Messages {
     native_dirs: Vec<PathBuf>,
     lib_dep_info: HashMap<PackageId, PathBuf>,
     build_outputs: HashMap<PackageId, PathBuf>,
+    gathered: Gathered,
 }
 
 impl Messages {
@@ -149,6 +167,7 @@ impl Messages {
     }
 
     fn artifact(&mut self, artifact: Artifact) {
+        self.gathered.artifact(&artifact);
         let kind = primary_kind(&artifact.target.kind);
         if kind == "lib" {
             let first = artifact.executable.as_ref().or(artifact.filenames.first());
@@ -182,6 +201,7 @@ impl Messages {
     }
 
     fn build_script(&mut self, ws: &Workspace, script: BuildScript) {
+        self.gathered.build_script(&script);
         for linked in &script.linked_paths {
             let path = linked.as_str();
             let path = path.split_once('=').map_or(path, |(_, p)| p);

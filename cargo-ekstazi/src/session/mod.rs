@@ -3,7 +3,8 @@
 //! [`Session`] holds the workspace, the built binaries, their tests, the
 //! store and the present checksums; [`Session::prepare`] makes it stage by
 //! stage from the [`options::Options`] resolved once from a
-//! [`options::Request`] ([`prepare`]); [`Session::analyse`] turns it into
+//! [`options::Request`] ([`prepare`]), its build skipped while the last
+//! one's stamp holds ([`stamped_build`]); [`Session::analyse`] turns it into
 //! the plan, a [`analysis::Planned`] per test ([`analysis`]); and
 //! [`recording`] turns a finished test's trace into its record.
 //!
@@ -15,6 +16,7 @@ pub mod analysis;
 pub mod options;
 mod prepare;
 pub mod recording;
+mod stamped_build;
 
 pub use analysis::Planned;
 

@@ -6,6 +6,7 @@
 
 use super::Session;
 use super::options::{self, Options, Request};
+use super::stamped_build::{self, Provenance};
 use crate::cargo::archived::{self, Manifest};
 use crate::cargo::libtest::{self, TestCase};
 use crate::cargo::test_build::{self, Built};
@@ -54,8 +55,11 @@ impl Session {
                 (built, Some(manifest))
             }
             None => {
-                let built = build_tests(&ws, &options, &shim)?;
-                laps.lap("build");
+                let (built, provenance) = build_tests(&ws, &options, &shim, &state_dir)?;
+                laps.lap(match provenance {
+                    Provenance::Cargo => "build",
+                    Provenance::Stamped => "build (unchanged)",
+                });
                 (built, None)
             }
         };
@@ -140,7 +144,12 @@ fn open_workspace(request: &Request) -> Result<Workspace> {
 
 /// The test binaries, built as `cargo test` would (instrumented with
 /// function granularity), and the doctest units when doctests are on.
-fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> {
+fn build_tests(
+    ws: &Workspace,
+    options: &Options,
+    shim: &Path,
+    state_dir: &Path,
+) -> Result<(Built, Provenance)> {
     let instrumentation = crate::cargo::instrument::Instrumentation {
         shim,
         debuginfo: options.debuginfo(),
@@ -150,7 +159,8 @@ fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> 
     let only_doctests = options.only_doctests();
     // `--doc` builds the libraries alone, for their dep-info.
     let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
-    let mut built = test_build::build(ws, &options.cargo, instrumented, extra)?;
+    let request = test_build::request(ws, &options.cargo, instrumented, extra)?;
+    let (mut built, provenance) = stamped_build::build(ws, &Store::new(state_dir), request)?;
     if only_doctests {
         built.binaries.clear();
     }
@@ -158,7 +168,7 @@ fn build_tests(ws: &Workspace, options: &Options, shim: &Path) -> Result<Built> 
         let units = crate::cargo::doctests::units(ws, &options.cargo, &built);
         built.binaries.extend(units);
     }
-    Ok(built)
+    Ok((built, provenance))
 }
 
 /// The test binaries of a nextest archive made elsewhere, unpacked where

@@ -5,6 +5,7 @@
 //! asked for many at once); the selection compares what it returns with
 //! what records hold.
 
+use crate::files::identity::{Identity, settled_before};
 use crate::model::dep::{FileKind, Hash, Sum, Target};
 use crate::model::path::{Anchors, Placeholders};
 use rayon::prelude::*;
@@ -15,7 +16,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// The permission bits that enter a file's checksum: the owner's read,
 /// write and execute bits. A script that loses its executable bit fails to
@@ -330,48 +331,7 @@ pub struct Checksums {
     known: Mutex<HashMap<Target, Sum>>,
     /// Computed after a test, valid while the entry's stamp is unchanged:
     /// a program that a thousand tests run is checksummed once.
-    seen: Mutex<HashMap<Target, (Stamp, Sum)>>,
-}
-
-/// What identifies one version of a file without reading it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    fn of(path: &Path, follow: bool) -> Option<Stamp> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = if follow {
-            fs::metadata(path)
-        } else {
-            fs::symlink_metadata(path)
-        }
-        .ok()?;
-        Some(Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        })
-    }
-
-    /// The later of the modification and status-change times: a file
-    /// changed and then given an old modification time still has a new
-    /// status-change time.
-    fn changed(&self) -> SystemTime {
-        let at = |(secs, nanos): (i64, i64)| {
-            SystemTime::UNIX_EPOCH
-                + Duration::from_secs(secs.max(0) as u64)
-                + Duration::from_nanos(nanos.max(0) as u64)
-        };
-        at(self.mtime).max(at(self.ctime))
-    }
+    seen: Mutex<HashMap<Target, (Identity, Sum)>>,
 }
 
 impl Checksums {
@@ -486,7 +446,7 @@ impl Checksums {
             return Sum::Unknown;
         };
         let follow = !matches!(target, Target::Kind { follow: false, .. } | Target::Link(_));
-        let before = Stamp::of(&path, follow);
+        let before = Identity::of(&path, follow);
         let settled = before.is_some_and(|stamp| settled_before(stamp.changed(), since));
         if settled
             && let Some((stamp, sum)) = self.seen.lock().expect("checksum cache lock").get(target)
@@ -497,7 +457,7 @@ impl Checksums {
         let sum = self.compute(target);
         match sum {
             Sum::Hash(_) => {
-                if !settled || Stamp::of(&path, follow) != before {
+                if !settled || Identity::of(&path, follow) != before {
                     return Sum::Unknown;
                 }
                 if let Some(stamp) = before {
@@ -554,45 +514,10 @@ impl Checksums {
     }
 }
 
-/// Whether a modification time proves the entry was last changed before
-/// `since`. Kernels stamp files from a coarse clock (a few milliseconds
-/// behind), and some file systems keep whole seconds only, so a time too
-/// close to `since` proves nothing.
-fn settled_before(mtime: SystemTime, since: SystemTime) -> bool {
-    let coarse = mtime
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .is_ok_and(|d| d.subsec_nanos() == 0);
-    let margin = if coarse {
-        Duration::from_secs(2)
-    } else {
-        Duration::from_millis(50)
-    };
-    since.checked_sub(margin).is_some_and(|limit| mtime < limit)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_recent_modification_proves_nothing() {
-        let now = SystemTime::now();
-        assert!(!settled_before(now, now));
-        assert!(!settled_before(now - Duration::from_millis(10), now));
-        assert!(settled_before(
-            now - Duration::from_secs(1),
-            now + Duration::from_nanos(1)
-        ));
-        let whole_second = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        assert!(!settled_before(
-            whole_second,
-            whole_second + Duration::from_secs(1)
-        ));
-        assert!(settled_before(
-            whole_second,
-            whole_second + Duration::from_secs(3)
-        ));
-    }
+    use std::time::Duration;
 
     #[test]
     fn content_distinguishes_bytes_kinds_and_absence() {

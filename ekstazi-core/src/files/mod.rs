@@ -3,16 +3,18 @@
 //! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the one way a file
 //! is replaced (`write_atomic`: a temporary file, then a rename; for the
 //! many records of a run, `Replacer`, which exchanges a spare file into
-//! place instead of making and deleting one per file), and [`contained`]:
+//! place instead of making and deleting one per file), [`contained`]:
 //! every path of a state directory reached from its own descriptor, never
 //! through a link, and read only as a regular file no larger than a limit
-//! (`StateDir::read_bounded`).
+//! (`StateDir::read_bounded`); and [`identity`]: a file's version told by
+//! `stat`, as git's index tells it.
 //!
 //! Invariant: the bottom of the crate. `files` imports no other module of
 //! the crate; everything that keeps a file (the record model, the function
 //! table, the store, the history) goes through it.
 
 pub mod contained;
+pub mod identity;
 pub mod sealed;
 mod spare;
 

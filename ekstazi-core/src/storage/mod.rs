@@ -5,13 +5,15 @@
 //! [`snapshots::Snapshots`] cache of builds' fingerprints, the
 //! [`history::History`] of the records that held at each commit, the
 //! [`archive`] a state travels in, the garbage collection of the function
-//! table ([`gc`]) and the merging of shards' state directories
-//! ([`merge_state`]). Every file is written and read through `files`.
+//! table ([`gc`]), the merging of shards' state directories
+//! ([`merge_state`]), and the stamp of the last build ([`build_stamp`]),
+//! which lets a run whose build inputs are unchanged skip cargo. Every file is written and read through `files`.
 //!
 //! Invariant: storage never imports selection, capture or the workflows:
 //! it keeps the model and the digests, and decides nothing about a test.
 
 pub mod archive;
+pub mod build_stamp;
 pub mod gc;
 pub mod history;
 pub mod merge_state;

@@ -27,6 +27,7 @@ use crate::files::sealed::{DecodeError, FORMAT_VERSION};
 use crate::files::{ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
+use crate::storage::build_stamp::{BuildStamp, MAX_STAMP_BYTES};
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
@@ -379,6 +380,25 @@ impl Store {
         self.retain_ids(&self.snapshot_dir(), keep)
     }
 
+    /// The stamp of the last build, if one is kept and intact.
+    pub fn build_stamp(&self) -> Option<BuildStamp> {
+        let path = self.records.join(BUILD_STAMP);
+        let bytes = self.state.read_bounded(&path, MAX_STAMP_BYTES).ok()?;
+        BuildStamp::decode(&bytes)
+    }
+
+    /// Keeps `stamp` as the last build's.
+    pub fn save_build_stamp(&self, stamp: &BuildStamp) -> io::Result<()> {
+        self.real_dir(&self.records)?;
+        self.state
+            .write_atomic(&self.records.join(BUILD_STAMP), &stamp.encode())
+    }
+
+    /// Forgets the last build's stamp (its build failed, or was not stamped).
+    pub fn forget_build_stamp(&self) -> io::Result<()> {
+        self.state.remove(&self.records.join(BUILD_STAMP))
+    }
+
     /// The records filed per commit.
     pub fn history(&self) -> crate::storage::history::History {
         crate::storage::history::History::within(
@@ -443,6 +463,7 @@ impl Store {
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
+const BUILD_STAMP: &str = ".build-stamp";
 const HISTORY_DIR: &str = ".history";
 const UNINSTRUMENTED_DIR: &str = ".uninstrumented";
 
