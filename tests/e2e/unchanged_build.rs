@@ -6,19 +6,21 @@
 use crate::support::{Fixture, label_of};
 use std::time::Duration;
 
-/// The stage the report names the build by: `build`, or `build
-/// (unchanged)` when cargo was not started.
+/// How the run's build went, as its report says (`build`, or `build
+/// (unchanged)` when cargo was not started), and what it selected.
 fn build_stage(f: &Fixture, args: &[&str]) -> (String, Vec<String>) {
     let mut all = vec!["--report-json", "report.json"];
     all.extend_from_slice(args);
     let run = f.run(&[&["test"], all.as_slice()].concat());
     let report: serde_json::Value =
         serde_json::from_str(&f.read("report.json")).unwrap_or_else(|e| panic!("{e}: {run:?}"));
-    let timings = report["timings"].as_object().unwrap();
-    let stage = ["build", "build (unchanged)"]
-        .into_iter()
-        .find(|s| timings.contains_key(*s))
-        .unwrap_or_else(|| panic!("no build stage: {report}"));
+    assert!(report["timings"]["build"].is_f64(), "{report}");
+    let stage = if report["build_unchanged"] == true {
+        "build (unchanged)"
+    } else {
+        assert!(report["build_unchanged"].is_null(), "{report}");
+        "build"
+    };
     let selected = report["tests"]
         .as_array()
         .unwrap()
@@ -89,7 +91,7 @@ fn cargo_is_not_started_while_nothing_it_reads_changed() {
         "{run:?}"
     );
     let report: serde_json::Value = serde_json::from_str(&f.read("report.json")).unwrap();
-    assert!(report["timings"]["build"].is_f64(), "{report}");
+    assert!(report["build_unchanged"].is_null(), "{report}");
 
     // Back as it was: rebuilt again (cargo's own output changed), and then
     // unchanged.
@@ -100,7 +102,7 @@ fn cargo_is_not_started_while_nothing_it_reads_changed() {
     assert_eq!(stage, "build (unchanged)");
 
     // A damaged stamp is no stamp.
-    let stamp = f.file(".ekstazi/v11/.build-stamp");
+    let stamp = f.file(".ekstazi/build-stamp");
     let mut bytes = std::fs::read(&stamp).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 1;
@@ -113,5 +115,11 @@ fn cargo_is_not_started_while_nothing_it_reads_changed() {
     // the old place, and cargo runs.
     let f = f.moved_to("elsewhere");
     let (stage, _) = build_stage(&f, &[]);
+    assert_eq!(stage, "build");
+
+    // `-v` says so; `--skipme`, which writes no state, starts cargo.
+    let verbose = f.test_ok(&["-v"]);
+    assert!(verbose.stderr.contains("cargo not started"), "{verbose:?}");
+    let (stage, _) = build_stage(&f, &["--skipme"]);
     assert_eq!(stage, "build");
 }

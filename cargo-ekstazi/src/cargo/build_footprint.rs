@@ -274,7 +274,10 @@ pub fn request(ws: &Workspace, command: &Command) -> Hash {
     put(ws.root.as_os_str().as_bytes());
     put(ws.target_dir.as_os_str().as_bytes());
     put(command.get_program().as_bytes());
-    for arg in command.get_args() {
+    for arg in command
+        .get_args()
+        .filter(|arg| !only_speaks(arg.as_bytes()))
+    {
         put(arg.as_bytes());
     }
     let mut set: Vec<_> = command.get_envs().collect();
@@ -301,6 +304,12 @@ pub fn request(ws: &Workspace, command: &Command) -> Hash {
             .as_bytes());
     }
     *hasher.finalize().as_bytes()
+}
+
+/// Arguments that change how cargo speaks, not what it builds: `-v` of a
+/// run is passed on, and would otherwise start cargo for every verbose run.
+fn only_speaks(arg: &[u8]) -> bool {
+    matches!(arg, b"--verbose" | b"-v" | b"-vv" | b"--quiet" | b"-q") || arg.starts_with(b"--color")
 }
 
 /// Variables cargo, rustc, rustup and the compilers build scripts start

@@ -384,6 +384,10 @@ pub fn print_list_table(out: &mut impl Write, list: &ListJson) -> std::io::Resul
 pub struct RunJson {
     /// Seconds per stage (`build`, `analysis`, `run`, ...), and `total`.
     pub timings: std::collections::BTreeMap<String, f64>,
+    /// Nothing the build reads changed since the last build: cargo was not
+    /// started, and that build's binaries ran.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub build_unchanged: bool,
     /// The tests ran as `cargo test` runs them, for their verdicts alone:
     /// no test's duration is known, and their records are written by a
     /// run in the background.
@@ -477,6 +481,7 @@ pub fn run_json(
         .collect();
     RunJson {
         timings,
+        build_unchanged: session.build_unchanged,
         verdict_first: false,
         audit: None,
         binaries,

@@ -287,7 +287,12 @@ pub fn note_parents_without_records(session: &Session) {
 /// `-v`: where the time went.
 pub fn print_timings(session: &Session) {
     eprintln!(
-        "cargo-ekstazi: {}",
-        session::describe_timings(&session.timings)
+        "cargo-ekstazi: {}{}",
+        session::describe_timings(&session.timings),
+        if session.build_unchanged {
+            " (the build unchanged since the last: cargo not started)"
+        } else {
+            ""
+        }
     );
 }

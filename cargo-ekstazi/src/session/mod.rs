@@ -84,6 +84,9 @@ pub struct Session {
     pub scratch: Option<Scratch>,
     /// How long each stage took, for `-v`.
     pub timings: Vec<(&'static str, Duration)>,
+    /// Nothing the build reads changed since the last one: cargo was not
+    /// started ([`stamped_build`]).
+    pub build_unchanged: bool,
     /// The repository, when the history is on and the workspace is in one.
     pub repo: Option<Repo>,
     /// The filed records that may vouch for a test, read when the first

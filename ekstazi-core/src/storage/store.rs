@@ -382,21 +382,21 @@ impl Store {
 
     /// The stamp of the last build, if one is kept and intact.
     pub fn build_stamp(&self) -> Option<BuildStamp> {
-        let path = self.records.join(BUILD_STAMP);
+        let path = self.root.join(BUILD_STAMP);
         let bytes = self.state.read_bounded(&path, MAX_STAMP_BYTES).ok()?;
         BuildStamp::decode(&bytes)
     }
 
     /// Keeps `stamp` as the last build's.
     pub fn save_build_stamp(&self, stamp: &BuildStamp) -> io::Result<()> {
-        self.real_dir(&self.records)?;
+        self.real_dir(&self.root)?;
         self.state
-            .write_atomic(&self.records.join(BUILD_STAMP), &stamp.encode())
+            .write_atomic(&self.root.join(BUILD_STAMP), &stamp.encode())
     }
 
     /// Forgets the last build's stamp (its build failed, or was not stamped).
     pub fn forget_build_stamp(&self) -> io::Result<()> {
-        self.state.remove(&self.records.join(BUILD_STAMP))
+        self.state.remove(&self.root.join(BUILD_STAMP))
     }
 
     /// The records filed per commit.
@@ -463,7 +463,9 @@ impl Store {
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
-const BUILD_STAMP: &str = ".build-stamp";
+/// Beside the records' directories, not in ours: a stamp alone is no
+/// record, and its seal names the format it was written in.
+const BUILD_STAMP: &str = "build-stamp";
 const HISTORY_DIR: &str = ".history";
 const UNINSTRUMENTED_DIR: &str = ".uninstrumented";
 
