@@ -101,7 +101,8 @@ fn explain(out: &mut impl Write, session: &Session, planned: &Planned, all: bool
     for reason in &planned.reasons {
         writeln!(out, "    {reason}")?;
     }
-    let record = planned.last.as_deref();
+    let whole = session.whole_last(planned);
+    let record = whole.as_deref();
     if planned.unaffected()
         && let Some(record) = record
     {

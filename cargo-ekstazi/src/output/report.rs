@@ -305,7 +305,7 @@ pub fn list_json(session: &Session, plan: &[Planned], verbose: bool, show: Show)
             let external_peers = p
                 .last
                 .as_ref()
-                .map(|r| ekstazi_core::selection::select::external_peers(r, policy))
+                .map(|r| ekstazi_core::selection::select::external_among(r.network(), policy))
                 .unwrap_or_default();
             ListedTest {
                 binary: session.built.binaries[p.case.binary].key.clone(),
@@ -317,8 +317,11 @@ pub fn list_json(session: &Session, plan: &[Planned], verbose: bool, show: Show)
                 last_duration: p.last.as_ref().map(|r| r.duration().as_secs_f64()),
                 external: !external_peers.is_empty(),
                 external_peers,
+                // Read whole for this alone where only its index entry was
+                // (verbose listings are rare, and the entry leaves them out).
                 ignored: verbose.then(|| {
-                    p.last
+                    session
+                        .whole_last(p)
                         .iter()
                         .flat_map(|r| &r.ignored)
                         .map(|i| IgnoredAccess {

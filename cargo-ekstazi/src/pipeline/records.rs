@@ -9,6 +9,7 @@ use ekstazi_core::model::dep::Hash;
 use ekstazi_core::model::record::Record;
 use ekstazi_core::options::settings::Granularity;
 use ekstazi_core::storage::history::{Filing, Known};
+use rayon::prelude::*;
 
 /// What a recording run wrote: each record with the digest its file is
 /// sealed with; and, for the summary, the records it could not write.
@@ -115,7 +116,7 @@ pub fn adopt_vouching_records(session: &Session, plan: &[Planned]) {
         .iter()
         .filter(|p| p.unaffected() && p.vouched.is_some())
     {
-        if let Some(record) = &planned.last {
+        if let Some(record) = planned.last.as_ref().and_then(|last| last.record()) {
             // Not fatal: the filed record vouches again next time.
             let _ = session.store.save(record);
         }
@@ -157,22 +158,51 @@ fn file_history(session: &Session, plan: &[Planned], written: &[(Record, Hash)])
         );
         return;
     }
+    let history = session.store.history();
     let mut records: Vec<Filing<'_>> = written
         .iter()
-        .map(|(record, sealed)| Filing {
-            record,
-            ran: true,
-            known: Known::Current(*sealed),
+        .map(|(record, sealed)| Filing::of(record, true, Known::Current(*sealed)))
+        .collect();
+    // A skipped test held by its index entry alone is read whole only
+    // when the history does not hold its record already (as after a run
+    // with nothing changed, it does).
+    let skipped: Vec<&Planned> = plan
+        .iter()
+        .filter(|p| p.unaffected() && p.last.is_some())
+        .collect();
+    let known: Vec<Known> = skipped.iter().map(|p| p.last_known).collect();
+    let knows = history.knows(&known);
+    let read: Vec<Option<std::borrow::Cow<'_, Record>>> = skipped
+        .par_iter()
+        .zip(&knows)
+        .map(|(p, &knows)| match p.last.as_ref()?.record() {
+            None if !knows => session.whole_last(p),
+            _ => None,
         })
         .collect();
-    records.extend(plan.iter().filter(|p| p.unaffected()).filter_map(|p| {
-        Some(Filing {
-            record: p.last.as_deref()?,
-            ran: false,
-            known: p.last_known,
-        })
-    }));
-    let history = session.store.history();
+    records.extend(
+        skipped
+            .iter()
+            .zip(&knows)
+            .zip(&read)
+            .filter_map(|((p, &knows), read)| {
+                let last = p.last.as_ref()?;
+                let record = last.record().or(read.as_deref());
+                // Neither held nor filed already, and not readable as it
+                // was indexed (rewritten since): filed by the next run.
+                if record.is_none() && !knows {
+                    return None;
+                }
+                Some(Filing {
+                    binary: &session.built.binaries[p.case.binary].key,
+                    test: &p.case.name,
+                    outcome: last.outcome(),
+                    record,
+                    ran: false,
+                    known: p.last_known,
+                })
+            }),
+    );
     let filed = history
         .file_known(&repo.head, &records, ekstazi_core::model::record::now_ms())
         .and_then(|()| history.prune(session.options.settings.history_commits));

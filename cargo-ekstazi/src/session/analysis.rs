@@ -5,8 +5,10 @@
 use super::Session;
 use crate::cargo::libtest::{self, TestCase};
 use ekstazi_core::capture::environment::Environment;
+use ekstazi_core::files::identity::Identity;
 use ekstazi_core::model::code_dep::CodeUnit;
 use ekstazi_core::model::dep::{Hash, Sum, Target};
+use ekstazi_core::model::peer::Peer;
 use ekstazi_core::model::record::{Outcome, Record};
 use ekstazi_core::options::settings::External;
 use ekstazi_core::selection::filter::{Decision, Filter};
@@ -14,11 +16,13 @@ use ekstazi_core::selection::select::{self, Present, Reason};
 use ekstazi_core::selection::vouch::{Verdicts, filed_vouches};
 use ekstazi_core::storage::history::Known;
 use ekstazi_core::storage::history::candidates::Vouch;
+use ekstazi_core::storage::record_index::{Index, Summarised};
 use ekstazi_core::storage::store::Loaded;
+use ekstazi_core::storage::store::Store;
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::collections::HashSet;
-use std::time::Instant;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 /// A test and what the analysis decided about it.
 pub struct Planned {
@@ -28,7 +32,10 @@ pub struct Planned {
     pub reasons: Vec<Reason>,
     /// The previous record, if intact (for its duration); for a test a
     /// filed record vouched for, that record.
-    pub last: Option<Box<Record>>,
+    pub last: Option<Last>,
+    /// The identity of the current record's file `last` was read or
+    /// summarised from, for the index of the records.
+    last_file: Option<Identity>,
     /// What names `last` in the history already, for filing it again.
     pub last_known: Known,
     /// A record filed under a commit (not the current one) vouched for it.
@@ -62,14 +69,80 @@ impl Planned {
     }
 }
 
+/// A test's previous record, as the analysis holds it.
+pub enum Last {
+    /// Read whole.
+    Record(Box<Record>),
+    /// Its entry in the index of the records proved that it holds; the
+    /// record itself is read only where it is shown or filed.
+    Summary(Summarised),
+}
+
+impl Last {
+    pub fn duration(&self) -> Duration {
+        match self {
+            Last::Record(record) => record.duration(),
+            Last::Summary(summarised) => summarised.summary.duration(),
+        }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Last::Record(record) => record.outcome,
+            Last::Summary(summarised) => summarised.summary.outcome,
+        }
+    }
+
+    pub fn network(&self) -> &[Peer] {
+        match self {
+            Last::Record(record) => &record.network,
+            Last::Summary(summarised) => &summarised.summary.network,
+        }
+    }
+
+    /// The record, when it was read whole.
+    pub fn record(&self) -> Option<&Record> {
+        match self {
+            Last::Record(record) => Some(record),
+            Last::Summary(_) => None,
+        }
+    }
+
+    /// The record whole: held, or read now for a summary, and then only
+    /// if its file is still sealed with the digest the summary names (a
+    /// record rewritten since is another one).
+    pub fn whole(&self, store: &Store, binary: &str, test: &str) -> Option<Cow<'_, Record>> {
+        match self {
+            Last::Record(record) => Some(Cow::Borrowed(record)),
+            Last::Summary(summarised) => match store.load_sealed(binary, test) {
+                (Loaded::Found(record), Some(sealed)) if sealed == summarised.sealed => {
+                    Some(Cow::Owned(*record))
+                }
+                _ => None,
+            },
+        }
+    }
+}
+
 impl Session {
+    /// A planned test's previous record whole (read now if the analysis
+    /// held its index entry only).
+    pub fn whole_last<'a>(&self, planned: &'a Planned) -> Option<Cow<'a, Record>> {
+        let key = &self.built.binaries[planned.case.binary].key;
+        planned
+            .last
+            .as_ref()?
+            .whole(&self.store, key, &planned.case.name)
+    }
+
     /// Decides, for every test the filter keeps, whether it runs and why;
     /// with `--partition`, which of the affected tests this shard runs.
     /// The filter is the options' (libtest's, or nextest's `--ignored`).
     pub fn analyse(&mut self) -> Vec<Planned> {
         let clock = Instant::now();
-        let mut plan = self.plan(&self.options.harness.filter);
+        let (mut plan, indexes) = self.plan(&self.options.harness.filter);
         self.partition(&mut plan);
+        self.index_records(&plan, indexes);
         self.timings.push(("analysis", clock.elapsed()));
         plan
     }
@@ -78,11 +151,18 @@ impl Session {
     /// records (or those filed under `--vouch-only-from`), what those
     /// records name checksummed ahead, each record judged, and then each
     /// test decided.
-    fn plan(&self, filter: &Filter) -> Vec<Planned> {
+    fn plan(&self, filter: &Filter) -> (Vec<Planned>, Indexes) {
         let scoped = self.scope(filter);
         let only_filed = self.only_filed();
-        let loaded = self.load_records(&scoped, only_filed.as_ref());
-        self.prefetch(&loaded);
+        // The index of the current records, unless the current records do
+        // not count (`--vouch-only-from`).
+        let indexes = if only_filed.is_none() {
+            self.read_indexes(&scoped)
+        } else {
+            Indexes::new()
+        };
+        let loaded = self.load_records(&scoped, only_filed.as_ref(), &indexes);
+        self.prefetch(&loaded, &indexes);
         // Judged in parallel, in two passes: the current records first, then
         // the tests they do not vouch for, which try the records filed in
         // the history in turn.
@@ -90,10 +170,78 @@ impl Session {
         if judged.iter().flat_map(|(.., j)| j).any(|j| j.may_vouch) {
             self.read_history();
         }
-        judged
+        let plan = judged
             .into_par_iter()
             .map(|(case, decision, judged)| self.decide(case, decision, judged))
+            .collect();
+        (plan, indexes)
+    }
+
+    /// The index of each binary in scope, where one is kept.
+    fn read_indexes(&self, scoped: &[(TestCase, Decision)]) -> Indexes {
+        let binaries: HashSet<usize> = scoped.iter().map(|(case, _)| case.binary).collect();
+        binaries
+            .into_par_iter()
+            .filter_map(|binary| {
+                let key = &self.built.binaries[binary].key;
+                Some((binary, self.store.record_index(key)?))
+            })
             .collect()
+    }
+
+    /// Writes the index of each binary whose records this analysis read
+    /// whole, so that the next one need not (not fatal to miss: the
+    /// records are then read whole again). An entry the index had that no
+    /// longer stands for its test's record file goes.
+    fn index_records(&self, plan: &[Planned], mut indexes: Indexes) {
+        let mut by_binary: HashMap<usize, Vec<&Planned>> = HashMap::new();
+        for planned in plan {
+            by_binary
+                .entry(planned.case.binary)
+                .or_default()
+                .push(planned);
+        }
+        let by_binary: Vec<_> = by_binary
+            .into_iter()
+            .map(|(binary, planned)| (binary, planned, indexes.remove(&binary)))
+            .collect();
+        let now = std::time::SystemTime::now();
+        by_binary
+            .into_par_iter()
+            .for_each(|(binary, planned, old)| {
+                let read: Vec<(Identity, Hash, &Record)> = planned
+                    .iter()
+                    .filter_map(|p| match (&p.last, p.last_file, p.last_known) {
+                        (Some(Last::Record(record)), Some(file), Known::Current(sealed)) => {
+                            Some((file, sealed, &**record))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let in_scope: HashSet<&str> =
+                    planned.iter().map(|p| p.case.name.as_str()).collect();
+                let (old_in_scope, out_of_scope): (Vec<_>, Vec<_>) = old
+                    .into_iter()
+                    .flat_map(|old| old.into_entries())
+                    .partition(|(test, ..)| in_scope.contains(test.as_str()));
+                let used: Vec<_> = planned
+                    .iter()
+                    .filter_map(|p| match (&p.last, p.last_file) {
+                        (Some(Last::Summary(summarised)), Some(file)) => {
+                            Some((p.case.name.clone(), summarised.clone(), file))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                // Unchanged: nothing read whole, no entry gone stale.
+                if read.is_empty() && old_in_scope.len() == used.len() {
+                    return;
+                }
+                let kept = out_of_scope.into_iter().chain(used);
+                let key = &self.built.binaries[binary].key;
+                let index = Index::build(key, kept, read, now);
+                let _ = self.store.save_record_index(&index);
+            });
     }
 
     /// With `--partition`, marks the affected tests another shard runs.
@@ -132,31 +280,58 @@ impl Session {
         &self,
         scoped: &[(TestCase, Decision)],
         only_filed: Option<&Filed>,
-    ) -> Vec<Option<(Loaded, Option<Hash>)>> {
+        indexes: &Indexes,
+    ) -> Vec<Option<Current>> {
         scoped
             .par_iter()
             .map(|(case, decision)| {
                 (*decision == Decision::Run).then(|| {
                     let key = &self.built.binaries[case.binary].key;
-                    match only_filed {
-                        Some(filed) => (filed.load(key, &case.name), None),
-                        None => self.store.load_sealed(key, &case.name),
+                    if let Some(filed) = only_filed {
+                        return Current::Read(filed.load(key, &case.name), None, None);
                     }
+                    if let Some(index) = indexes.get(&case.binary) {
+                        let file = self.store.record_identity(key, &case.name);
+                        if let Some(summarised) = index.fresh(&case.name, file) {
+                            return Current::Indexed(summarised, file);
+                        }
+                    }
+                    self.read_record(case)
                 })
             })
             .collect()
     }
 
+    /// A test's current record, read whole.
+    fn read_record(&self, case: &TestCase) -> Current {
+        let key = &self.built.binaries[case.binary].key;
+        let (loaded, sealed, file) = self.store.load_identified(key, &case.name);
+        Current::Read(loaded, sealed, file)
+    }
+
     /// Checksums, ahead and in parallel, what the records name: their
     /// dependencies, and the programs they ran.
-    fn prefetch(&self, loaded: &[Option<(Loaded, Option<Hash>)>]) {
+    fn prefetch(&self, loaded: &[Option<Current>], indexes: &Indexes) {
         let records: Vec<&Record> = loaded
             .iter()
             .flatten()
-            .filter_map(|(l, _)| match l {
-                Loaded::Found(record) => Some(&**record),
+            .filter_map(|current| match current {
+                Current::Read(Loaded::Found(record), ..) => Some(&**record),
                 _ => None,
             })
+            .collect();
+        let indexed = loaded.iter().flatten().filter_map(|current| match current {
+            Current::Indexed(summarised, _) => Some(summarised),
+            _ => None,
+        });
+        let indexed_programs: Vec<Target> = indexed
+            .flat_map(|s| &s.summary.code)
+            .filter_map(|(unit, _)| match unit {
+                CodeUnit::Program(path) => Some(Target::Program(path.clone())),
+                CodeUnit::TestBinary => None,
+            })
+            .collect::<HashSet<_>>()
+            .into_iter()
             .collect();
         let programs: Vec<Target> = records
             .iter()
@@ -170,11 +345,19 @@ impl Session {
             .collect();
         let targets = records
             .iter()
-            .flat_map(|r| r.deps.iter().map(|d| &d.target));
+            .flat_map(|r| r.deps.iter().map(|d| &d.target))
+            .chain(
+                indexes
+                    .values()
+                    .flat_map(|index| index.table().iter().map(|d| &d.target)),
+            );
         self.checksums.prefetch(
             targets
                 .chain(&programs)
-                .filter(|t| !matches!(t, Target::TestBinary)),
+                .chain(&indexed_programs)
+                .filter(|t| {
+                    !matches!(t, Target::TestBinary | Target::Env(_) | Target::Environment)
+                }),
         );
         // Programs the records ran that were rebuilt since: fingerprint each
         // once, in parallel, before the tests that ran them are compared.
@@ -196,19 +379,44 @@ impl Session {
     fn judge_current(
         &self,
         scoped: Vec<(TestCase, Decision)>,
-        loaded: Vec<Option<(Loaded, Option<Hash>)>>,
+        loaded: Vec<Option<Current>>,
         only_filed: bool,
     ) -> Vec<(TestCase, Decision, Option<Judged<'_>>)> {
         scoped
             .into_par_iter()
             .zip(loaded)
-            .map(|((case, decision), loaded)| {
-                let Some((loaded, sealed)) = loaded else {
+            .map(|((case, decision), current)| {
+                let Some(current) = current else {
                     return (case, decision, None);
                 };
                 let env = self.selection_environment_of(&case);
                 let present = self.present(case.binary, &env);
                 let rules = self.rules(&case);
+                // An index entry decides only that a record holds; for
+                // anything else the record is read whole.
+                let current = match current {
+                    Current::Indexed(summarised, file)
+                        if !present.forced
+                            && rules.is_empty()
+                            && select::summary_vouches(&summarised, &present) =>
+                    {
+                        let judged = Judged {
+                            loaded: Held::Indexed(summarised),
+                            sealed: None,
+                            file,
+                            env,
+                            rules,
+                            holds: true,
+                            may_vouch: false,
+                        };
+                        return (case, decision, Some(judged));
+                    }
+                    Current::Indexed(..) => self.read_record(&case),
+                    read => read,
+                };
+                let Current::Read(loaded, sealed, file) = current else {
+                    unreachable!("an index entry was read whole above")
+                };
                 // A failure last time runs again, whatever passed elsewhere:
                 // a failed run's dependencies are what it read before it
                 // failed, not what its failure came from, so they do not
@@ -224,8 +432,9 @@ impl Session {
                         Loaded::Missing | Loaded::Invalid(_) => true,
                     };
                 let judged = Judged {
-                    loaded,
+                    loaded: Held::Read(loaded),
                     sealed,
+                    file,
                     env,
                     rules,
                     holds,
@@ -242,6 +451,7 @@ impl Session {
         let Some(Judged {
             loaded,
             sealed,
+            file,
             env,
             rules,
             holds,
@@ -253,10 +463,27 @@ impl Session {
                 decision,
                 reasons: Vec::new(),
                 last: None,
+                last_file: None,
                 last_known: Known::Nothing,
                 vouched: None,
                 elsewhere: false,
             };
+        };
+        let loaded = match loaded {
+            Held::Indexed(summarised) => {
+                // It holds (judged with the present already).
+                return Planned {
+                    case,
+                    decision,
+                    reasons: rules,
+                    last_known: Known::Current(summarised.sealed),
+                    last: Some(Last::Summary(summarised)),
+                    last_file: file,
+                    vouched: None,
+                    elsewhere: false,
+                };
+            }
+            Held::Read(loaded) => loaded,
         };
         let present = self.present(case.binary, &env);
         // The reasons are worked out only for a test that runs: at a
@@ -270,7 +497,12 @@ impl Session {
             None
         };
         let (mut reasons, last, last_known, vouched) = match filed {
-            Some((record, id, vouch)) => (Vec::new(), Some(record), Known::Filed(id), Some(vouch)),
+            Some((record, id, vouch)) => (
+                Vec::new(),
+                Some(Last::Record(record)),
+                Known::Filed(id),
+                Some(vouch),
+            ),
             None => {
                 // Judged already: `select::reasons` finds none
                 // exactly when `select::vouches` holds (not forced).
@@ -280,7 +512,7 @@ impl Session {
                     select::reasons(&loaded, &present)
                 };
                 let last = match loaded {
-                    Loaded::Found(record) => Some(record),
+                    Loaded::Found(record) => Some(Last::Record(record)),
                     _ => None,
                 };
                 // The store gives a digest with a found record only.
@@ -294,6 +526,7 @@ impl Session {
             case,
             decision,
             reasons,
+            last_file: file.filter(|_| vouched.is_none()),
             last,
             last_known,
             vouched,
@@ -423,11 +656,31 @@ impl Session {
     }
 }
 
+/// The index of the records of each binary that has one, by binary.
+type Indexes = HashMap<usize, ekstazi_core::storage::record_index::Loaded>;
+
+/// A test's current record, before it is judged: its index entry, for the
+/// file as it is, or the record read whole (with the seal and the identity
+/// of its file).
+enum Current {
+    Indexed(Summarised, Option<Identity>),
+    Read(Loaded, Option<Hash>, Option<Identity>),
+}
+
+/// What the judging held of a test's current record.
+enum Held {
+    /// An index entry, which proved that the record holds.
+    Indexed(Summarised),
+    Read(Loaded),
+}
+
 /// A test's current record, judged, between the two passes of the plan.
 struct Judged<'a> {
-    loaded: Loaded,
+    loaded: Held,
     /// The digest the current record's file is sealed with, when found.
     sealed: Option<Hash>,
+    /// The identity of the current record's file.
+    file: Option<Identity>,
     env: Cow<'a, Environment>,
     rules: Vec<Reason>,
     /// Its current record vouches for it (judged only where the history

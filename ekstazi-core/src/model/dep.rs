@@ -131,7 +131,7 @@ impl Sum {
 }
 
 /// One dependency: a target and its checksum when the test ran.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Dep {
     pub target: Target,
     pub sum: Sum,

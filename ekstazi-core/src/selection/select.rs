@@ -12,6 +12,7 @@ use crate::model::code_dep::{CodeDep, CodeUnit};
 use crate::model::dep::{Sum, Target, describe_change};
 use crate::model::record::{Global, Outcome, Record};
 use crate::options::config::NetworkPolicy;
+use crate::storage::record_index::Summarised;
 use crate::storage::snapshots::Snapshots;
 use crate::storage::store::{Invalid, Loaded};
 use std::fmt;
@@ -84,8 +85,12 @@ pub struct Present<'a> {
 /// The peers of a record that make its test external under `policy`, as
 /// shown to users (`list` names them even when they do not select the test).
 pub fn external_peers(record: &Record, policy: &NetworkPolicy) -> Vec<String> {
-    record
-        .network
+    external_among(&record.network, policy)
+}
+
+/// [`external_peers`] of a record's peers, however it is held.
+pub fn external_among(network: &[crate::model::peer::Peer], policy: &NetworkPolicy) -> Vec<String> {
+    network
         .iter()
         .filter(|peer| is_external(peer, policy))
         .map(ToString::to_string)
@@ -173,6 +178,25 @@ pub fn vouches(record: &Record, present: &Present<'_>) -> bool {
         && record.code.iter().all(|dep| code_holds(dep, present))
 }
 
+/// Whether a record's summary proves that it vouches for its test:
+/// exactly [`vouches`] for a record whose every program is the very build
+/// the test ran. `false` says nothing: a rebuilt program's functions, and
+/// every reason, are the record's to give (read it whole).
+pub fn summary_vouches(summarised: &Summarised, present: &Present<'_>) -> bool {
+    let summary = &summarised.summary;
+    summary.outcome == Outcome::Passed
+        && summary.global.changes(present.global).is_empty()
+        && summary.always.is_empty()
+        && (!present.always_run_external
+            || external_among(&summary.network, present.network).is_empty())
+        && summarised
+            .deps()
+            .all(|dep| dep.sum.matches(&current(&dep.target, present)))
+        && summary.code.iter().all(
+            |(unit, build)| matches!(program_now(unit, present).0, Sum::Hash(id) if id == *build),
+        )
+}
+
 /// Whether every function a test executed in one program is as it was.
 fn code_holds(dep: &CodeDep, present: &Present<'_>) -> bool {
     match code_now(dep, present) {
@@ -192,6 +216,13 @@ pub enum CodeNow {
     Build(std::sync::Arc<crate::digests::program::Build>),
     /// Deleted, unreadable, or its functions cannot be fingerprinted.
     Gone,
+}
+
+impl CodeNow {
+    /// The program is the very build the test ran.
+    pub fn ran(&self) -> bool {
+        matches!(self, CodeNow::Ran)
+    }
 }
 
 pub fn code_now(dep: &CodeDep, present: &Present<'_>) -> CodeNow {
@@ -317,6 +348,27 @@ mod tests {
                 found.is_empty(),
                 "the short-circuit agrees with the reasons: {found:?}"
             );
+            // The record's index entry proves no more than the record, and
+            // as much where the test ran no other build.
+            let file = self.dir.path().join("record-file");
+            fs::write(&file, "").unwrap();
+            let identity = crate::files::identity::Identity::of(&file, false).unwrap();
+            let index = crate::storage::record_index::Index::build(
+                &record.binary,
+                [],
+                [(identity, [0; 32], &record)],
+                std::time::SystemTime::now() + std::time::Duration::from_secs(3),
+            );
+            let summarised =
+                crate::storage::record_index::Index::decode(&index.encode(), &record.binary)
+                    .unwrap()
+                    .fresh(&record.test, Some(identity))
+                    .unwrap();
+            let proved = summary_vouches(&summarised, &present);
+            assert!(!proved || found.is_empty(), "{found:?}");
+            if record.code.iter().all(|c| code_now(c, &present).ran()) {
+                assert_eq!(proved, found.is_empty(), "{found:?}");
+            }
             found.iter().map(ToString::to_string).collect()
         }
     }

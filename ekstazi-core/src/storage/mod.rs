@@ -6,7 +6,8 @@
 //! [`history::History`] of the records that held at each commit, the
 //! [`archive`] a state travels in, the garbage collection of the function
 //! table ([`gc`]), the merging of shards' state directories
-//! ([`merge_state`]), and the stamp of the last build ([`build_stamp`]),
+//! ([`merge_state`]), the per-binary [`record_index`] that lets a run
+//! decide that a record holds without reading it whole, and the stamp of the last build ([`build_stamp`]),
 //! which lets a run whose build inputs are unchanged skip cargo. Every file is written and read through `files`.
 //!
 //! Invariant: storage never imports selection, capture or the workflows:
@@ -17,6 +18,7 @@ pub mod build_stamp;
 pub mod gc;
 pub mod history;
 pub mod merge_state;
+pub mod record_index;
 pub mod run_log;
 pub mod snapshots;
 pub mod store;

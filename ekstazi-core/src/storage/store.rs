@@ -23,11 +23,13 @@
 use crate::digests::fingerprint::Snapshot;
 use crate::digests::program::Uninstrumented;
 use crate::files::contained::{How, Kind, StateDir};
+use crate::files::identity::Identity;
 use crate::files::sealed::{DecodeError, FORMAT_VERSION};
 use crate::files::{ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use crate::storage::build_stamp::{BuildStamp, MAX_STAMP_BYTES};
+use crate::storage::record_index::{self, Index};
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io;
@@ -185,6 +187,46 @@ impl Store {
             Err(Invalid::Io(e)) if e.kind() == io::ErrorKind::NotFound => (Loaded::Missing, None),
             Err(e) => (Loaded::Invalid(e), None),
         }
+    }
+
+    /// [`Store::load_sealed`], with the identity the record's file had
+    /// before and after it was read (`None` if the two differ: it changed
+    /// while read, and no index entry may stand for it).
+    pub fn load_identified(
+        &self,
+        binary: &str,
+        test: &str,
+    ) -> (Loaded, Option<Hash>, Option<Identity>) {
+        let path = self.record_path(binary, test);
+        let before = Identity::of(&path, false);
+        let (loaded, sealed) = self.load_sealed(binary, test);
+        let after = Identity::of(&path, false);
+        let identity = before.filter(|_| before == after && matches!(loaded, Loaded::Found(_)));
+        (loaded, sealed, identity)
+    }
+
+    /// The identity of a test's record file now, as an index entry names it.
+    pub fn record_identity(&self, binary: &str, test: &str) -> Option<Identity> {
+        Identity::of(&self.record_path(binary, test), false)
+    }
+
+    /// The index of a binary's records, if kept, intact and its own.
+    pub fn record_index(&self, binary: &str) -> Option<record_index::Loaded> {
+        let path = self.records.join(INDEX_DIR).join(escape(binary));
+        let bytes = self
+            .state
+            .read_bounded(&path, record_index::MAX_INDEX_BYTES)
+            .ok()?;
+        Index::decode(&bytes, binary)
+    }
+
+    /// Keeps the index of a binary's records (not fatal to lose: the
+    /// records are then read whole).
+    pub fn save_record_index(&self, index: &Index) -> io::Result<()> {
+        let dir = self.records.join(INDEX_DIR);
+        self.real_dir(&dir)?;
+        self.state
+            .write_atomic(&dir.join(escape(index.binary())), &index.encode())
     }
 
     /// Writes a record atomically (a spare file exchanged into place, see
@@ -463,6 +505,8 @@ impl Store {
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
+/// The indexes of the records, one file per binary.
+const INDEX_DIR: &str = ".index";
 /// Beside the records' directories, not in ours: a stamp alone is no
 /// record, and its seal names the format it was written in.
 const BUILD_STAMP: &str = "build-stamp";

@@ -120,7 +120,7 @@ pub fn judge(
             audit.missed.push(Miss {
                 label,
                 vouched_by: vouched_by(planned),
-                reason: reason_of(planned),
+                reason: reason_of(session, planned),
             });
         }
     }
@@ -134,8 +134,8 @@ fn vouched_by(planned: &Planned) -> String {
     }
 }
 
-fn reason_of(planned: &Planned) -> String {
-    match &planned.last {
+fn reason_of(session: &Session, planned: &Planned) -> String {
+    match session.whole_last(planned) {
         Some(record) => {
             let functions: usize = record.code.iter().map(|c| c.functions.len()).sum();
             format!(

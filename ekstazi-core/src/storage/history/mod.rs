@@ -113,10 +113,29 @@ impl Manifest {
 
 /// A record to file under a commit, and what names its object already.
 pub struct Filing<'a> {
-    pub record: &'a Record,
+    pub binary: &'a str,
+    pub test: &'a str,
+    pub outcome: Outcome,
+    /// The record itself, to cut into an object: needed only where `known`
+    /// names no object this history holds ([`History::knows`]).
+    pub record: Option<&'a Record>,
     /// The test ran at this commit (see [`Entry::ran`]).
     pub ran: bool,
     pub known: Known,
+}
+
+impl<'a> Filing<'a> {
+    /// A record held whole.
+    pub fn of(record: &'a Record, ran: bool, known: Known) -> Filing<'a> {
+        Filing {
+            binary: &record.binary,
+            test: &record.test,
+            outcome: record.outcome,
+            record: Some(record),
+            ran,
+            known,
+        }
+    }
 }
 
 /// What is known of a record's object before it is cut: it names the
@@ -277,11 +296,7 @@ impl History {
     ) -> io::Result<()> {
         let filings: Vec<Filing<'_>> = records
             .iter()
-            .map(|(record, ran)| Filing {
-                record,
-                ran: *ran,
-                known: Known::Nothing,
-            })
+            .map(|(record, ran)| Filing::of(record, *ran, Known::Nothing))
             .collect();
         self.file_known(commit, &filings, now_ms)
     }
@@ -299,15 +314,15 @@ impl History {
             .map(Manifest::by_test)
             .unwrap_or_default();
         let ids = self.ids_of(filings)?;
-        for (Filing { record, ran, .. }, id) in filings.iter().zip(ids) {
+        for (filing, id) in filings.iter().zip(ids) {
             entries.insert(
-                (record.binary.clone(), record.test.clone()),
+                (filing.binary.to_owned(), filing.test.to_owned()),
                 Entry {
-                    binary: record.binary.clone(),
-                    test: record.test.clone(),
+                    binary: filing.binary.to_owned(),
+                    test: filing.test.to_owned(),
                     record: id,
-                    outcome: record.outcome,
-                    ran: *ran,
+                    outcome: filing.outcome,
+                    ran: filing.ran,
                 },
             );
         }
@@ -358,8 +373,15 @@ impl History {
             .iter()
             .zip(&known)
             .filter(|(_, id)| id.is_none())
-            .map(|(filing, _)| filing.record)
-            .collect();
+            .map(|(filing, _)| {
+                filing.record.ok_or_else(|| {
+                    io::Error::other(format!(
+                        "the record of {} {} names no object of the history, and was not read",
+                        filing.binary, filing.test
+                    ))
+                })
+            })
+            .collect::<io::Result<_>>()?;
         let mut cut_ids = self.put_records(&to_cut)?.into_iter();
         let ids: Vec<Hash> = known
             .into_iter()
@@ -384,6 +406,25 @@ impl History {
             let _ = self.remember_current(current);
         }
         Ok(ids)
+    }
+
+    /// Whether each of `known` names an object this history holds: a
+    /// record so known is filed without being read ([`Filing::record`]).
+    pub fn knows(&self, known: &[Known]) -> Vec<bool> {
+        let remembered = self.remembered_current();
+        let mut guard = self.packs.write().expect("pack index lock");
+        let packs = guard.get_or_insert_with(|| self.read_packs());
+        known
+            .iter()
+            .map(|known| {
+                match known {
+                    Known::Nothing => None,
+                    Known::Filed(id) => Some(*id),
+                    Known::Current(digest) => remembered.get(digest).copied(),
+                }
+                .is_some_and(|id| packs.at.contains_key(&id))
+            })
+            .collect()
     }
 
     /// Which object each current record (by the digest its file is sealed
@@ -709,11 +750,7 @@ mod tests {
         let id = record_id(&record).unwrap();
         // The digest the store sealed the current record's file with.
         let sealed = [7; 32];
-        let filing = |record, known| Filing {
-            record,
-            ran: false,
-            known,
-        };
+        let filing = |record, known| Filing::of(record, false, known);
         history
             .file_known(A, &[filing(&record, Known::Current(sealed))], 1)
             .unwrap();
