@@ -24,6 +24,7 @@ mod nextest_archive;
 mod options;
 mod raw_syscalls;
 mod reasons;
+mod record_index;
 mod selection;
 mod shim;
 mod stability;

@@ -142,7 +142,14 @@ impl Session {
         let clock = Instant::now();
         let (mut plan, indexes) = self.plan(&self.options.harness.filter);
         self.partition(&mut plan);
-        self.index_records(&plan, indexes);
+        // `--skipme` writes no state.
+        if !self.options.settings.skipme {
+            self.index_records(&plan, indexes);
+            if let Some(bytes) = self.checksums.kept_to_save() {
+                // Not fatal: the next run checksums the programs again.
+                let _ = self.store.save_kept_sums(&bytes);
+            }
+        }
         self.timings.push(("analysis", clock.elapsed()));
         plan
     }

@@ -71,7 +71,8 @@ impl Session {
             &ws.target_dir,
             ws.cargo_home.as_deref(),
         ))
-        .with_toolchain(&ws.sysroot);
+        .with_toolchain(&ws.sysroot)
+        .with_kept(store.kept_sums().as_deref());
         let binary_sums = checksum_binaries(&built, &checksums);
         laps.lap("binary checksums");
         let snapshots =

@@ -5,6 +5,7 @@
 //! asked for many at once); the selection compares what it returns with
 //! what records hold.
 
+use crate::digests::kept_sums::KeptSums;
 use crate::files::identity::{Identity, settled_before};
 use crate::model::dep::{FileKind, Hash, Sum, Target};
 use crate::model::path::{Anchors, Placeholders};
@@ -332,6 +333,8 @@ pub struct Checksums {
     /// Computed after a test, valid while the entry's stamp is unchanged:
     /// a program that a thousand tests run is checksummed once.
     seen: Mutex<HashMap<Target, (Identity, Sum)>>,
+    /// Programs' checksums kept from earlier runs ([`KeptSums`]).
+    kept: Mutex<KeptSums>,
 }
 
 impl Checksums {
@@ -342,7 +345,52 @@ impl Checksums {
             anchors,
             known: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
+            kept: Mutex::new(KeptSums::default()),
         }
+    }
+
+    /// Programs' checksums kept by an earlier run (`bytes`, as
+    /// [`Checksums::kept_to_save`] gave them), for this checkout's erased
+    /// directories.
+    pub fn with_kept(self, bytes: Option<&[u8]>) -> Checksums {
+        let mut binding = blake3::Hasher::new();
+        for erased in &self.erase {
+            binding.update(&(erased.len() as u64).to_le_bytes());
+            binding.update(erased);
+        }
+        *self.kept.lock().expect("kept sums lock") =
+            KeptSums::decode(bytes, *binding.finalize().as_bytes());
+        self
+    }
+
+    /// What to keep for the next run, if this one checksummed a program
+    /// it had not kept.
+    pub fn kept_to_save(&self) -> Option<Vec<u8>> {
+        self.kept
+            .lock()
+            .expect("kept sums lock")
+            .encode_if_changed()
+    }
+
+    /// [`Checksums::program`], kept by the file's identity.
+    fn program_kept(&self, path: &Path) -> Sum {
+        let key = path.as_os_str().as_bytes();
+        let before = Identity::of(path, true);
+        if let Some(identity) = &before
+            && let Some(sum) = self.kept.lock().expect("kept sums lock").get(key, identity)
+        {
+            return sum;
+        }
+        let sum = self.program(path);
+        if let Some(identity) = before
+            && Identity::of(path, true) == before
+        {
+            self.kept
+                .lock()
+                .expect("kept sums lock")
+                .put(key, identity, &sum);
+        }
+        sum
     }
 
     /// The toolchain's root is a placeholder in build files too.
@@ -503,7 +551,7 @@ impl Checksums {
         match target {
             Target::Content(_) => content(&path),
             Target::Kind { follow, .. } => kind(&path, *follow),
-            Target::Program(_) | Target::Library(_) => self.program(&path),
+            Target::Program(_) | Target::Library(_) => self.program_kept(&path),
             Target::Listing(_) => listing(&path),
             Target::BuildFile(_) => build_file(&path, &self.placeholders),
             Target::Link(_) => link(&path, &self.anchors),

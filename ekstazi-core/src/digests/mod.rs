@@ -7,7 +7,9 @@
 //! map), [`program::Build`] (a build as records are compared with it) and
 //! [`program::Uninstrumented`], [`environ_walkers::EnvironWalkers`]
 //! (whether a program the project did not build may walk its environment),
-//! the [`functions::FunctionTable`] that names functions by id, and the
+//! the [`functions::FunctionTable`] that names functions by id, programs'
+//! smart checksums kept between runs by their files' identity
+//! ([`kept_sums`]), and the
 //! helpers they read binaries with
 //! ([`coverage_table`], [`mapped`], `prehashed`).
 //!
@@ -20,6 +22,7 @@ pub mod coverage_table;
 pub mod environ_walkers;
 pub mod fingerprint;
 pub mod functions;
+pub mod kept_sums;
 pub mod mapped;
 pub(crate) mod prehashed;
 pub mod program;

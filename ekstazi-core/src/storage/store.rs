@@ -21,6 +21,7 @@
 //! for the test whose file it is in.
 
 use crate::digests::fingerprint::Snapshot;
+use crate::digests::kept_sums::MAX_KEPT_SUMS_BYTES;
 use crate::digests::program::Uninstrumented;
 use crate::files::contained::{How, Kind, StateDir};
 use crate::files::identity::Identity;
@@ -135,7 +136,12 @@ impl Store {
             .read_dir(&self.records)
             .ok()
             .flatten()
-            .is_some_and(|entries| entries.iter().any(|e| e.name != SNAPSHOTS_DIR))
+            .is_some_and(|entries| {
+                // Caches a run with no record may leave are no records.
+                entries.iter().any(|e| {
+                    ![SNAPSHOTS_DIR, KEPT_SUMS, INDEX_DIR].contains(&&*e.name.to_string_lossy())
+                })
+            })
     }
 
     /// Record format versions present besides ours (as directory names).
@@ -208,6 +214,21 @@ impl Store {
     /// The identity of a test's record file now, as an index entry names it.
     pub fn record_identity(&self, binary: &str, test: &str) -> Option<Identity> {
         Identity::of(&self.record_path(binary, test), false)
+    }
+
+    /// Programs' checksums kept by an earlier run
+    /// (`digests::kept_sums`), as bytes for `Checksums::with_kept`.
+    pub fn kept_sums(&self) -> Option<Vec<u8>> {
+        self.state
+            .read_bounded(&self.records.join(KEPT_SUMS), MAX_KEPT_SUMS_BYTES)
+            .ok()
+    }
+
+    /// Keeps programs' checksums for the next run (not fatal to lose).
+    pub fn save_kept_sums(&self, bytes: &[u8]) -> io::Result<()> {
+        self.real_dir(&self.records)?;
+        self.state
+            .write_atomic(&self.records.join(KEPT_SUMS), bytes)
     }
 
     /// The index of a binary's records, if kept, intact and its own.
@@ -505,6 +526,8 @@ impl Store {
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
+/// Programs' checksums, by their files' identity.
+const KEPT_SUMS: &str = ".sums";
 /// The indexes of the records, one file per binary.
 const INDEX_DIR: &str = ".index";
 /// Beside the records' directories, not in ours: a stamp alone is no
