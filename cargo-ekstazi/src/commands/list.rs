@@ -21,7 +21,7 @@ pub fn run(args: ListArgs) -> Result<ExitCode> {
     };
     let (json, request) = (args.json, request(args)?);
     let mut session = pipeline::prepare(request)?;
-    pipeline::open_records(&session, false)?;
+    pipeline::open_records(&mut session, false)?;
     let plan = pipeline::analyse(&mut session);
     print_listing(&session, &plan, show, json)?;
     Ok(ExitCode::SUCCESS)

@@ -104,7 +104,7 @@ fn run_selected(mut args: NextestArgs) -> Result<ExitCode> {
         return Ok(exit_code(status));
     }
     let user_runner = config::user_runner(&session.ws.host, session.ws.cargo_home.as_deref())?;
-    let lock = pipeline::open_records(&session, true)?;
+    let lock = pipeline::open_records(&mut session, true)?;
     let recording = lock.is_some();
     let (plan, mut tally, nothing) = pipeline::plan(&mut session, recording)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();

@@ -37,7 +37,7 @@ pub fn prepare(request: Request) -> Result<Session> {
 /// options say not to record (`None`: nothing is recorded); then notes
 /// records of other formats and binaries that fall back to binary
 /// granularity.
-pub fn open_records(session: &Session, records: bool) -> Result<Option<StoreLock>> {
+pub fn open_records(session: &mut Session, records: bool) -> Result<Option<StoreLock>> {
     records::note_missing_records(session);
     records::note_parents_without_records(session);
     let settings = &session.options.settings;
@@ -47,6 +47,12 @@ pub fn open_records(session: &Session, records: bool) -> Result<Option<StoreLock
         records::lock_store(session, !session.options.no_wait)?
     };
     records::note_other_versions(session);
+    // A recording needs every binary's fingerprints (and the notes of
+    // those that fall back say so before it); a run that records nothing
+    // makes them only where asked, and names what it made.
+    if lock.is_some() {
+        session.fingerprint_all();
+    }
     // With `--skipme` the granularity is binary: nothing falls back.
     records::note_fallbacks(session);
     Ok(lock)

@@ -82,8 +82,8 @@ pub fn note_fallbacks(session: &Session) {
     if session.options.granularity != Granularity::Function {
         return;
     }
-    for (binary, code) in session.built.binaries.iter().zip(&session.code) {
-        if let Err(why) = code
+    for (binary, code) in session.built.binaries.iter().zip(session.code_made()) {
+        if let Some(Err(why)) = code
             && binary.doctests.is_none()
         {
             style::note(format!(

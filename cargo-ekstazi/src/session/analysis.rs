@@ -146,7 +146,7 @@ impl Session {
         if !self.options.settings.skipme {
             self.index_records(&plan, indexes);
             if let Some(bytes) = self.checksums.kept_to_save() {
-                // Not fatal: the next run checksums the programs again.
+                // Not fatal: the next run checksums them again.
                 let _ = self.store.save_kept_sums(&bytes);
             }
         }
@@ -216,15 +216,15 @@ impl Session {
         by_binary
             .into_par_iter()
             .for_each(|(binary, planned, old)| {
-                let read: Vec<(Identity, Hash, &Record)> = planned
+                let (read, read_tests): (Vec<(Identity, Hash, &Record)>, Vec<&String>) = planned
                     .iter()
                     .filter_map(|p| match (&p.last, p.last_file, p.last_known) {
                         (Some(Last::Record(record)), Some(file), Known::Current(sealed)) => {
-                            Some((file, sealed, &**record))
+                            Some(((file, sealed, &**record), &p.case.name))
                         }
                         _ => None,
                     })
-                    .collect();
+                    .unzip();
                 let in_scope: HashSet<&str> =
                     planned.iter().map(|p| p.case.name.as_str()).collect();
                 let (old_in_scope, out_of_scope): (Vec<_>, Vec<_>) = old
@@ -240,8 +240,20 @@ impl Session {
                         _ => None,
                     })
                     .collect();
-                // Unchanged: nothing read whole, no entry gone stale.
-                if read.is_empty() && old_in_scope.len() == used.len() {
+                // Unchanged: every record read whole has its entry already
+                // (one that could not prove it holds: a failure, a rebuilt
+                // program), and no entry went stale.
+                let indexed: HashMap<&str, (Identity, Hash)> = old_in_scope
+                    .iter()
+                    .map(|(test, summarised, file)| (test.as_str(), (*file, summarised.sealed)))
+                    .collect();
+                let new = read
+                    .iter()
+                    .zip(&read_tests)
+                    .any(|((file, sealed, _), test)| {
+                        indexed.get(test.as_str()) != Some(&(*file, *sealed))
+                    });
+                if !new && old_in_scope.len() == used.len() + read.len() {
                     return;
                 }
                 let kept = out_of_scope.into_iter().chain(used);
@@ -396,31 +408,43 @@ impl Session {
                 let Some(current) = current else {
                     return (case, decision, None);
                 };
-                let env = self.selection_environment_of(&case);
-                let present = self.present(case.binary, &env);
                 let rules = self.rules(&case);
                 // An index entry decides only that a record holds; for
-                // anything else the record is read whole.
+                // anything else the record is read whole. An entry that
+                // names no variable is judged in the binary's environment
+                // as it is (a test's own `TMPDIR` is one more variable).
                 let current = match current {
-                    Current::Indexed(summarised, file)
+                    Current::Indexed(summarised, file) => {
+                        let own_env = summarised.deps().any(|dep| {
+                            matches!(dep.target, Target::Env(_) | Target::Environment)
+                        });
+                        let env = if own_env {
+                            self.selection_environment_of(&case)
+                        } else {
+                            Cow::Borrowed(&self.environments[case.binary])
+                        };
+                        let present = self.present(case.binary, &env);
                         if !present.forced
                             && rules.is_empty()
-                            && select::summary_vouches(&summarised, &present) =>
-                    {
-                        let judged = Judged {
-                            loaded: Held::Indexed(summarised),
-                            sealed: None,
-                            file,
-                            env,
-                            rules,
-                            holds: true,
-                            may_vouch: false,
-                        };
-                        return (case, decision, Some(judged));
+                            && select::summary_vouches(&summarised, &present)
+                        {
+                            let judged = Judged {
+                                loaded: Held::Indexed(summarised),
+                                sealed: None,
+                                file,
+                                env,
+                                rules,
+                                holds: true,
+                                may_vouch: false,
+                            };
+                            return (case, decision, Some(judged));
+                        }
+                        self.read_record(&case)
                     }
-                    Current::Indexed(..) => self.read_record(&case),
                     read => read,
                 };
+                let env = self.selection_environment_of(&case);
+                let present = self.present(case.binary, &env);
                 let Current::Read(loaded, sealed, file) = current else {
                     unreachable!("an index entry was read whole above")
                 };

@@ -40,6 +40,7 @@ use ekstazi_core::storage::history::candidates::Candidates;
 use ekstazi_core::storage::snapshots::Snapshots;
 use ekstazi_core::storage::store::Store;
 use options::Options;
+use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -70,8 +71,11 @@ pub struct Session {
     /// environment, by checksum.
     pub environ_walkers: ekstazi_core::digests::environ_walkers::EnvironWalkers,
     /// Per binary, with function granularity, the fingerprints of its
-    /// functions now — or why it falls back to binary granularity.
-    pub code: Vec<Result<Arc<Build>, String>>,
+    /// functions now — or why it falls back to binary granularity; made
+    /// when first asked for ([`Session::code`]): only a recording needs
+    /// them, and on a large test binary they are a tenth of a run with
+    /// nothing changed.
+    code: Vec<OnceLock<Result<Arc<Build>, String>>>,
     pub network_policy: NetworkPolicy,
     /// The local services `.config/ekstazi.toml` declares.
     pub services: Vec<Service>,
@@ -100,6 +104,36 @@ pub struct Session {
 }
 
 impl Session {
+    /// The fingerprints of `binary`'s functions now, or why it falls back
+    /// to binary granularity.
+    pub fn code(&self, binary: usize) -> &Result<Arc<Build>, String> {
+        self.code[binary].get_or_init(|| {
+            prepare::fingerprint_functions(
+                &self.built.binaries[binary],
+                &self.binary_sums[binary],
+                &self.snapshots,
+                self.options.granularity,
+            )
+        })
+    }
+
+    /// Every binary's fingerprints, made in parallel, ahead of a recording
+    /// (which needs them all), timed as a stage.
+    pub fn fingerprint_all(&mut self) {
+        let clock = std::time::Instant::now();
+        let session = &*self;
+        (0..session.code.len()).into_par_iter().for_each(|binary| {
+            let _ = session.code(binary);
+        });
+        self.timings
+            .push(("function fingerprints", clock.elapsed()));
+    }
+
+    /// The fingerprints made so far, per binary.
+    pub fn code_made(&self) -> impl Iterator<Item = Option<&Result<Arc<Build>, String>>> {
+        self.code.iter().map(OnceLock::get)
+    }
+
     /// What the build directory `dir`, which a test's cargo used, was
     /// built from: read again only when its dep-info files changed since
     /// (another test's cargo may build there while this run records).

@@ -9,7 +9,7 @@ use super::options::{self, Options, Request};
 use super::stamped_build::{self, Provenance};
 use crate::cargo::archived::{self, Manifest};
 use crate::cargo::libtest::{self, TestCase};
-use crate::cargo::test_build::{self, Built};
+use crate::cargo::test_build::{self, Built, TestBinary};
 use crate::cargo::test_env::test_env;
 use crate::cargo::workspace::Workspace;
 use crate::run::scratch::Scratch;
@@ -77,8 +77,7 @@ impl Session {
         laps.lap("binary checksums");
         let snapshots =
             Snapshots::new(store.clone()).blind_to(checksums.anchors(), Some(&ws.sysroot));
-        let code = fingerprint_functions(&built, &binary_sums, &snapshots, options.granularity);
-        laps.lap("function fingerprints");
+        let code = built.binaries.iter().map(|_| OnceLock::new()).collect();
         let mut ignore = ignored_paths(&options, &ws, &state_dir, &shim)?;
         // Made before the analysis: a test that lists the system's temporary
         // directory saw the root there, and must find it there again.
@@ -299,25 +298,20 @@ fn checksum_binaries(built: &Built, checksums: &Checksums) -> Vec<Sum> {
 
 /// Per binary, with function granularity, the fingerprints of its
 /// functions now — or why it falls back to binary granularity.
-fn fingerprint_functions(
-    built: &Built,
-    binary_sums: &[Sum],
+pub(super) fn fingerprint_functions(
+    binary: &TestBinary,
+    sum: &Sum,
     snapshots: &Snapshots,
     granularity: Granularity,
-) -> Vec<Result<Arc<Build>, String>> {
-    built
-        .binaries
-        .par_iter()
-        .zip(binary_sums)
-        .map(|(binary, sum)| match (granularity, sum) {
-            _ if binary.doctests.is_some() => Err("doctests".to_owned()),
-            (Granularity::Binary, _) => Err("binary granularity".to_owned()),
-            (Granularity::Function, Sum::Hash(id)) => snapshots
-                .of_binary(&binary.path, id)
-                .map_err(|e| e.to_string()),
-            (Granularity::Function, _) => Err("the binary cannot be read".to_owned()),
-        })
-        .collect()
+) -> Result<Arc<Build>, String> {
+    match (granularity, sum) {
+        _ if binary.doctests.is_some() => Err("doctests".to_owned()),
+        (Granularity::Binary, _) => Err("binary granularity".to_owned()),
+        (Granularity::Function, Sum::Hash(id)) => snapshots
+            .of_binary(&binary.path, id)
+            .map_err(|e| e.to_string()),
+        (Granularity::Function, _) => Err("the binary cannot be read".to_owned()),
+    }
 }
 
 /// The paths whose accesses are not dependencies: the configured ones, the

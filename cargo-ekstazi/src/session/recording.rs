@@ -464,7 +464,7 @@ fn code_deps(
     env: &Environment,
     record: &mut Record,
 ) -> bool {
-    let Ok(test_build) = &session.code[case.binary] else {
+    let Ok(test_build) = session.code(case.binary) else {
         return true;
     };
     let test_binary = canonical(&session.built.binaries[case.binary].path);
@@ -545,7 +545,7 @@ fn depend_on_every_variable(env: &Environment, record: &mut Record) {
 /// Not asked for a doctest unit (see [`record_in`]).
 fn programs_walk_environment(session: &Session, case: &TestCase, record: &Record) -> bool {
     let test_binary = canonical(&session.built.binaries[case.binary].path);
-    let function_granularity = session.code[case.binary].is_ok();
+    let function_granularity = session.code(case.binary).is_ok();
     record.deps.iter().any(|dep| {
         let (Target::Program(stored), Sum::Hash(id)) = (&dep.target, &dep.sum) else {
             return false;

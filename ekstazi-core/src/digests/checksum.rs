@@ -333,7 +333,7 @@ pub struct Checksums {
     /// Computed after a test, valid while the entry's stamp is unchanged:
     /// a program that a thousand tests run is checksummed once.
     seen: Mutex<HashMap<Target, (Identity, Sum)>>,
-    /// Programs' checksums kept from earlier runs ([`KeptSums`]).
+    /// Files' and programs' checksums kept from earlier runs ([`KeptSums`]).
     kept: Mutex<KeptSums>,
 }
 
@@ -349,7 +349,7 @@ impl Checksums {
         }
     }
 
-    /// Programs' checksums kept by an earlier run (`bytes`, as
+    /// Files' and programs' checksums kept by an earlier run (`bytes`, as
     /// [`Checksums::kept_to_save`] gave them), for this checkout's erased
     /// directories.
     pub fn with_kept(self, bytes: Option<&[u8]>) -> Checksums {
@@ -363,8 +363,8 @@ impl Checksums {
         self
     }
 
-    /// What to keep for the next run, if this one checksummed a program
-    /// it had not kept.
+    /// What to keep for the next run, if this one checksummed a file it
+    /// had not kept.
     pub fn kept_to_save(&self) -> Option<Vec<u8>> {
         self.kept
             .lock()
@@ -372,23 +372,29 @@ impl Checksums {
             .encode_if_changed()
     }
 
-    /// [`Checksums::program`], kept by the file's identity.
-    fn program_kept(&self, path: &Path) -> Sum {
-        let key = path.as_os_str().as_bytes();
+    /// `compute(path)`, kept by the file's identity under `kind` (one
+    /// byte: a file's content and a program's smart checksum differ).
+    fn kept(&self, path: &Path, kind: u8, compute: impl FnOnce(&Path) -> Sum) -> Sum {
+        let mut key = vec![kind];
+        key.extend_from_slice(path.as_os_str().as_bytes());
         let before = Identity::of(path, true);
         if let Some(identity) = &before
-            && let Some(sum) = self.kept.lock().expect("kept sums lock").get(key, identity)
+            && let Some(sum) = self
+                .kept
+                .lock()
+                .expect("kept sums lock")
+                .get(&key, identity)
         {
             return sum;
         }
-        let sum = self.program(path);
+        let sum = compute(path);
         if let Some(identity) = before
             && Identity::of(path, true) == before
         {
             self.kept
                 .lock()
                 .expect("kept sums lock")
-                .put(key, identity, &sum);
+                .put(&key, identity, &sum);
         }
         sum
     }
@@ -549,9 +555,9 @@ impl Checksums {
             return Sum::Unknown;
         };
         match target {
-            Target::Content(_) => content(&path),
+            Target::Content(_) => self.kept(&path, b'c', content),
             Target::Kind { follow, .. } => kind(&path, *follow),
-            Target::Program(_) | Target::Library(_) => self.program_kept(&path),
+            Target::Program(_) | Target::Library(_) => self.kept(&path, b'p', |p| self.program(p)),
             Target::Listing(_) => listing(&path),
             Target::BuildFile(_) => build_file(&path, &self.placeholders),
             Target::Link(_) => link(&path, &self.anchors),

@@ -1,9 +1,10 @@
-//! Programs' smart checksums kept from one run to the next, each by the
-//! identity of its file ([`Identity`]: device, inode, size, times), as
+//! Files' and programs' checksums kept from one run to the next, each by
+//! the identity of its file ([`Identity`]: device, inode, size, times), as
 //! git's index keeps the digests of the files it tracks. Every test of a
 //! multicall project depends on the program it runs; its smart checksum
 //! reads the whole program (on coreutils, a debug build of over a hundred
-//! megabytes), which a run with nothing changed then skips.
+//! megabytes), and its tests' data files are thousands: a run with nothing
+//! changed reads none of them.
 //!
 //! Invariants:
 //! - a kept checksum is used only while its file has the identity it had

@@ -216,7 +216,7 @@ impl Store {
         Identity::of(&self.record_path(binary, test), false)
     }
 
-    /// Programs' checksums kept by an earlier run
+    /// Files' and programs' checksums kept by an earlier run
     /// (`digests::kept_sums`), as bytes for `Checksums::with_kept`.
     pub fn kept_sums(&self) -> Option<Vec<u8>> {
         self.state
@@ -224,7 +224,7 @@ impl Store {
             .ok()
     }
 
-    /// Keeps programs' checksums for the next run (not fatal to lose).
+    /// Keeps files' and programs' checksums for the next run (not fatal to lose).
     pub fn save_kept_sums(&self, bytes: &[u8]) -> io::Result<()> {
         self.real_dir(&self.records)?;
         self.state
@@ -526,7 +526,7 @@ impl Store {
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
-/// Programs' checksums, by their files' identity.
+/// Files' and programs' checksums, by their files' identity.
 const KEPT_SUMS: &str = ".sums";
 /// The indexes of the records, one file per binary.
 const INDEX_DIR: &str = ".index";

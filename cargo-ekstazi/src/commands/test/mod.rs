@@ -70,7 +70,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         && !auditing
         && !verdicts_first
         && verdict_first::unrecorded_applies(&session);
-    let lock = pipeline::open_records(&session, !verdicts_first && !unrecorded)?;
+    let lock = pipeline::open_records(&mut session, !verdicts_first && !unrecorded)?;
     let recording = lock.is_some();
     let (plan, tally, nothing) = pipeline::plan(&mut session, recording)?;
     let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
