@@ -35,6 +35,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::ReadError;
+use super::identity::Identity;
 
 /// Links (and other non-directories) removed from where a directory or file
 /// of a state directory should be, in this process, not yet reported.
@@ -348,6 +349,22 @@ impl StateDir {
     }
 
     /// The size of a regular file of the state, if one is there.
+    /// The identity of the regular file at `path`, reached as every path
+    /// of the state is (never through a link); `None` when there is none.
+    pub fn identity(&self, path: &Path) -> Option<Identity> {
+        let (dir, name) = self.parent_of(path, false).ok()?;
+        let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| {
+            Identity::from_parts(
+                stat.st_dev as u64,
+                stat.st_ino as u64,
+                stat.st_size as u64,
+                (stat.st_mtime as i64, stat.st_mtime_nsec as i64),
+                (stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+            )
+        })
+    }
+
     pub fn file_len(&self, path: &Path) -> Option<u64> {
         let (dir, name) = self.parent_of(path, false).ok()?;
         let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;

@@ -40,6 +40,23 @@ impl Identity {
         })
     }
 
+    /// An identity from what `stat` gave (`(seconds, nanoseconds)` times).
+    pub(crate) fn from_parts(
+        dev: u64,
+        ino: u64,
+        size: u64,
+        mtime: (i64, i64),
+        ctime: (i64, i64),
+    ) -> Identity {
+        Identity {
+            dev,
+            ino,
+            size,
+            mtime,
+            ctime,
+        }
+    }
+
     /// The later of the modification and status-change times: a file
     /// changed and then given an old modification time still has a new
     /// status-change time.

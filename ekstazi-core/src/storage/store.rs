@@ -204,16 +204,16 @@ impl Store {
         test: &str,
     ) -> (Loaded, Option<Hash>, Option<Identity>) {
         let path = self.record_path(binary, test);
-        let before = Identity::of(&path, false);
+        let before = self.state.identity(&path);
         let (loaded, sealed) = self.load_sealed(binary, test);
-        let after = Identity::of(&path, false);
+        let after = self.state.identity(&path);
         let identity = before.filter(|_| before == after && matches!(loaded, Loaded::Found(_)));
         (loaded, sealed, identity)
     }
 
     /// The identity of a test's record file now, as an index entry names it.
     pub fn record_identity(&self, binary: &str, test: &str) -> Option<Identity> {
-        Identity::of(&self.record_path(binary, test), false)
+        self.state.identity(&self.record_path(binary, test))
     }
 
     /// Files' and programs' checksums kept by an earlier run
