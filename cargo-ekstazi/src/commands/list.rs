@@ -42,12 +42,15 @@ fn request(args: ListArgs) -> Result<Request> {
 /// The report stage: the listing, as a table or as JSON.
 fn print_listing(session: &Session, plan: &[Planned], show: Show, json: bool) -> Result<()> {
     let listing = report::list_json(session, plan, session.options.verbose(), show);
-    let mut stdout = anstream::stdout().lock();
+    // Buffered: a listing of thousands of tests is otherwise a write per
+    // line.
+    let mut stdout = std::io::BufWriter::new(anstream::stdout().lock());
     if json {
         serde_json::to_writer(&mut stdout, &listing)?;
         writeln!(stdout)?;
     } else {
         report::print_list_table(&mut stdout, &listing)?;
     }
+    stdout.flush()?;
     Ok(())
 }

@@ -301,24 +301,56 @@ impl Session {
         only_filed: Option<&Filed>,
         indexes: &Indexes,
     ) -> Vec<Option<Current>> {
+        let files = self.record_files(scoped, indexes);
         scoped
             .par_iter()
-            .map(|(case, decision)| {
+            .zip(files)
+            .map(|((case, decision), file)| {
                 (*decision == Decision::Run).then(|| {
                     let key = &self.built.binaries[case.binary].key;
                     if let Some(filed) = only_filed {
                         return Current::Read(filed.load(key, &case.name), None, None);
                     }
-                    if let Some(index) = indexes.get(&case.binary) {
-                        let file = self.store.record_identity(key, &case.name);
-                        if let Some(summarised) = index.fresh(&case.name, file) {
-                            return Current::Indexed(summarised, file);
-                        }
+                    if let Some(index) = indexes.get(&case.binary)
+                        && let Some(summarised) = index.fresh(&case.name, file)
+                    {
+                        return Current::Indexed(summarised, file);
                     }
                     self.read_record(case)
                 })
             })
             .collect()
+    }
+
+    /// The identity of each scoped test's record file now, where its
+    /// binary has an index to look it up in (each binary's directory
+    /// reached once).
+    fn record_files(
+        &self,
+        scoped: &[(TestCase, Decision)],
+        indexes: &Indexes,
+    ) -> Vec<Option<Identity>> {
+        let mut by_binary: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (at, (case, _)) in scoped.iter().enumerate() {
+            if indexes.contains_key(&case.binary) {
+                by_binary.entry(case.binary).or_default().push(at);
+            }
+        }
+        let found: Vec<(usize, Option<Identity>)> = by_binary
+            .into_par_iter()
+            .flat_map_iter(|(binary, at)| {
+                let tests: Vec<&str> = at.iter().map(|&i| scoped[i].0.name.as_str()).collect();
+                let key = &self.built.binaries[binary].key;
+                at.into_iter()
+                    .zip(self.store.record_identities(key, &tests))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut files = vec![None; scoped.len()];
+        for (at, file) in found {
+            files[at] = file;
+        }
+        files
     }
 
     /// A test's current record, read whole.

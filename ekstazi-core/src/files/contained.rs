@@ -353,16 +353,19 @@ impl StateDir {
     /// of the state is (never through a link); `None` when there is none.
     pub fn identity(&self, path: &Path) -> Option<Identity> {
         let (dir, name) = self.parent_of(path, false).ok()?;
-        let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| {
-            Identity::from_parts(
-                stat.st_dev as u64,
-                stat.st_ino as u64,
-                stat.st_size as u64,
-                (stat.st_mtime as i64, stat.st_mtime_nsec as i64),
-                (stat.st_ctime as i64, stat.st_ctime_nsec as i64),
-            )
-        })
+        identity_at(&dir, name)
+    }
+
+    /// [`StateDir::identity`] of each of `names` in the directory `dir`,
+    /// which is reached once.
+    pub fn identities(&self, dir: &Path, names: &[&std::ffi::OsStr]) -> Vec<Option<Identity>> {
+        let Ok(components) = self.components(dir) else {
+            return vec![None; names.len()];
+        };
+        match self.walk(&components, false) {
+            Ok(dir) => names.iter().map(|name| identity_at(&dir, name)).collect(),
+            Err(_) => vec![None; names.len()],
+        }
     }
 
     pub fn file_len(&self, path: &Path) -> Option<u64> {
@@ -371,6 +374,20 @@ impl StateDir {
         (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
             .then_some(stat.st_size as u64)
     }
+}
+
+/// The identity of the regular file `name` in `dir`, not followed.
+fn identity_at(dir: &OwnedFd, name: &std::ffi::OsStr) -> Option<Identity> {
+    let stat = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    (FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile).then(|| {
+        Identity::from_parts(
+            stat.st_dev as u64,
+            stat.st_ino as u64,
+            stat.st_size as u64,
+            (stat.st_mtime as i64, stat.st_mtime_nsec as i64),
+            (stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+        )
+    })
 }
 
 /// What is at `name` in `dir`, not followed; `None` when nothing is.

@@ -211,9 +211,12 @@ impl Store {
         (loaded, sealed, identity)
     }
 
-    /// The identity of a test's record file now, as an index entry names it.
-    pub fn record_identity(&self, binary: &str, test: &str) -> Option<Identity> {
-        self.state.identity(&self.record_path(binary, test))
+    /// The identity of each of `tests`' record files now, as an index
+    /// entry names it (the binary's directory reached once).
+    pub fn record_identities(&self, binary: &str, tests: &[&str]) -> Vec<Option<Identity>> {
+        let names: Vec<String> = tests.iter().map(|test| escape(test)).collect();
+        let names: Vec<&std::ffi::OsStr> = names.iter().map(|n| n.as_ref()).collect();
+        self.state.identities(&self.binary_dir(binary), &names)
     }
 
     /// Files' and programs' checksums kept by an earlier run
