@@ -460,11 +460,13 @@ impl Session {
                             && rules.is_empty()
                             && select::summary_vouches(&summarised, &present)
                         {
+                            // Decided: the test's own environment (a copy of
+                            // its binary's, thousands at once) is not kept.
                             let judged = Judged {
                                 loaded: Held::Indexed(summarised),
                                 sealed: None,
                                 file,
-                                env,
+                                env: Cow::Borrowed(&self.environments[case.binary]),
                                 rules,
                                 holds: true,
                                 may_vouch: false,

@@ -414,9 +414,11 @@ impl Checksums {
     }
 
     /// [`Checksums::program`] of a test binary this run's build has just
-    /// linked: mapped, not read (only its loaded sections are hashed).
+    /// linked: mapped, not read (only its loaded sections are hashed);
+    /// kept by the file's identity (an unchanged build's binaries are not
+    /// mapped at all).
     pub fn test_binary(&self, path: &Path) -> Sum {
-        self.executable(path, smart_test_binary)
+        self.kept(path, b't', |p| self.executable(p, smart_test_binary))
     }
 
     fn executable(&self, path: &Path, smart: fn(&Path, &[&[u8]]) -> io::Result<Hash>) -> Sum {
