@@ -286,12 +286,14 @@ impl Store {
     }
 
     /// Removes the record directories of binaries not in `binaries` (every
-    /// test binary the workspace can build). Returns how many went.
+    /// test binary the workspace can build), and their record indexes.
+    /// Returns how many record directories went.
     pub fn retain_binaries<'a>(
         &self,
         binaries: impl IntoIterator<Item = &'a str>,
     ) -> io::Result<usize> {
         let keep: HashSet<String> = binaries.into_iter().map(escape).collect();
+        self.retain_files(&self.records.join(INDEX_DIR), &keep)?;
         let Some(entries) = self.state.read_dir(&self.records)? else {
             return Ok(0);
         };
@@ -695,8 +697,18 @@ mod tests {
         assert_eq!(store.retain_tests(&record.binary, ["a", "c"]).unwrap(), 1);
         assert!(matches!(store.load(&record.binary, "b"), Loaded::Missing));
         assert!(matches!(store.load(&record.binary, "a"), Loaded::Found(_)));
+        let index = Index::build(&record.binary, [], [], std::time::SystemTime::now());
+        store.save_record_index(&index).unwrap();
+        let other = Index::build("other", [], [], std::time::SystemTime::now());
+        store.save_record_index(&other).unwrap();
         assert_eq!(store.retain_binaries(["other"]).unwrap(), 1);
         assert!(matches!(store.load(&record.binary, "a"), Loaded::Missing));
+        let indexes = dir.path().join(format!("v{FORMAT_VERSION}/{INDEX_DIR}"));
+        let left: Vec<_> = std::fs::read_dir(indexes)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["other"], "the removed binary's index goes with it");
     }
 
     #[test]
