@@ -316,7 +316,8 @@ impl Session {
                     {
                         return Current::Indexed(summarised, file);
                     }
-                    self.read_record(case)
+                    let (loaded, sealed, file) = self.read_record(case);
+                    Current::Read(loaded, sealed, file)
                 })
             })
             .collect()
@@ -353,11 +354,11 @@ impl Session {
         files
     }
 
-    /// A test's current record, read whole.
-    fn read_record(&self, case: &TestCase) -> Current {
+    /// A test's current record, read whole, with the seal and the
+    /// identity of its file.
+    fn read_record(&self, case: &TestCase) -> (Loaded, Option<Hash>, Option<Identity>) {
         let key = &self.built.binaries[case.binary].key;
-        let (loaded, sealed, file) = self.store.load_identified(key, &case.name);
-        Current::Read(loaded, sealed, file)
+        self.store.load_identified(key, &case.name)
     }
 
     /// Checksums, ahead and in parallel, what the records name: their
@@ -445,7 +446,7 @@ impl Session {
                 // anything else the record is read whole. An entry that
                 // names no variable is judged in the binary's environment
                 // as it is (a test's own `TMPDIR` is one more variable).
-                let current = match current {
+                let (loaded, sealed, file, env) = match current {
                     Current::Indexed(summarised, file) => {
                         let own_env = summarised.deps().any(|dep| {
                             matches!(dep.target, Target::Env(_) | Target::Environment)
@@ -473,15 +474,14 @@ impl Session {
                             };
                             return (case, decision, Some(judged));
                         }
-                        self.read_record(&case)
+                        let (loaded, sealed, file) = self.read_record(&case);
+                        // The test's own environment, when it was made.
+                        (loaded, sealed, file, own_env.then_some(env))
                     }
-                    read => read,
+                    Current::Read(loaded, sealed, file) => (loaded, sealed, file, None),
                 };
-                let env = self.selection_environment_of(&case);
+                let env = env.unwrap_or_else(|| self.selection_environment_of(&case));
                 let present = self.present(case.binary, &env);
-                let Current::Read(loaded, sealed, file) = current else {
-                    unreachable!("an index entry was read whole above")
-                };
                 // A failure last time runs again, whatever passed elsewhere:
                 // a failed run's dependencies are what it read before it
                 // failed, not what its failure came from, so they do not

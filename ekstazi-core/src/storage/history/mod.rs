@@ -354,21 +354,7 @@ impl History {
     /// of a run's CPU time with nothing changed (just, `perf`).
     fn ids_of(&self, filings: &[Filing<'_>]) -> io::Result<Vec<Hash>> {
         let remembered = self.remembered_current();
-        let known: Vec<Option<Hash>> = {
-            let mut guard = self.packs.write().expect("pack index lock");
-            let packs = guard.get_or_insert_with(|| self.read_packs());
-            filings
-                .iter()
-                .map(|filing| {
-                    match filing.known {
-                        Known::Nothing => None,
-                        Known::Filed(id) => Some(id),
-                        Known::Current(digest) => remembered.get(&digest).copied(),
-                    }
-                    .filter(|id| packs.at.contains_key(id))
-                })
-                .collect()
-        };
+        let known = self.held(&remembered, filings.iter().map(|filing| &filing.known));
         let to_cut: Vec<&Record> = filings
             .iter()
             .zip(&known)
@@ -411,18 +397,29 @@ impl History {
     /// Whether each of `known` names an object this history holds: a
     /// record so known is filed without being read ([`Filing::record`]).
     pub fn knows(&self, known: &[Known]) -> Vec<bool> {
-        let remembered = self.remembered_current();
+        self.held(&self.remembered_current(), known.iter())
+            .iter()
+            .map(Option::is_some)
+            .collect()
+    }
+
+    /// The object each of `known` names, while this history holds it
+    /// (`remembered`: [`History::remembered_current`]).
+    fn held<'k>(
+        &self,
+        remembered: &HashMap<Hash, Hash>,
+        known: impl Iterator<Item = &'k Known>,
+    ) -> Vec<Option<Hash>> {
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         known
-            .iter()
             .map(|known| {
                 match known {
                     Known::Nothing => None,
                     Known::Filed(id) => Some(*id),
                     Known::Current(digest) => remembered.get(digest).copied(),
                 }
-                .is_some_and(|id| packs.at.contains_key(&id))
+                .filter(|id| packs.at.contains_key(id))
             })
             .collect()
     }
