@@ -158,7 +158,7 @@ fn file_history(session: &Session, plan: &[Planned], written: &[(Record, Hash)])
         );
         return;
     }
-    let history = session.store.history();
+    let history = session.history();
     let mut records: Vec<Filing<'_>> = written
         .iter()
         .map(|(record, sealed)| Filing::of(record, true, Known::Current(*sealed)))
@@ -296,7 +296,7 @@ pub fn note_parents_without_records(session: &Session) {
     if settings.skipme || settings.forceall || !settings.history || !session.store.has_records() {
         return;
     }
-    let history = session.store.history();
+    let history = session.history();
     let missing: Vec<String> = repo
         .parents
         .iter()

@@ -13,7 +13,7 @@ use ekstazi_core::model::record::{Outcome, Record};
 use ekstazi_core::options::settings::External;
 use ekstazi_core::selection::filter::{Decision, Filter};
 use ekstazi_core::selection::select::{self, Present, Reason};
-use ekstazi_core::selection::vouch::{Verdicts, filed_vouches};
+use ekstazi_core::selection::vouch::filed_vouches;
 use ekstazi_core::storage::history::Known;
 use ekstazi_core::storage::history::candidates::Vouch;
 use ekstazi_core::storage::record_index::{Index, Summarised};
@@ -608,9 +608,7 @@ impl Session {
         let Some(repo) = &self.repo else {
             return;
         };
-        let (history, _) = self
-            .filed
-            .get_or_init(|| (self.store.history(), Verdicts::default()));
+        let history = self.history();
         rayon::join(
             || {
                 self.candidates
@@ -646,9 +644,7 @@ impl Session {
         present: &Present<'_>,
     ) -> Option<(Box<Record>, Hash, Vouch)> {
         let repo = self.repo.as_ref()?;
-        let (history, verdicts) = self
-            .filed
-            .get_or_init(|| (self.store.history(), Verdicts::default()));
+        let (history, verdicts) = self.filed();
         let candidates = self
             .candidates
             .get_or_init(|| history.candidates(Some(&repo.head), &repo.parents));

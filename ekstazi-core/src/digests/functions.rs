@@ -34,7 +34,7 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// The id of the function whose stable name hashes to `stable`
 /// ([`crate::digests::fingerprint::stable_hash`]), with fingerprint `fp`. Functions
@@ -89,7 +89,9 @@ pub struct FunctionTable {
     dir: PathBuf,
     /// Reaches `dir`'s files without following a link.
     state: StateDir,
-    inner: RwLock<Inner>,
+    /// Read from `dir` when first needed: a run in which nothing changed
+    /// resolves no id, and coreutils' table takes 18 MB in memory.
+    inner: OnceLock<RwLock<Inner>>,
     /// See [`FunctionTable::epoch`].
     epoch: AtomicU64,
 }
@@ -122,32 +124,21 @@ impl FunctionTable {
     /// The table whose segments are in `dir`, inside the state directory
     /// `state`.
     pub fn load_within(state: StateDir, dir: &Path) -> FunctionTable {
-        let mut inner = Inner::default();
-        if let Ok(Some(entries)) = state.read_dir(dir) {
-            let mut files: Vec<PathBuf> = entries
-                .iter()
-                .filter(|e| !e.name.as_encoded_bytes().starts_with(b"."))
-                .map(|e| dir.join(&e.name))
-                .collect();
-            files.sort();
-            for file in files {
-                match read_segment(&state, &file) {
-                    Some(segment) => {
-                        for (id, name, stable, fp) in segment.entries {
-                            inner.add(id, name, stable, fp);
-                        }
-                    }
-                    None => inner.damaged += 1,
-                }
-                inner.segments.push(file);
-            }
-        }
         FunctionTable {
             dir: dir.to_path_buf(),
             state,
-            inner: RwLock::new(inner),
+            inner: OnceLock::new(),
             epoch: AtomicU64::new(next_epoch()),
         }
+    }
+
+    /// The table's contents, its segments read on first use. Segments are
+    /// only ever added before a record names them, or replaced by
+    /// compaction under the state's lock, so reading them later than the
+    /// table was opened sees what reading them then would have, or more.
+    fn inner(&self) -> &RwLock<Inner> {
+        self.inner
+            .get_or_init(|| RwLock::new(Inner::read(&self.state, &self.dir)))
     }
 
     /// A number that differs between tables and changes whenever an id
@@ -166,7 +157,7 @@ impl FunctionTable {
     /// The function an id stands for; `None` for an id the table does not
     /// hold (or holds twice).
     pub fn get(&self, id: &FnId) -> Option<Function> {
-        let inner = self.inner.read().expect("function table lock");
+        let inner = self.inner().read().expect("function table lock");
         if inner.colliding.contains(id) {
             return None;
         }
@@ -184,7 +175,7 @@ impl FunctionTable {
     pub fn intern_as(&self, id: FnId, name: &str, stable: u64, fp: &Fp) -> Result<FnId, Collision> {
         debug_assert_eq!(id, id_of(stable, fp));
         {
-            let inner = self.inner.read().expect("function table lock");
+            let inner = self.inner().read().expect("function table lock");
             if inner.colliding.contains(&id) {
                 return Err(Collision(id));
             }
@@ -196,7 +187,7 @@ impl FunctionTable {
                 };
             }
         }
-        let mut inner = self.inner.write().expect("function table lock");
+        let mut inner = self.inner().write().expect("function table lock");
         let new = !inner.known.contains_key(&id);
         if !inner.add(id, name.to_owned(), stable, *fp) {
             self.invalidate();
@@ -211,7 +202,7 @@ impl FunctionTable {
     /// Whether entries were interned that no segment holds yet.
     pub fn has_pending(&self) -> bool {
         !self
-            .inner
+            .inner()
             .read()
             .expect("function table lock")
             .pending
@@ -221,7 +212,7 @@ impl FunctionTable {
     /// Writes the interned entries as a new segment. A record that names
     /// them may be written once this returned `Ok`.
     pub fn flush(&self) -> io::Result<()> {
-        let mut inner = self.inner.write().expect("function table lock");
+        let mut inner = self.inner().write().expect("function table lock");
         if inner.pending.is_empty() {
             return Ok(());
         }
@@ -240,13 +231,13 @@ impl FunctionTable {
 
     /// How many functions the table holds, and in how many segment files.
     pub fn len(&self) -> (usize, usize) {
-        let inner = self.inner.read().expect("function table lock");
+        let inner = self.inner().read().expect("function table lock");
         (inner.known.len(), inner.segments.len())
     }
 
     /// Every id the table resolves, sorted.
     pub fn ids(&self) -> Vec<FnId> {
-        let inner = self.inner.read().expect("function table lock");
+        let inner = self.inner().read().expect("function table lock");
         let mut ids: Vec<FnId> = inner
             .known
             .keys()
@@ -265,7 +256,7 @@ impl FunctionTable {
     /// (all of them with `None`), and removes the segments it replaces.
     /// Colliding ids are left out: they resolve to nothing either way.
     pub fn compact(&self, keep: Option<&HashSet<FnId>>) -> io::Result<()> {
-        let mut inner = self.inner.write().expect("function table lock");
+        let mut inner = self.inner().write().expect("function table lock");
         let Inner {
             known,
             colliding,
@@ -302,8 +293,8 @@ impl FunctionTable {
     /// Adds every entry of `other` (an imported or merged table); returns
     /// the ids the two tables disagree on, which now resolve to nothing.
     pub fn absorb(&self, other: &FunctionTable) -> Vec<FnId> {
-        let theirs = other.inner.read().expect("function table lock");
-        let mut ours = self.inner.write().expect("function table lock");
+        let theirs = other.inner().read().expect("function table lock");
+        let mut ours = self.inner().write().expect("function table lock");
         let mut disagreed = Vec::new();
         for (id, f) in &theirs.known {
             let new = !ours.known.contains_key(id);
@@ -322,11 +313,37 @@ impl FunctionTable {
 
     /// The number of segment files that could not be read or trusted.
     pub fn damaged(&self) -> usize {
-        self.inner.read().expect("function table lock").damaged
+        self.inner().read().expect("function table lock").damaged
     }
 }
 
 impl Inner {
+    /// Every segment in `dir`; one that cannot be read or trusted is
+    /// counted as damaged.
+    fn read(state: &StateDir, dir: &Path) -> Inner {
+        let mut inner = Inner::default();
+        if let Ok(Some(entries)) = state.read_dir(dir) {
+            let mut files: Vec<PathBuf> = entries
+                .iter()
+                .filter(|e| !e.name.as_encoded_bytes().starts_with(b"."))
+                .map(|e| dir.join(&e.name))
+                .collect();
+            files.sort();
+            for file in files {
+                match read_segment(state, &file) {
+                    Some(segment) => {
+                        for (id, name, stable, fp) in segment.entries {
+                            inner.add(id, name, stable, fp);
+                        }
+                    }
+                    None => inner.damaged += 1,
+                }
+                inner.segments.push(file);
+            }
+        }
+        inner
+    }
+
     /// Adds an entry; `false` when the id already stands for another
     /// function (then it stands for none).
     fn add(&mut self, id: FnId, name: String, stable: u64, fp: Fp) -> bool {
@@ -471,7 +488,7 @@ mod tests {
         theirs.intern("s", 3, &[1; 16]).unwrap();
         let only_theirs = theirs.intern("t", 4, &[2; 16]).unwrap();
         // Forge a disagreement the way a collision would look.
-        theirs.inner.write().unwrap().known.insert(
+        theirs.inner().write().unwrap().known.insert(
             shared,
             Function {
                 name: "other".into(),
