@@ -134,9 +134,6 @@ impl Session {
         self.code.iter().map(OnceLock::get)
     }
 
-    /// What the build directory `dir`, which a test's cargo used, was
-    /// built from: read again only when its dep-info files changed since
-    /// (another test's cargo may build there while this run records).
     /// The store's history, one instance for the whole run: the one the
     /// analysis tried filed records in, its packs' index already read
     /// (on coreutils, 15 MB each time it is read), or opened now.
@@ -150,6 +147,9 @@ impl Session {
             .get_or_init(|| (self.store.history(), Verdicts::default()))
     }
 
+    /// What the build directory `dir`, which a test's cargo used, was
+    /// built from: read again only when its dep-info files changed since
+    /// (another test's cargo may build there while this run records).
     pub fn build_inputs(&self, dir: &Path) -> Arc<BuildInputs> {
         use ekstazi_core::capture::cargo_runs;
         let files = cargo_runs::dep_info_files(dir);
