@@ -61,10 +61,34 @@ impl std::fmt::Debug for TestRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "status: {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.output.status, self.stdout, self.stderr
+            "status: {} (disk free where fixtures build: {})\n--- stdout\n{}\n--- stderr\n{}",
+            self.output.status,
+            free_disk(),
+            self.stdout,
+            self.stderr
         )
     }
+}
+
+/// Free space in the directory fixtures are copied to and built in, for
+/// failure messages: a fixture's build that ran out of disk fails far from
+/// the cause, and a truncated log may not reach cargo's own message.
+fn free_disk() -> String {
+    let Ok(dir) =
+        std::ffi::CString::new(std::env::temp_dir().into_os_string().into_encoded_bytes())
+    else {
+        return "unknown".to_owned();
+    };
+    // SAFETY: `statvfs` only writes the plain struct it is given.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    if unsafe { libc::statvfs(dir.as_ptr(), &mut stat) } != 0 {
+        return "unknown".to_owned();
+    }
+    format!(
+        "{:.1} GB",
+        stat.f_bavail as f64 * stat.f_frsize as f64 / 1e9
+    )
 }
 
 impl Fixture {
