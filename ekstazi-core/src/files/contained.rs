@@ -348,7 +348,6 @@ impl StateDir {
         entries(fd.as_fd()).map(Some)
     }
 
-    /// The size of a regular file of the state, if one is there.
     /// The identity of the regular file at `path`, reached as every path
     /// of the state is (never through a link); `None` when there is none.
     pub fn identity(&self, path: &Path) -> Option<Identity> {
@@ -368,6 +367,7 @@ impl StateDir {
         }
     }
 
+    /// The size of a regular file of the state, if one is there.
     pub fn file_len(&self, path: &Path) -> Option<u64> {
         let (dir, name) = self.parent_of(path, false).ok()?;
         let stat = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
