@@ -167,10 +167,10 @@ fn the_coverage_constructor_is_no_dependency() {
             snapshot.names.len() + snapshot.other_names.len() > 100,
             "a real build's functions"
         );
-        let constructors: Vec<&String> = snapshot
+        let constructors: Vec<&str> = snapshot
             .names
             .iter()
-            .chain(&snapshot.other_names)
+            .chain(snapshot.other_names.iter())
             .filter(|n| n.starts_with("sancov."))
             .collect();
         assert!(constructors.is_empty(), "{constructors:?}");

@@ -68,12 +68,32 @@ const MAX_SEGMENT_BYTES: u64 = 256 << 20;
 const MAGIC: &[u8; 4] = b"EKZF";
 
 #[derive(Serialize, Deserialize)]
-struct Segment {
-    entries: Vec<Entry>,
+struct Segment<N = String> {
+    entries: Vec<(FnId, N, u64, Fp)>,
 }
 
 /// A segment's entry: id, mangled name, stable name's hash, fingerprint.
 type Entry = (FnId, String, u64, Fp);
+
+/// A name read past without being kept: postcard hands the bytes over
+/// borrowed, so nothing is allocated for it.
+struct Unnamed;
+
+impl<'de> Deserialize<'de> for Unnamed {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Skip;
+        impl serde::de::Visitor<'_> for Skip {
+            type Value = Unnamed;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a function name")
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Unnamed, E> {
+                Ok(Unnamed)
+            }
+        }
+        deserializer.deserialize_str(Skip)
+    }
+}
 
 /// Two functions were given one id: neither may vouch for a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -102,9 +122,21 @@ fn next_epoch() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
+/// What the table holds of a function before its name is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Known {
+    stable: u64,
+    fp: Fp,
+}
+
 #[derive(Default)]
 struct Inner {
-    known: HashMap<FnId, Function>,
+    known: HashMap<FnId, Known>,
+    /// The names of `known`'s ids, read from the segments when a name is
+    /// first asked for ([`Inner::read_names`]). Interning, which is all a
+    /// recording does, needs none: on coreutils the names are 12 MB of the
+    /// table's 18 MB in memory.
+    names: Option<HashMap<FnId, Arc<str>>>,
     /// Ids two segments (or a segment and a new function) disagree on.
     colliding: HashSet<FnId>,
     /// Entries interned since the last [`FunctionTable::flush`].
@@ -157,11 +189,34 @@ impl FunctionTable {
     /// The function an id stands for; `None` for an id the table does not
     /// hold (or holds twice).
     pub fn get(&self, id: &FnId) -> Option<Function> {
-        let inner = self.inner().read().expect("function table lock");
+        let inner = self.named();
         if inner.colliding.contains(id) {
             return None;
         }
-        inner.known.get(id).cloned()
+        let known = inner.known.get(id)?;
+        // A name no segment holds any more (another process compacted the
+        // table since it was read) resolves to nothing: its tests run.
+        let name = inner.names.as_ref()?.get(id)?.clone();
+        Some(Function {
+            name,
+            stable: known.stable,
+            fp: known.fp,
+        })
+    }
+
+    /// The table's contents with the names read.
+    fn named(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        {
+            let inner = self.inner().read().expect("function table lock");
+            if inner.names.is_some() {
+                return inner;
+            }
+        }
+        self.inner()
+            .write()
+            .expect("function table lock")
+            .read_names(&self.state);
+        self.inner().read().expect("function table lock")
     }
 
     /// The id of a function (`stable`: its stable name's hash), added to
@@ -189,7 +244,7 @@ impl FunctionTable {
         }
         let mut inner = self.inner().write().expect("function table lock");
         let new = !inner.known.contains_key(&id);
-        if !inner.add(id, name.to_owned(), stable, *fp) {
+        if !inner.add(id, name, stable, *fp) {
             self.invalidate();
             return Err(Collision(id));
         }
@@ -257,17 +312,22 @@ impl FunctionTable {
     /// Colliding ids are left out: they resolve to nothing either way.
     pub fn compact(&self, keep: Option<&HashSet<FnId>>) -> io::Result<()> {
         let mut inner = self.inner().write().expect("function table lock");
+        inner.read_names(&self.state);
         let Inner {
             known,
+            names,
             colliding,
             pending,
             segments,
             ..
         } = &mut *inner;
+        let names = names.get_or_insert_default();
+        // An id whose name no segment holds is left out, as a colliding one:
+        // it resolves to nothing either way.
         let mut entries: Vec<Entry> = known
             .iter()
             .filter(|(id, _)| !colliding.contains(*id) && keep.is_none_or(|k| k.contains(*id)))
-            .map(|(id, f)| (*id, f.name.to_string(), f.stable, f.fp))
+            .filter_map(|(id, f)| Some((*id, names.get(id)?.to_string(), f.stable, f.fp)))
             .collect();
         entries.sort_unstable_by_key(|e| e.0);
         let old = std::mem::take(segments);
@@ -283,6 +343,7 @@ impl FunctionTable {
         }
         if let Some(keep) = keep {
             known.retain(|id, _| keep.contains(id));
+            names.retain(|id, _| keep.contains(id));
         }
         self.invalidate();
         pending.clear();
@@ -293,15 +354,20 @@ impl FunctionTable {
     /// Adds every entry of `other` (an imported or merged table); returns
     /// the ids the two tables disagree on, which now resolve to nothing.
     pub fn absorb(&self, other: &FunctionTable) -> Vec<FnId> {
-        let theirs = other.inner().read().expect("function table lock");
+        let theirs = other.named();
         let mut ours = self.inner().write().expect("function table lock");
         let mut disagreed = Vec::new();
+        let no_names = HashMap::new();
+        let their_names = theirs.names.as_ref().unwrap_or(&no_names);
         for (id, f) in &theirs.known {
+            let Some(name) = their_names.get(id) else {
+                continue;
+            };
             let new = !ours.known.contains_key(id);
-            if !ours.add(*id, f.name.to_string(), f.stable, f.fp) {
+            if !ours.add(*id, name, f.stable, f.fp) {
                 disagreed.push(*id);
             } else if new {
-                ours.pending.push((*id, f.name.to_string(), f.stable, f.fp));
+                ours.pending.push((*id, name.to_string(), f.stable, f.fp));
             }
         }
         for id in &theirs.colliding {
@@ -330,10 +396,10 @@ impl Inner {
                 .collect();
             files.sort();
             for file in files {
-                match read_segment(state, &file) {
+                match read_segment::<Unnamed>(state, &file) {
                     Some(segment) => {
-                        for (id, name, stable, fp) in segment.entries {
-                            inner.add(id, name, stable, fp);
+                        for (id, Unnamed, stable, fp) in segment.entries {
+                            inner.add(id, "", stable, fp);
                         }
                     }
                     None => inner.damaged += 1,
@@ -344,9 +410,33 @@ impl Inner {
         inner
     }
 
+    /// Reads the names of the known ids from the segments read or written,
+    /// once: the first name a segment gives an id, as when the table was
+    /// read whole, and a pending entry's for what no segment holds yet.
+    fn read_names(&mut self, state: &StateDir) {
+        if self.names.is_some() {
+            return;
+        }
+        let mut names = HashMap::with_capacity(self.known.len());
+        for file in &self.segments {
+            let Some(segment) = read_segment::<String>(state, file) else {
+                continue;
+            };
+            for (id, name, stable, fp) in segment.entries {
+                if self.known.get(&id) == Some(&Known { stable, fp }) {
+                    names.entry(id).or_insert_with(|| Arc::from(name));
+                }
+            }
+        }
+        for (id, name, ..) in &self.pending {
+            names.entry(*id).or_insert_with(|| Arc::from(name.as_str()));
+        }
+        self.names = Some(names);
+    }
+
     /// Adds an entry; `false` when the id already stands for another
     /// function (then it stands for none).
-    fn add(&mut self, id: FnId, name: String, stable: u64, fp: Fp) -> bool {
+    fn add(&mut self, id: FnId, name: &str, stable: u64, fp: Fp) -> bool {
         if id_of(stable, &fp) != id {
             // A segment that does not hash to its ids is not trusted for
             // this id, whatever else holds it.
@@ -365,21 +455,20 @@ impl Inner {
                 false
             }
             None => {
-                self.known.insert(
-                    id,
-                    Function {
-                        name: name.into(),
-                        stable,
-                        fp,
-                    },
-                );
+                self.known.insert(id, Known { stable, fp });
+                if let Some(names) = &mut self.names {
+                    names.insert(id, Arc::from(name));
+                }
                 true
             }
         }
     }
 }
 
-fn read_segment(state: &StateDir, path: &Path) -> Option<Segment> {
+fn read_segment<N: serde::de::DeserializeOwned>(
+    state: &StateDir,
+    path: &Path,
+) -> Option<Segment<N>> {
     let packed = state.read_bounded(path, MAX_SEGMENT_BYTES).ok()?;
     let bytes = crate::files::sealed::unpack_sealed(MAGIC, &packed, MAX_SEGMENT_BYTES).ok()?;
     crate::files::sealed::open(MAGIC, &bytes).ok()
@@ -467,6 +556,31 @@ mod tests {
     }
 
     #[test]
+    fn names_are_read_when_first_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = FunctionTable::load(dir.path());
+        let a = table.intern("a", 1, &[1; 16]).unwrap();
+        table.flush().unwrap();
+        let lean = FunctionTable::load(dir.path());
+        assert_eq!(lean.intern("a", 1, &[1; 16]), Ok(a));
+        let b = lean.intern("b", 2, &[2; 16]).unwrap();
+        assert!(
+            lean.inner().read().unwrap().names.is_none(),
+            "interning reads no name"
+        );
+        assert_eq!(&*lean.get(&b).unwrap().name, "b", "a pending entry's");
+        assert_eq!(&*lean.get(&a).unwrap().name, "a", "a segment's");
+        // Segments gone since the table was read (another process
+        // compacted it): what they named resolves to nothing.
+        let gone = FunctionTable::load(dir.path());
+        assert_eq!(gone.intern("a", 1, &[1; 16]), Ok(a));
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        assert!(gone.get(&a).is_none());
+    }
+
+    #[test]
     fn a_lying_or_damaged_segment_resolves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let a = id_of(1, &[1; 16]);
@@ -490,8 +604,7 @@ mod tests {
         // Forge a disagreement the way a collision would look.
         theirs.inner().write().unwrap().known.insert(
             shared,
-            Function {
-                name: "other".into(),
+            Known {
                 stable: 3,
                 fp: [9; 16],
             },

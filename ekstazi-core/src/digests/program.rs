@@ -33,7 +33,7 @@ pub struct Uninstrumented {
 impl Uninstrumented {
     pub fn of(snapshot: &Snapshot) -> Uninstrumented {
         Uninstrumented {
-            names: snapshot.other_names.clone(),
+            names: snapshot.other_names.iter().map(str::to_owned).collect(),
             fps: snapshot.other_fps.clone(),
         }
     }
@@ -454,7 +454,9 @@ pub(crate) mod tests_support {
             fps: functions.iter().map(|(_, f)| [*f; 16]).collect(),
             flags: vec![],
             stable,
-            other_names: vec!["memcpy".into(), format!("only_in_{uninstrumented}")],
+            other_names: ["memcpy".to_owned(), format!("only_in_{uninstrumented}")]
+                .iter()
+                .collect(),
             other_fps: vec![[uninstrumented; 16], [0; 16]],
             environment_walkers: vec![],
             stats: Default::default(),

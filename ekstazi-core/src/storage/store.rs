@@ -423,9 +423,9 @@ impl Store {
         }
         let n = snapshot.names.len();
         let consistent = snapshot.fps.len() == n
-            && snapshot.names.windows(2).all(|w| w[0] < w[1])
+            && snapshot.names.strictly_ascending()
             && snapshot.other_fps.len() == snapshot.other_names.len()
-            && snapshot.other_names.windows(2).all(|w| w[0] < w[1])
+            && snapshot.other_names.strictly_ascending()
             && snapshot.flags.iter().all(|(_, i)| (*i as usize) < n)
             && snapshot.stable.iter().all(|(_, i)| (*i as usize) < n)
             && snapshot.stable.windows(2).all(|w| w[0] <= w[1]);

@@ -30,7 +30,8 @@
 //! build scripts) are fingerprinted too, and every test of the binary
 //! depends on all of them: a change to one selects them all.
 //!
-//! Main types: [`Snapshot`] (a build's fingerprints), read by `image` (the
+//! Main types: [`Snapshot`] (a build's fingerprints, its names kept in one
+//! buffer by [`names`]), read by `image` (the
 //! ELF), `map` (the linker map) and `normalise` (the hashing). Invariant:
 //! no address enters a hash; a fingerprint reads only the executable and
 //! its map, never a record.
@@ -39,6 +40,7 @@ pub mod calls;
 mod image;
 pub mod kept;
 pub mod map;
+pub mod names;
 mod normalise;
 mod source_path;
 
@@ -53,6 +55,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 use crate::model::path::Placeholders;
+pub use names::Names;
 use std::path::{Path, PathBuf};
 
 /// A function fingerprint: 128 bits of blake3.
@@ -76,7 +79,7 @@ pub enum FingerprintError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Instrumented functions, sorted by (mangled) name.
-    pub names: Vec<String>,
+    pub names: Names,
     /// `fps[i]` is the fingerprint of `names[i]`.
     pub fps: Vec<Fp>,
     /// Coverage flag address of each instrumented function → index into
@@ -90,7 +93,7 @@ pub struct Snapshot {
     /// Functions compiled without coverage (the standard library, C code),
     /// sorted by name: no test's coverage names them, so every test of the
     /// binary depends on all of them.
-    pub other_names: Vec<String>,
+    pub other_names: Names,
     pub other_fps: Vec<Fp>,
     /// Instrumented functions (indexes into `names`, ascending) whose code
     /// walks the whole environment (`std::env::vars`, `vars_os`, libc's
@@ -113,7 +116,7 @@ pub struct Stats {
 impl Snapshot {
     /// The index of a function by mangled name.
     pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.names.binary_search_by(|n| n.as_str().cmp(name)).ok()
+        self.names.binary_search(name).ok()
     }
 
     /// The functions with this stable name.
@@ -354,11 +357,11 @@ fn fingerprint_image(
         code_bytes: by_addr.values().map(|f| f.size).sum(),
     };
     Ok(Snapshot {
-        names,
+        names: names.iter().collect(),
         fps,
         flags,
         stable,
-        other_names,
+        other_names: other_names.iter().collect(),
         other_fps,
         environment_walkers,
         stats,
