@@ -167,7 +167,7 @@ fn the_coverage_constructor_is_no_dependency() {
             snapshot.names.len() + snapshot.other_names.len() > 100,
             "a real build's functions"
         );
-        let constructors: Vec<&str> = snapshot
+        let constructors: Vec<String> = snapshot
             .names
             .iter()
             .chain(snapshot.other_names.iter())

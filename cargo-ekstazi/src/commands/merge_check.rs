@@ -535,12 +535,18 @@ fn functions_of(ran: &Ran) -> Result<Functions> {
         let Some(snapshot) = store.load_snapshot(&id) else {
             continue;
         };
+        // By name, each block of names unpacked once.
+        let mut by_index = vec![None; snapshot.names.len()];
         for (stable, index) in &snapshot.stable {
-            let index = *index as usize;
-            if let (Some(name), Some(fp)) = (snapshot.names.get(index), snapshot.fps.get(index)) {
+            if let Some(slot) = by_index.get_mut(*index as usize) {
+                *slot = Some(*stable);
+            }
+        }
+        for ((name, stable), fp) in snapshot.names.iter().zip(by_index).zip(&snapshot.fps) {
+            if let Some(stable) = stable {
                 functions.add(
-                    *stable,
-                    &ekstazi_core::digests::fingerprint::stable_name(name),
+                    stable,
+                    &ekstazi_core::digests::fingerprint::stable_name(&name),
                     *fp,
                 );
             }

@@ -228,6 +228,20 @@ impl FunctionTable {
     /// [`intern`](Self::intern) with the id already worked out: `id` must
     /// be `id_of(stable, fp)`.
     pub fn intern_as(&self, id: FnId, name: &str, stable: u64, fp: &Fp) -> Result<FnId, Collision> {
+        self.intern_named_by(id, || Some(name.to_owned()), stable, fp)
+    }
+
+    /// [`intern_as`](Self::intern_as), with the name asked for only when
+    /// the id is new to the table: a snapshot keeps its names compressed.
+    /// A name that cannot be had is taken as a collision: the id is not
+    /// interned, and its tests run.
+    pub fn intern_named_by(
+        &self,
+        id: FnId,
+        name: impl FnOnce() -> Option<String>,
+        stable: u64,
+        fp: &Fp,
+    ) -> Result<FnId, Collision> {
         debug_assert_eq!(id, id_of(stable, fp));
         {
             let inner = self.inner().read().expect("function table lock");
@@ -242,14 +256,15 @@ impl FunctionTable {
                 };
             }
         }
+        let name = name().ok_or(Collision(id))?;
         let mut inner = self.inner().write().expect("function table lock");
         let new = !inner.known.contains_key(&id);
-        if !inner.add(id, name, stable, *fp) {
+        if !inner.add(id, &name, stable, *fp) {
             self.invalidate();
             return Err(Collision(id));
         }
         if new {
-            inner.pending.push((id, name.to_owned(), stable, *fp));
+            inner.pending.push((id, name, stable, *fp));
         }
         Ok(id)
     }

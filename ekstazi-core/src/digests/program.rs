@@ -33,7 +33,7 @@ pub struct Uninstrumented {
 impl Uninstrumented {
     pub fn of(snapshot: &Snapshot) -> Uninstrumented {
         Uninstrumented {
-            names: snapshot.other_names.iter().map(str::to_owned).collect(),
+            names: snapshot.other_names.iter().collect(),
             fps: snapshot.other_fps.clone(),
         }
     }
@@ -184,9 +184,9 @@ impl Build {
         for &index in &hits {
             let index = index as usize;
             if !interned.1[index] {
-                table.intern_as(
+                table.intern_named_by(
                     by_index[index],
-                    &self.snapshot.names[index],
+                    || self.snapshot.names.get(index),
                     self.stable()[index],
                     &self.snapshot.fps[index],
                 )?;
@@ -490,7 +490,7 @@ mod tests {
                     .map(|a| {
                         let i = many.of_flag(u64::from(*a)).unwrap() as usize;
                         crate::digests::functions::id_of(
-                            crate::digests::fingerprint::stable_hash(&many.names[i]),
+                            crate::digests::fingerprint::stable_hash(&many.names.get(i).unwrap()),
                             &many.fps[i],
                         )
                     })
@@ -546,7 +546,7 @@ mod tests {
         let table = FunctionTable::load(dir.path());
         let id = |i: usize| {
             crate::digests::functions::id_of(
-                crate::digests::fingerprint::stable_hash(&old.names[i]),
+                crate::digests::fingerprint::stable_hash(&old.names.get(i).unwrap()),
                 &old.fps[i],
             )
         };

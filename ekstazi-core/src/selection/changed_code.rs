@@ -102,10 +102,11 @@ mod tests {
                 .iter()
                 .map(|name| {
                     let i = old.index_of(name).unwrap();
-                    let stable = crate::digests::fingerprint::stable_hash(&old.names[i]);
+                    let name = old.names.get(i).unwrap();
+                    let stable = crate::digests::fingerprint::stable_hash(&name);
                     snapshots
                         .table()
-                        .intern(&old.names[i], stable, &old.fps[i])
+                        .intern(&name, stable, &old.fps[i])
                         .unwrap()
                 })
                 .collect();

@@ -227,10 +227,11 @@ mod tests {
         snapshots.keep_uninstrumented(&build).unwrap();
         let ids: Vec<FnId> = (0..n)
             .map(|i| {
-                let stable = crate::digests::fingerprint::stable_hash(&ran.names[i]);
+                let name = ran.names.get(i).unwrap();
+                let stable = crate::digests::fingerprint::stable_hash(&name);
                 snapshots
                     .table()
-                    .intern(&ran.names[i], stable, &ran.fps[i])
+                    .intern(&name, stable, &ran.fps[i])
                     .unwrap()
             })
             .collect();

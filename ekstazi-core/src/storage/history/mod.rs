@@ -853,7 +853,7 @@ mod tests {
         let guard = history.packs.read().unwrap();
         let packs = guard.as_ref()?;
         let loc = *packs.at.get(id)?;
-        Some((packs.files[loc.pack].clone(), loc))
+        Some((packs.files[loc.pack as usize].clone(), loc))
     }
 
     #[test]
