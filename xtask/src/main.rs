@@ -35,6 +35,8 @@
 //!     when it passes under `cargo test` (`eval::parity`).
 //!   - `eval plot`: redraws a replay's SVG figure from its CSV files, and
 //!     prints its summary and time tables again (`eval::plot`).
+//!   - `eval state`: what a recorded state's bytes are, and how much of
+//!     them tests share (`eval::state_census`).
 //! - `layout`: the import circles between a crate's top-level modules
 //!   (`layout`).
 //! - `package-check`: the published crates packaged, verified, installed
@@ -429,6 +431,12 @@ enum Eval {
         #[arg(long)]
         svg: Option<PathBuf>,
     },
+    /// What a recorded state's bytes are, and how much of them tests share
+    State {
+        /// The state directory (a project's `.ekstazi`)
+        #[arg(long)]
+        state: PathBuf,
+    },
 }
 
 fn main() -> Result<()> {
@@ -654,6 +662,9 @@ fn main() -> Result<()> {
         Task::Eval {
             what: Eval::Plot { out, name, svg },
         } => plot::redraw(&out, &name, svg),
+        Task::Eval {
+            what: Eval::State { state },
+        } => eval::state_census::census(&state),
     }
 }
 

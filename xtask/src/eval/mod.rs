@@ -17,6 +17,8 @@
 //!   it passes under `cargo test` (`parity`).
 //! - `eval plot`: a replay's SVG figure drawn again from its CSV files
 //!   (`plot`), with its summary and time tables.
+//! - `eval state`: what a recorded state's bytes are, and how much of them
+//!   tests share (`state_census`).
 //!
 //! Main types: `evidence::Project` (what every evaluation is given),
 //! `evidence::RetestAll` (the ground truth of one `cargo test`) and
@@ -36,3 +38,4 @@ pub mod parity;
 pub mod plot;
 pub mod replay;
 pub mod replay_rows;
+pub mod state_census;

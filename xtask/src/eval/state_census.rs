@@ -1,0 +1,125 @@
+//! `cargo xtask eval state`: what a recorded state's bytes are, and how
+//! much of them tests share. For the state's size at scale: on coreutils
+//! a record is about 40 KB, most of it the ids of the functions its test
+//! executed, and thousands of tests run the same program's start-up code.
+//!
+//! Printed: the records' encoded bytes by part (executed functions'
+//! ids, dependencies, ignored accesses, the rest); how many distinct
+//! dependencies the records name; and per program, how many distinct
+//! functions all its tests executed together (its universe), how many
+//! every test (or nine in ten) executed, and what the tests' sets would
+//! take as bitsets over that universe (ordered by how many tests executed
+//! each function) compressed with zstd one by one: a bound for a record
+//! format that keeps the universe once and a test's set against it.
+
+use anyhow::{Context, Result, bail};
+use ekstazi_core::model::code_dep::FnId;
+use ekstazi_core::model::record::Record;
+use ekstazi_core::storage::store::Store;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+pub fn census(state: &Path) -> Result<()> {
+    let store = Store::new(state);
+    let records: Vec<Record> = store
+        .records()
+        .with_context(|| format!("reading the records in {}", state.display()))?
+        .into_iter()
+        .filter_map(|(_, record)| record.ok())
+        .collect();
+    if records.is_empty() {
+        bail!("no intact record of this format in {}", state.display());
+    }
+    let (mut all, mut ids, mut deps, mut ignored) = (0, 0, 0, 0);
+    let mut distinct_deps = HashSet::new();
+    let mut per_program: HashMap<String, Vec<&[FnId]>> = HashMap::new();
+    for record in &records {
+        all += record.encode().len();
+        deps += encoded_len(&record.deps);
+        ignored += encoded_len(&record.ignored);
+        for dep in &record.deps {
+            distinct_deps.insert(postcard::to_stdvec(dep)?);
+        }
+        for code in &record.code {
+            ids += code.functions.len() * std::mem::size_of::<FnId>();
+            per_program
+                .entry(code.unit.to_string())
+                .or_default()
+                .push(&code.functions);
+        }
+    }
+    let n = records.len();
+    println!("records: {n}, encoded {}", mb(all));
+    println!(
+        "  executed functions' ids {} ({:.0} %), dependencies {}, ignored accesses {}, the rest {}",
+        mb(ids),
+        100.0 * ids as f64 / all as f64,
+        mb(deps),
+        mb(ignored),
+        mb(all.saturating_sub(ids + deps + ignored))
+    );
+    println!(
+        "  distinct dependencies: {} ({} encoded)",
+        distinct_deps.len(),
+        mb(distinct_deps.iter().map(Vec::len).sum())
+    );
+    let mut programs: Vec<_> = per_program.into_iter().collect();
+    programs.sort();
+    for (program, sets) in programs {
+        describe(&program, &sets)?;
+    }
+    Ok(())
+}
+
+fn describe(program: &str, sets: &[&[FnId]]) -> Result<()> {
+    let tests = sets.len();
+    let mut executed_by: HashMap<FnId, usize> = HashMap::new();
+    for set in sets {
+        for id in *set {
+            *executed_by.entry(*id).or_default() += 1;
+        }
+    }
+    let mut universe: Vec<(FnId, usize)> = executed_by.into_iter().collect();
+    universe.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let rank: HashMap<FnId, usize> = universe
+        .iter()
+        .enumerate()
+        .map(|(rank, (id, _))| (*id, rank))
+        .collect();
+    let by_all = universe.iter().filter(|(_, by)| *by == tests).count();
+    let by_most = universe
+        .iter()
+        .filter(|(_, by)| by * 10 >= tests * 9)
+        .count();
+    let mut packed = 0;
+    for set in sets {
+        let mut bits = vec![0u8; universe.len().div_ceil(8)];
+        for id in *set {
+            let at = rank[id];
+            bits[at / 8] |= 1 << (at % 8);
+        }
+        packed += zstd::bulk::compress(&bits, 19)?.len();
+    }
+    let ids: usize = sets.iter().map(|set| set.len()).sum();
+    println!("{program}: {tests} tests, {ids} ids (mean {})", ids / tests);
+    println!(
+        "  universe {} functions ({} as ids); executed by every test {by_all}, by nine in ten {by_most}",
+        universe.len(),
+        mb(universe.len() * std::mem::size_of::<FnId>())
+    );
+    println!(
+        "  the sets as bitsets over the universe, zstd each: {} ({} B a test)",
+        mb(packed),
+        packed / tests
+    );
+    Ok(())
+}
+
+fn mb(bytes: usize) -> String {
+    format!("{:.2} MB", bytes as f64 / 1e6)
+}
+
+/// A part's size as postcard writes it in a record.
+fn encoded_len<T: serde::Serialize>(part: &T) -> usize {
+    postcard::to_stdvec(part).map_or(0, |bytes| bytes.len())
+}
