@@ -121,9 +121,9 @@ impl Names {
         String::from_utf8(raw).ok()
     }
 
-    /// Appends a name; `false` (and nothing kept) when its block would
-    /// pass 4 GiB, which no program's names come near, or does not
-    /// compress.
+    /// Appends a name; `false` when its block would pass 4 GiB, which no
+    /// program's names come near (nothing is kept), or when the full block
+    /// does not compress (the names are then not to be used).
     #[must_use]
     pub fn push(&mut self, name: &str) -> bool {
         let Some(end) = u32::try_from(self.open.len() + name.len()).ok() else {
