@@ -169,8 +169,15 @@ impl FunctionTable {
     /// compaction under the state's lock, so reading them later than the
     /// table was opened sees what reading them then would have, or more.
     fn inner(&self) -> &RwLock<Inner> {
+        self.read_first(false)
+    }
+
+    /// [`inner`](Self::inner), the segments read with their names if this
+    /// is the first use: a first use that asks for a name would otherwise
+    /// read every segment twice.
+    fn read_first(&self, named: bool) -> &RwLock<Inner> {
         self.inner
-            .get_or_init(|| RwLock::new(Inner::read(&self.state, &self.dir)))
+            .get_or_init(|| RwLock::new(Inner::read(&self.state, &self.dir, named)))
     }
 
     /// A number that differs between tables and changes whenever an id
@@ -207,7 +214,7 @@ impl FunctionTable {
     /// The table's contents with the names read.
     fn named(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
         {
-            let inner = self.inner().read().expect("function table lock");
+            let inner = self.read_first(true).read().expect("function table lock");
             if inner.names.is_some() {
                 return inner;
             }
@@ -399,10 +406,13 @@ impl FunctionTable {
 }
 
 impl Inner {
-    /// Every segment in `dir`; one that cannot be read or trusted is
-    /// counted as damaged.
-    fn read(state: &StateDir, dir: &Path) -> Inner {
-        let mut inner = Inner::default();
+    /// Every segment in `dir`, with the names or without them (`named`);
+    /// one that cannot be read or trusted is counted as damaged.
+    fn read(state: &StateDir, dir: &Path, named: bool) -> Inner {
+        let mut inner = Inner {
+            names: named.then(HashMap::new),
+            ..Inner::default()
+        };
         if let Ok(Some(entries)) = state.read_dir(dir) {
             let mut files: Vec<PathBuf> = entries
                 .iter()
@@ -411,13 +421,21 @@ impl Inner {
                 .collect();
             files.sort();
             for file in files {
-                match read_segment::<Unnamed>(state, &file) {
-                    Some(segment) => {
+                let read = if named {
+                    read_segment::<String>(state, &file).map(|segment| {
+                        for (id, name, stable, fp) in segment.entries {
+                            inner.add(id, &name, stable, fp);
+                        }
+                    })
+                } else {
+                    read_segment::<Unnamed>(state, &file).map(|segment| {
                         for (id, Unnamed, stable, fp) in segment.entries {
                             inner.add(id, "", stable, fp);
                         }
-                    }
-                    None => inner.damaged += 1,
+                    })
+                };
+                if read.is_none() {
+                    inner.damaged += 1;
                 }
                 inner.segments.push(file);
             }
