@@ -44,7 +44,7 @@ fn version() -> &'static str {
         // The history is kept in the records' format, under its version.
         " (record and history format ",
         // Kept in step with ekstazi_core::files::sealed::FORMAT_VERSION by a test.
-        "11",
+        "12",
         ")"
     )
 }

@@ -244,7 +244,11 @@ fn a_snapshot_copied_under_the_new_builds_id_is_refused_with_the_key() {
             })
             .collect()
     };
-    let has = |bytes: &[u8], needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    // Snapshots are kept compressed.
+    let has = |bytes: &[u8], needle: &[u8]| {
+        let plain = zstd::decode_all(bytes).expect("a compressed snapshot");
+        plain.windows(needle.len()).any(|w| w == needle)
+    };
     let old = snapshots();
     // The integration test binary's: it names the test.
     let (_, old_bytes) = old
@@ -312,4 +316,103 @@ fn the_workspace_path_can_be_made_a_dependency_of_every_test() {
         run.failed().contains("beta::shell lists_its_manifest"),
         "{run:?}"
     );
+}
+
+#[test]
+fn a_records_base_missing_or_forged_makes_its_test_run() {
+    // Unkeyed, so that a forged link is sealed as well as the real one,
+    // and only its name tells them apart.
+    let env: [(&str, &str); 0] = [];
+    let f = Fixture::new("verdicts");
+    // A test that executes enough functions for its record to keep them
+    // as a set over a base (a few are kept as they are).
+    let functions: String = (0..24)
+        .map(|i| format!("#[inline(never)]\nfn f{i}() -> u32 {{ std::hint::black_box({i}) }}\n"))
+        .collect();
+    let sum = (0..24).map(|i| format!("f{i}()")).collect::<Vec<_>>();
+    f.write(
+        "tests/many.rs",
+        &format!(
+            "{functions}\n#[test]\nfn calls_many() {{\n    assert_eq!({}, 276);\n}}\n",
+            sum.join(" + ")
+        ),
+    );
+    f.test_ok_with(&[], &env);
+    assert!(f.selected_with(&[], &env).is_empty());
+    let sets = records_dir(&f).join(".sets");
+    let links: Vec<PathBuf> = std::fs::read_dir(&sets)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n != "heads"))
+        .collect();
+    assert!(!links.is_empty(), "no base was written");
+    let original: Vec<Vec<u8>> = links.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    // A new build of its binary: whether the test still holds is now
+    // decided by the functions it executed, which its base holds.
+    f.edit(
+        "tests/many.rs",
+        "#[test]\nfn calls_many",
+        "#[test]\nfn another() {}\n\n#[test]\nfn calls_many",
+    );
+    let labels = |f: &Fixture| -> Vec<String> {
+        f.selected_with(&[], &env)
+            .into_iter()
+            .map(|(label, _)| label)
+            .collect()
+    };
+    assert_eq!(labels(&f), ["verdicts::many another"]);
+    let runs_for_its_base = |f: &Fixture| {
+        let selected = f.selected_with(&[], &env);
+        let many = selected
+            .iter()
+            .find(|(label, _)| label == "verdicts::many calls_many");
+        assert!(
+            many.is_some_and(|(_, reasons)| reasons.iter().any(|r| r.contains("base"))),
+            "{selected:?}"
+        );
+    };
+    // A sealed link of as many other functions, under each one's name.
+    for link in &links {
+        let len = std::fs::metadata(link).unwrap().len();
+        let forged = (16..10_000u32)
+            .find_map(|n| {
+                let other = tempfile::tempdir().unwrap();
+                let dir = other.path().join("sets");
+                let forger = ekstazi_core::storage::fn_sets::FnSets::new(
+                    ekstazi_core::files::contained::StateDir::new(other.path()),
+                    &dir,
+                );
+                let ids: Vec<[u8; 8]> = (0..n)
+                    .map(|i| {
+                        let mut id = [0xee; 8];
+                        id[4..].copy_from_slice(&i.to_be_bytes());
+                        id
+                    })
+                    .collect();
+                let name = forger.encode("any", ids).base?;
+                let bytes =
+                    std::fs::read(dir.join(blake3::Hash::from_bytes(name).to_hex().as_str()))
+                        .unwrap();
+                (bytes.len() as u64 == len).then_some(bytes)
+            })
+            .expect("a link of as many ids");
+        std::fs::write(link, &forged).unwrap();
+    }
+    runs_for_its_base(&f);
+    // Gone.
+    for link in &links {
+        std::fs::remove_file(link).unwrap();
+    }
+    runs_for_its_base(&f);
+    // Put back, the record holds again.
+    for (link, bytes) in links.iter().zip(&original) {
+        std::fs::write(link, bytes).unwrap();
+    }
+    assert_eq!(labels(&f), ["verdicts::many another"]);
+    // Once run, the test is recorded against a new base.
+    for link in &links {
+        std::fs::remove_file(link).unwrap();
+    }
+    f.test_ok_with(&[], &env);
+    assert!(f.selected_with(&[], &env).is_empty());
 }

@@ -420,7 +420,7 @@ impl Fixture {
             // table, history) start with a dot; no binary key does.
             .filter_entry(|e| e.depth() < 2 || !e.file_name().to_string_lossy().starts_with('.'))
             .filter_map(Result::ok)
-            // Records are in the format's directory (`v11/<binary>/<test>`);
+            // Records are in the format's directory (`v12/<binary>/<test>`);
             // the files beside it (the lock, the log of runs, a recording's
             // process id) are the tool's own.
             .filter(|e| e.file_type().is_file() && e.depth() >= 2)

@@ -42,7 +42,7 @@ fn digest_of(key: Option<&[u8; 32]>, signed: &[u8]) -> blake3::Hash {
 }
 
 /// Bumped whenever the body or the meaning of a checksum changes.
-pub const FORMAT_VERSION: u16 = 11;
+pub const FORMAT_VERSION: u16 = 12;
 
 const HEADER: usize = 4 + 2 + 4;
 const DIGEST: usize = 32;
@@ -355,6 +355,8 @@ pub enum DecodeError {
     OtherTest,
     #[error("record file is larger than any record")]
     TooLarge,
+    #[error("record names executed functions kept in a base that is missing or damaged")]
+    MissingBase,
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! Garbage collection of what records share: the function table's entries
-//! and the uninstrumented tables that no current record and no filed
-//! record names any more (after the history was pruned, or tests were
+//! Garbage collection of what records share: the function table's entries,
+//! the uninstrumented tables and the bases of executed functions
+//! (`fn_sets`) that no current record and no filed record names any more (after the history was pruned, or tests were
 //! removed).
 //!
 //! Marking reads every current record and every filed record, so it is not
@@ -28,6 +28,8 @@ const MARK: &str = ".collected";
 pub struct Collected {
     pub functions: usize,
     pub uninstrumented: usize,
+    /// Links of bases (only current records name them).
+    pub links: usize,
 }
 
 /// Whether the table has grown enough since the last collection to be
@@ -81,6 +83,7 @@ pub fn collect(store: &Store, table: &FunctionTable) -> io::Result<Collected> {
     Ok(Collected {
         functions: before - after,
         uninstrumented: store.retain_uninstrumented(&tables)?,
+        links: store.collect_sets()?,
     })
 }
 
@@ -114,6 +117,18 @@ mod tests {
         current.code[0].functions = vec![kept];
         current.code[0].uninstrumented = used.digest();
         store.save(&current).unwrap();
+        // A base a record was written against, and one no record names
+        // (its program's newest is kept for the records to come).
+        let many =
+            |from: u8| -> Vec<FnId> { (0..100).map(|i| [from, i, 0, 0, 0, 0, 0, 0]).collect() };
+        let mut based = sample();
+        based.test = "based".into();
+        based.code[0].functions = many(1);
+        store.save(&based).unwrap();
+        let unnamed = store.sets().encode("another program", many(2));
+        store.sets().encode("a program", many(3));
+        let heads = format!("v{}/.sets/heads", crate::files::sealed::FORMAT_VERSION);
+        std::fs::remove_file(dir.path().join(heads)).unwrap();
         let mut old = sample();
         old.test = "old".into();
         old.code[0].functions = vec![filed];
@@ -123,14 +138,20 @@ mod tests {
             .file(&"a".repeat(40), &[(&old, true)], 1)
             .unwrap();
 
-        let collected = collect(&store, &table).unwrap();
+        // Collected by another process, which reads the heads anew.
+        let collected = collect(&Store::new(dir.path()), &table).unwrap();
         assert_eq!(
             collected,
             Collected {
                 functions: 1,
-                uninstrumented: 1
+                uninstrumented: 1,
+                links: 2,
             }
         );
+        let again = Store::new(dir.path());
+        let based_again = again.load("demo::integration", "based");
+        assert!(matches!(based_again, crate::storage::store::Loaded::Found(r) if *r == based));
+        assert_eq!(again.sets().decode(&unnamed), None);
         let reloaded = FunctionTable::load(&store.functions_dir());
         assert!(reloaded.get(&kept).is_some() && reloaded.get(&filed).is_some());
         assert!(reloaded.get(&gone).is_none());

@@ -15,9 +15,11 @@
 
 pub mod archive;
 pub mod build_stamp;
+pub mod fn_sets;
 pub mod gc;
 pub mod history;
 pub mod merge_state;
+pub mod record_file;
 pub mod record_index;
 pub mod run_log;
 pub mod snapshots;

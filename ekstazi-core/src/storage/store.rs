@@ -3,11 +3,13 @@
 //! ```text
 //! .ekstazi/
 //!   lock                      held by a run (exclusive) or an analysis (shared)
-//!   v11/                      one directory per record format version
+//!   v12/                      one directory per record format version
 //!     <binary key>/<test>     escaped names, one record each
 //!     .code/<id>              function fingerprints of one build of a
 //!                             program (a cache: the present builds')
 //!     .functions/<digest>     the function table (`functions`)
+//!     .sets/<digest>          executed functions kept once per program,
+//!                             that records name as sets (`fn_sets`)
 //!     .uninstrumented/<id>    uninstrumented functions of a build, by
 //!                             digest, for the records that name them
 //!     .history/               records filed per commit (`history`)
@@ -30,6 +32,8 @@ use crate::files::{ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use crate::storage::build_stamp::{BuildStamp, MAX_STAMP_BYTES};
+use crate::storage::fn_sets::FnSets;
+use crate::storage::record_file;
 use crate::storage::record_index::{self, Index};
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -50,6 +54,8 @@ pub struct Store {
     state: StateDir,
     /// How records are replaced: a run rewrites thousands.
     replacer: Arc<Replacer>,
+    /// The bases records keep their executed functions against.
+    sets: Arc<FnSets>,
 }
 
 /// What the store holds for one test.
@@ -81,12 +87,20 @@ pub struct StoreLock {
 impl Store {
     /// The store rooted at `root` (nothing is created until written).
     pub fn new(root: &Path) -> Store {
+        let records = root.join(format!("v{FORMAT_VERSION}"));
+        let state = StateDir::new(root);
         Store {
             root: root.to_path_buf(),
-            records: root.join(format!("v{FORMAT_VERSION}")),
-            state: StateDir::new(root),
+            sets: Arc::new(FnSets::new(state.clone(), &records.join(SETS_DIR))),
+            records,
+            state,
             replacer: Arc::default(),
         }
+    }
+
+    /// The bases records keep their executed functions against.
+    pub fn sets(&self) -> &FnSets {
+        &self.sets
     }
 
     /// The state directory.
@@ -139,7 +153,8 @@ impl Store {
             .is_some_and(|entries| {
                 // Caches a run with no record may leave are no records.
                 entries.iter().any(|e| {
-                    ![SNAPSHOTS_DIR, KEPT_SUMS, INDEX_DIR].contains(&&*e.name.to_string_lossy())
+                    ![SNAPSHOTS_DIR, KEPT_SUMS, INDEX_DIR, SETS_DIR]
+                        .contains(&&*e.name.to_string_lossy())
                 })
             })
     }
@@ -182,7 +197,7 @@ impl Store {
         let path = self.record_path(binary, test);
         match self.read_bounded(&path) {
             Ok(None) => (Loaded::Missing, None),
-            Ok(Some(bytes)) => match Record::decode(&bytes) {
+            Ok(Some(bytes)) => match record_file::decode(&bytes, &self.sets) {
                 Ok(record) if record.binary == binary && record.test == test => (
                     Loaded::Found(Box::new(record)),
                     crate::files::sealed::sealed_digest(&bytes),
@@ -260,7 +275,7 @@ impl Store {
     pub fn save(&self, record: &Record) -> io::Result<Hash> {
         let dir = self.binary_dir(&record.binary);
         self.real_dir(&dir)?;
-        let encoded = record.encode();
+        let encoded = record_file::encode(record, &self.sets);
         let digest = crate::files::sealed::sealed_digest(&encoded)
             .ok_or_else(|| io::Error::other("a sealed record ends with its digest"))?;
         self.replacer
@@ -339,8 +354,46 @@ impl Store {
     /// Every record file of this format, read and checked.
     pub fn records(&self) -> io::Result<Listed> {
         let mut found = Vec::new();
+        self.each_record_file(|dir_name, name, path, bytes| {
+            let record = bytes.and_then(|bytes| {
+                record_file::decode(&bytes, &self.sets)
+                    .map_err(Invalid::from)
+                    .and_then(|record| {
+                        let bound = dir_name.to_str() == Some(&escape(&record.binary))
+                            && name.to_str() == Some(&escape(&record.test));
+                        if bound {
+                            Ok(record)
+                        } else {
+                            Err(DecodeError::OtherTest.into())
+                        }
+                    })
+            });
+            found.push((path, record));
+        })?;
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found)
+    }
+
+    /// Removes the links of bases no intact record file names (and no
+    /// program's newest base). Returns how many went.
+    pub fn collect_sets(&self) -> io::Result<usize> {
+        let mut named = HashSet::new();
+        self.each_record_file(|_, _, _, bytes| {
+            if let Some(bases) = bytes.ok().as_deref().and_then(record_file::bases) {
+                named.extend(bases);
+            }
+        })?;
+        self.sets.retain(&named)
+    }
+
+    /// Calls `f` with each record file's binary directory, name, path and
+    /// bytes (or why they could not be read).
+    fn each_record_file(
+        &self,
+        mut f: impl FnMut(&std::ffi::OsStr, &std::ffi::OsStr, PathBuf, Result<Vec<u8>, Invalid>),
+    ) -> io::Result<()> {
         let Some(binaries) = self.state.read_dir(&self.records)? else {
-            return Ok(found);
+            return Ok(());
         };
         for binary in binaries {
             let dir_name = &binary.name;
@@ -354,28 +407,14 @@ impl Store {
                     continue;
                 }
                 let path = dir.join(name);
-                let record = match self.read_bounded(&path) {
-                    Ok(Some(bytes)) => {
-                        Record::decode(&bytes)
-                            .map_err(Invalid::from)
-                            .and_then(|record| {
-                                let bound = dir_name.to_str() == Some(&escape(&record.binary))
-                                    && name.to_str() == Some(&escape(&record.test));
-                                if bound {
-                                    Ok(record)
-                                } else {
-                                    Err(DecodeError::OtherTest.into())
-                                }
-                            })
-                    }
+                match self.read_bounded(&path) {
+                    Ok(Some(bytes)) => f(dir_name, name, path, Ok(bytes)),
                     Ok(None) => continue,
-                    Err(e) => Err(e),
-                };
-                found.push((path, record));
+                    Err(e) => f(dir_name, name, path, Err(e)),
+                }
             }
         }
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(found)
+        Ok(())
     }
 
     /// The ids of the stored snapshots (whatever their state).
@@ -412,7 +451,10 @@ impl Store {
 
     /// A stored snapshot, if present, intact and consistent.
     pub fn load_snapshot(&self, id: &Hash) -> Option<Snapshot> {
-        let bytes = self.read_bounded(&self.snapshot_path(id)).ok()??;
+        let packed = self.read_bounded(&self.snapshot_path(id)).ok()??;
+        let bytes =
+            crate::files::sealed::unpack_sealed(SNAPSHOT_MAGIC, &packed, MAX_SNAPSHOT_BYTES)
+                .ok()?;
         let (named, snapshot): (Hash, Snapshot) =
             crate::files::sealed::open(SNAPSHOT_MAGIC, &bytes).ok()?;
         // Bound to its name: a sealed snapshot of another build copied
@@ -432,14 +474,16 @@ impl Store {
         consistent.then_some(snapshot)
     }
 
-    /// Stores a snapshot atomically.
+    /// Stores a snapshot atomically, compressed: its names are most of
+    /// it, and they repeat their crates' and modules' paths (coreutils'
+    /// two programs: 26.5 MB before).
     pub fn save_snapshot(&self, id: &Hash, snapshot: &Snapshot) -> io::Result<()> {
         let dir = self.snapshot_dir();
         self.real_dir(&dir)?;
         let body = postcard::to_stdvec(&(id, snapshot)).map_err(io::Error::other)?;
         self.state.write_atomic(
             &self.snapshot_path(id),
-            &crate::files::sealed::seal(SNAPSHOT_MAGIC, &body),
+            &crate::files::sealed::pack(&crate::files::sealed::seal(SNAPSHOT_MAGIC, &body)),
         )
     }
 
@@ -529,8 +573,12 @@ impl Store {
 /// inside its seal: a snapshot of an old kind is not read (`EKZF` names the
 /// function table's segments).
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
+/// A snapshot unpacks to at most this much (coreutils' multicall program:
+/// about 20 MB); more is not one of ours, and is refused while streamed.
+const MAX_SNAPSHOT_BYTES: u64 = 512 << 20;
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
+const SETS_DIR: &str = ".sets";
 /// Files' and programs' checksums, by their files' identity.
 const KEPT_SUMS: &str = ".sums";
 /// The indexes of the records, one file per binary.

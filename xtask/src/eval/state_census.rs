@@ -3,7 +3,9 @@
 //! a record is about 40 KB, most of it the ids of the functions its test
 //! executed, and thousands of tests run the same program's start-up code.
 //!
-//! Printed: the records' encoded bytes by part (executed functions'
+//! Printed: the state's files by part, as they are on disk, and per test
+//! (the size goal counts the current records, the bases they name, the
+//! code tables and the history); the records' encoded bytes by part (executed functions'
 //! ids, dependencies, ignored accesses, the rest); how many distinct
 //! dependencies the records name; and per program, how many distinct
 //! functions all its tests executed together (its universe), how many
@@ -30,6 +32,7 @@ pub fn census(state: &Path) -> Result<()> {
     if records.is_empty() {
         bail!("no intact record of this format in {}", state.display());
     }
+    on_disk(state, records.len())?;
     let (mut all, mut ids, mut deps, mut ignored) = (0, 0, 0, 0);
     let mut distinct_deps = HashSet::new();
     let mut per_program: HashMap<String, Vec<&[FnId]>> = HashMap::new();
@@ -112,6 +115,45 @@ fn describe(program: &str, sets: &[&[FnId]]) -> Result<()> {
         mb(packed),
         packed / tests
     );
+    Ok(())
+}
+
+/// The format directory's files by part: the directories the store keeps
+/// beside the records (`.sets`, `.code`, ...) each alone, every record
+/// file together.
+fn on_disk(state: &Path, tests: usize) -> Result<()> {
+    let dir = state.join(format!("v{}", ekstazi_core::files::sealed::FORMAT_VERSION));
+    let mut parts: std::collections::BTreeMap<String, usize> = Default::default();
+    for entry in walkdir::WalkDir::new(&dir).min_depth(1) {
+        let entry = entry?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let top = entry
+            .path()
+            .strip_prefix(&dir)?
+            .components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let part = if top.starts_with('.') && entry.depth() > 1 {
+            top
+        } else if top.starts_with('.') {
+            "other files".into()
+        } else {
+            "records".into()
+        };
+        *parts.entry(part).or_default() += usize::try_from(entry.metadata()?.len())?;
+    }
+    let total: usize = parts.values().sum();
+    println!(
+        "on disk: {} for {tests} tests, {:.1} KB a test",
+        mb(total),
+        total as f64 / tests as f64 / 1e3
+    );
+    for (part, bytes) in &parts {
+        println!("  {part}: {}", mb(*bytes));
+    }
     Ok(())
 }
 

@@ -14,11 +14,12 @@
 //! manifest before keeping it.
 //!
 //! ```text
-//! v11/<binary key>/<test>            current records
-//! v11/.functions/<digest>            the function table
-//! v11/.uninstrumented/<digest>       uninstrumented functions of builds
-//! v11/.history/commits/<commit id>   which record held per test, per commit
-//! v11/.history/packs/<digest>        the records the history names
+//! v12/<binary key>/<test>            current records
+//! v12/.functions/<digest>            the function table
+//! v12/.sets/<digest>                 bases of executed functions
+//! v12/.uninstrumented/<digest>       uninstrumented functions of builds
+//! v12/.history/commits/<commit id>   which record held per test, per commit
+//! v12/.history/packs/<digest>        the records the history names
 //! ```
 
 pub mod tar_reader;
@@ -229,6 +230,8 @@ fn is_store_path(path: &Path) -> bool {
     match parts.as_slice() {
         [v, rest @ ..] if *v == version => match rest {
             [".functions", name] => hex(name, 32),
+            // A store's own heads are its own: the bases records name travel.
+            [".sets", name] => hex(name, 64),
             [".uninstrumented", name] => hex(name, 64),
             [".history", "commits", id] => crate::storage::history::is_commit_id(id),
             [".history", "packs", name] => hex(name, 64),
@@ -252,6 +255,7 @@ mod tests {
             format!("{v}/.uninstrumented/{}", "b".repeat(64)),
             format!("{v}/.history/commits/{}", "c".repeat(40)),
             format!("{v}/.history/packs/{}", "d".repeat(64)),
+            format!("{v}/.sets/{}", "e".repeat(64)),
         ];
         for path in &ok {
             assert!(is_store_path(Path::new(path)), "{path}");
@@ -262,6 +266,7 @@ mod tests {
             format!("{v}/pkg/../../x"),
             format!("{v}/pkg/sub/deeper"),
             format!("{v}/.code/{}", "a".repeat(64)),
+            format!("{v}/.sets/heads"),
             format!("{v}/.history/commits/HEAD"),
             format!("{v}/.history/packs/.tmp123"),
             format!("{v}/.history/objects/ab/{}", "d".repeat(62)),

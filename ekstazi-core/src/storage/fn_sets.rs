@@ -1,0 +1,536 @@
+//! Executed functions kept once per program, not once per test
+//! ([`FnSets`], [`FnSet`]).
+//!
+//! A record lists the functions its test executed, 8 bytes an id. On
+//! coreutils that was 77 % of the records' bytes: each test ran about
+//! 2 900 functions of the multicall program, most of them the same start-up
+//! code. So a record file keeps its list as a set over a *base*: a list of
+//! ids kept once, in the order they were first seen, so that what every
+//! test executes comes first and a test's set, a bitset over the base's
+//! positions, compresses to a few hundred bytes.
+//!
+//! ```text
+//! .sets/<digest>   a link: sealed (the link before it, more ids)
+//! .sets/heads      per program, the link new records are written against
+//! ```
+//! A base is a chain of links, each adding ids to the one before: a run
+//! that meets new functions adds a link, and records written before and
+//! after it share everything but the new ids. A link is named by its seal's
+//! digest and checked against that name when read, so links are content:
+//! two state directories merge by copying them, and a forged or damaged link
+//! is never taken. A link is written *before* any record that names it; a
+//! record whose base is missing or damaged does not decode, and its test
+//! runs. Losing `heads` costs bytes, never a record: the next run starts a
+//! new chain.
+
+use crate::files::contained::StateDir;
+use crate::files::sealed::{open, seal, sealed_digest};
+use crate::model::code_dep::FnId;
+use crate::model::dep::Hash;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const LINK_MAGIC: &[u8; 4] = b"EKZL";
+const HEADS_MAGIC: &[u8; 4] = b"EKZN";
+/// A set this small is kept as its ids: a base would cost more.
+const INLINE_BELOW: usize = 16;
+/// A record that brings this many ids its base lacks adds a link of them
+/// at once...
+const LINK_FROM: usize = 32;
+/// ...and ids brought a few at a time are kept in their records until
+/// this many are waiting, then linked together.
+const PENDING_LINK: usize = 256;
+/// At most this many ids in a base (a bitset of 512 KiB): a chain this
+/// long is not extended, a new one is started.
+const MAX_BASE: usize = 4 << 20;
+/// At most this many links in a chain, read before anything is kept.
+const MAX_DEPTH: usize = 1 << 16;
+const MAX_LINK_BYTES: u64 = (MAX_BASE as u64) * 8 + (1 << 10);
+const MAX_HEADS_BYTES: u64 = 16 << 20;
+const HEADS: &str = "heads";
+
+/// A record's executed functions in one program, as its file keeps them:
+/// the ids at `bits`' set positions of the base `base`, and `extra`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FnSet {
+    /// The link whose chain is the base, if any.
+    pub base: Option<Hash>,
+    /// A bitset over the base's positions, zstd-compressed.
+    pub bits: Vec<u8>,
+    /// Ids kept as they are: a short set's, or those its base lacks.
+    pub extra: Vec<FnId>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LinkFile {
+    parent: Option<Hash>,
+    ids: Vec<FnId>,
+}
+
+/// The bases of a state directory: links read once and kept, and per
+/// program the base this process writes records against.
+#[derive(Debug)]
+pub struct FnSets {
+    state: StateDir,
+    dir: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Shared, so that a set is decoded without holding the lock.
+    links: Vec<Arc<Link>>,
+    by_name: HashMap<Hash, usize>,
+    /// `heads`, read when a record is first written.
+    heads: Option<HashMap<String, Hash>>,
+    tips: HashMap<String, Tip>,
+}
+
+#[derive(Debug)]
+struct Link {
+    name: Hash,
+    parent: Option<usize>,
+    /// The base's position of this link's first id.
+    start: usize,
+    ids: Vec<FnId>,
+}
+
+/// The base records of one program are written against.
+#[derive(Debug, Default)]
+struct Tip {
+    link: Option<usize>,
+    positions: HashMap<FnId, u32>,
+    /// Ids records kept as `extra` since the last link.
+    pending: Vec<FnId>,
+    pending_set: HashSet<FnId>,
+}
+
+impl FnSets {
+    /// The bases kept in `dir`, inside the state directory `state`.
+    pub fn new(state: StateDir, dir: &Path) -> FnSets {
+        FnSets {
+            state,
+            dir: dir.to_path_buf(),
+            inner: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `ids` (ascending) as a record of program `key` keeps them, adding a
+    /// link to its base first when they bring enough new ids. A link that
+    /// cannot be written leaves the ids in the record.
+    pub fn encode(&self, key: &str, ids: Vec<FnId>) -> FnSet {
+        if ids.len() < INLINE_BELOW {
+            return FnSet {
+                extra: ids,
+                ..FnSet::default()
+            };
+        }
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        if !inner.tips.contains_key(key) {
+            let tip = self.first_tip(inner, key);
+            inner.tips.insert(key.to_owned(), tip);
+        }
+        let tip = inner.tips.get(key).expect("just inserted");
+        let new: Vec<FnId> = ids
+            .iter()
+            .filter(|id| !tip.positions.contains_key(*id))
+            .copied()
+            .collect();
+        let waiting = tip.pending.len() + new.len();
+        if tip.link.is_none() || new.len() >= LINK_FROM || waiting >= PENDING_LINK {
+            // Failing to write a link costs only bytes: the ids stay extra.
+            let _ = self.extend(inner, key, &new);
+        }
+        let tip = inner.tips.get_mut(key).expect("just inserted");
+        let Some(link) = tip.link else {
+            return FnSet {
+                extra: ids,
+                ..FnSet::default()
+            };
+        };
+        let len = inner.links[link].start + inner.links[link].ids.len();
+        let mut bitset = vec![0u8; len.div_ceil(8)];
+        let mut extra = Vec::new();
+        for id in ids {
+            match tip.positions.get(&id) {
+                Some(&p) => bitset[p as usize / 8] |= 1 << (p % 8),
+                None => {
+                    if tip.pending_set.insert(id) {
+                        tip.pending.push(id);
+                    }
+                    extra.push(id);
+                }
+            }
+        }
+        FnSet {
+            base: Some(inner.links[link].name),
+            bits: zstd::bulk::compress(&bitset, 3).expect("compressing to memory cannot fail"),
+            extra,
+        }
+    }
+
+    /// The base a process starts writing `key`'s records against: the one
+    /// `heads` names, if it can be read whole.
+    fn first_tip(&self, inner: &mut Inner, key: &str) -> Tip {
+        if inner.heads.is_none() {
+            inner.heads = Some(self.read_heads());
+        }
+        let head = inner
+            .heads
+            .as_ref()
+            .and_then(|heads| heads.get(key))
+            .copied();
+        let Some(link) = head.and_then(|head| self.resolve(inner, &head)) else {
+            return Tip::default();
+        };
+        let mut positions = HashMap::new();
+        for &i in &path_of(&inner.links, link) {
+            let at = inner.links[i].start;
+            for (k, id) in inner.links[i].ids.iter().enumerate() {
+                positions.insert(*id, u32::try_from(at + k).expect("a base fits in u32"));
+            }
+        }
+        Tip {
+            link: Some(link),
+            positions,
+            ..Tip::default()
+        }
+    }
+
+    /// Adds a link of `key`'s waiting ids and `new` to its base (or starts
+    /// a base, when there is none or it is full), and names it in `heads`.
+    fn extend(&self, inner: &mut Inner, key: &str, new: &[FnId]) -> io::Result<()> {
+        let tip = inner.tips.get_mut(key).expect("tip made first");
+        let mut ids = std::mem::take(&mut tip.pending);
+        tip.pending_set.clear();
+        let mut seen: HashSet<FnId> = ids.iter().copied().collect();
+        ids.extend(new.iter().filter(|id| seen.insert(**id)));
+        let full = tip.positions.len() + ids.len() > MAX_BASE;
+        if full {
+            tip.positions.clear();
+            tip.link = None;
+        }
+        let parent = tip.link;
+        let parent_name = parent.map(|p| inner.links[p].name);
+        let sealed = seal(
+            LINK_MAGIC,
+            &postcard::to_stdvec(&LinkFile {
+                parent: parent_name,
+                ids: ids.clone(),
+            })
+            .map_err(io::Error::other)?,
+        );
+        let name = sealed_digest(&sealed).ok_or_else(|| io::Error::other("sealed too short"))?;
+        self.state.make_dir(&self.dir)?;
+        if let Err(e) = self.state.write_atomic(&self.link_path(&name), &sealed) {
+            // Put back what was waiting, so that it is linked later.
+            tip.pending_set.extend(ids.iter().copied());
+            tip.pending = ids;
+            return Err(e);
+        }
+        let start = tip.positions.len();
+        for (k, id) in ids.iter().enumerate() {
+            tip.positions
+                .insert(*id, u32::try_from(start + k).expect("a base fits in u32"));
+        }
+        let index = match inner.by_name.get(&name) {
+            Some(&i) => i,
+            None => {
+                inner.links.push(Arc::new(Link {
+                    name,
+                    parent,
+                    start,
+                    ids,
+                }));
+                inner.by_name.insert(name, inner.links.len() - 1);
+                inner.links.len() - 1
+            }
+        };
+        tip.link = Some(index);
+        let heads = inner.heads.get_or_insert_with(HashMap::new);
+        heads.insert(key.to_owned(), name);
+        let mut listed: Vec<(&String, &Hash)> = heads.iter().collect();
+        listed.sort();
+        // Not being able to name it costs bytes only (see the module).
+        let _ = self.state.write_atomic(
+            &self.dir.join(HEADS),
+            &seal(
+                HEADS_MAGIC,
+                &postcard::to_stdvec(&listed).map_err(io::Error::other)?,
+            ),
+        );
+        Ok(())
+    }
+
+    fn read_heads(&self) -> HashMap<String, Hash> {
+        self.state
+            .read_bounded(&self.dir.join(HEADS), MAX_HEADS_BYTES)
+            .ok()
+            .and_then(|bytes| open::<Vec<(String, Hash)>>(HEADS_MAGIC, &bytes).ok())
+            .map(|listed| listed.into_iter().collect())
+            .unwrap_or_default()
+    }
+
+    fn link_path(&self, name: &Hash) -> PathBuf {
+        self.dir
+            .join(blake3::Hash::from_bytes(*name).to_hex().as_str())
+    }
+
+    /// The link `name` and the chain before it, read and checked against
+    /// their names; `None` if any is missing, damaged or out of bounds.
+    fn resolve(&self, inner: &mut Inner, name: &Hash) -> Option<usize> {
+        let mut unread: Vec<(Hash, LinkFile)> = Vec::new();
+        let mut next = Some(*name);
+        let mut known = None;
+        while let Some(name) = next {
+            if let Some(&i) = inner.by_name.get(&name) {
+                known = Some(i);
+                break;
+            }
+            if unread.len() >= MAX_DEPTH {
+                return None;
+            }
+            let bytes = self
+                .state
+                .read_bounded(&self.link_path(&name), MAX_LINK_BYTES)
+                .ok()?;
+            if sealed_digest(&bytes) != Some(name) {
+                return None;
+            }
+            let link: LinkFile = open(LINK_MAGIC, &bytes).ok()?;
+            next = link.parent;
+            unread.push((name, link));
+        }
+        let mut parent = known;
+        let mut len = known.map_or(0, |i| inner.links[i].start + inner.links[i].ids.len());
+        // Checked whole before any is kept.
+        if len + unread.iter().map(|(_, l)| l.ids.len()).sum::<usize>() > MAX_BASE {
+            return None;
+        }
+        for (name, link) in unread.into_iter().rev() {
+            let count = link.ids.len();
+            inner.links.push(Arc::new(Link {
+                name,
+                parent,
+                start: len,
+                ids: link.ids,
+            }));
+            let index = inner.links.len() - 1;
+            inner.by_name.insert(name, index);
+            parent = Some(index);
+            len += count;
+        }
+        parent
+    }
+
+    /// The ids `set` stands for, ascending; `None` when its base is
+    /// missing or damaged, or the set does not fit it.
+    pub fn decode(&self, set: &FnSet) -> Option<Vec<FnId>> {
+        let mut ids = set.extra.clone();
+        if let Some(base) = &set.base {
+            let path: Vec<Arc<Link>> = {
+                let mut inner = self.lock();
+                let tip = self.resolve(&mut inner, base)?;
+                path_of(&inner.links, tip)
+                    .into_iter()
+                    .map(|i| inner.links[i].clone())
+                    .collect()
+            };
+            let last = path.last()?;
+            let len = last.start + last.ids.len();
+            let bytes = len.div_ceil(8);
+            let bitset = crate::files::sealed::unpack(&set.bits, bytes as u64)?;
+            if bitset.len() != bytes
+                || (!len.is_multiple_of(8) && bitset[bytes - 1] >> (len % 8) != 0)
+            {
+                return None;
+            }
+            let mut on = path.iter().peekable();
+            for (byte_at, &byte) in bitset.iter().enumerate() {
+                let mut byte = byte;
+                while byte != 0 {
+                    let p = byte_at * 8 + byte.trailing_zeros() as usize;
+                    byte &= byte - 1;
+                    while let Some(link) = on.peek() {
+                        if p < link.start + link.ids.len() {
+                            break;
+                        }
+                        on.next();
+                    }
+                    let link = on.peek()?;
+                    ids.push(link.ids[p - link.start]);
+                }
+            }
+        }
+        ids.sort_unstable();
+        // A base that repeats an id, or extra ids it holds: not ours.
+        ids.windows(2).all(|w| w[0] < w[1]).then_some(ids)
+    }
+
+    /// Removes the links no chain of `keep` (and of `heads`) passes
+    /// through. Returns how many went.
+    pub fn retain(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        if inner.heads.is_none() {
+            inner.heads = Some(self.read_heads());
+        }
+        let mut kept = HashSet::new();
+        let heads: Vec<Hash> = inner
+            .heads
+            .as_ref()
+            .map(|h| h.values().copied().collect())
+            .unwrap_or_default();
+        for name in keep.iter().chain(&heads) {
+            if let Some(tip) = self.resolve(inner, name) {
+                kept.extend(
+                    path_of(&inner.links, tip)
+                        .iter()
+                        .map(|&i| inner.links[i].name),
+                );
+            }
+        }
+        let Some(entries) = self.state.read_dir(&self.dir)? else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let Some(name) = entry
+                .name
+                .to_str()
+                .and_then(|hex| blake3::Hash::from_hex(hex).ok())
+            else {
+                continue;
+            };
+            if !kept.contains(name.as_bytes()) {
+                self.state.remove(&self.dir.join(&entry.name))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// The links of `tip`'s chain, first to last.
+fn path_of(links: &[Arc<Link>], tip: usize) -> Vec<usize> {
+    let mut path = vec![tip];
+    while let Some(parent) = links[*path.last().expect("never empty")].parent {
+        path.push(parent);
+    }
+    path.reverse();
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(range: std::ops::Range<u32>) -> Vec<FnId> {
+        let mut ids: Vec<FnId> = range
+            .map(|i| {
+                let mut id = [0u8; 8];
+                id[..4].copy_from_slice(&blake3::hash(&i.to_le_bytes()).as_bytes()[..4]);
+                id[4..].copy_from_slice(&i.to_le_bytes());
+                id
+            })
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn sets(dir: &Path) -> FnSets {
+        FnSets::new(StateDir::new(dir), &dir.join(".sets"))
+    }
+
+    #[test]
+    fn sets_share_a_base_and_decode_to_their_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sets(dir.path());
+        let first = store.encode("p", ids(0..3000));
+        assert!(first.base.is_some() && first.extra.is_empty());
+        // A set with a few new ids keeps them; one with many links them.
+        let few = [ids(0..2500), ids(5000..5010)].concat();
+        let mut few_sorted = few.clone();
+        few_sorted.sort_unstable();
+        let second = store.encode("p", few_sorted.clone());
+        assert_eq!(second.extra.len(), 10);
+        let many = ids(1000..4000);
+        let third = store.encode("p", many.clone());
+        assert!(third.extra.is_empty());
+        // What every set holds costs next to nothing.
+        let again_first = store.encode("p", ids(0..3000));
+        assert!(
+            again_first.bits.len() < 100,
+            "{} bytes",
+            again_first.bits.len()
+        );
+        // Read back by another process, from the files alone.
+        let again = sets(dir.path());
+        assert_eq!(again.decode(&first), Some(ids(0..3000)));
+        assert_eq!(again.decode(&second), Some(few_sorted));
+        assert_eq!(again.decode(&third), Some(many));
+        // ...which writes against the same base.
+        let fourth = again.encode("p", ids(0..100));
+        assert_eq!(fourth.base, third.base);
+        // Short sets are kept as they are.
+        assert_eq!(store.encode("p", ids(0..3)).base, None);
+    }
+
+    #[test]
+    fn a_missing_or_forged_link_decodes_to_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sets(dir.path());
+        let set = store.encode("p", ids(0..300));
+        let path = store.link_path(&set.base.unwrap());
+        let sealed = std::fs::read(&path).unwrap();
+        // Another link's content under this name.
+        let other = sets(tempfile::tempdir().unwrap().path());
+        let forged = seal(
+            LINK_MAGIC,
+            &postcard::to_stdvec(&LinkFile {
+                parent: None,
+                ids: ids(1..301),
+            })
+            .unwrap(),
+        );
+        std::fs::write(&path, &forged).unwrap();
+        assert_eq!(sets(dir.path()).decode(&set), None);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(sets(dir.path()).decode(&set), None);
+        std::fs::write(&path, &sealed).unwrap();
+        assert_eq!(sets(dir.path()).decode(&set), Some(ids(0..300)));
+        // Bits beyond the base, or an extra id the base holds: refused.
+        let mut wide = set.clone();
+        wide.bits = zstd::bulk::compress(&[0xff; 64], 3).unwrap();
+        assert_eq!(other.decode(&wide), None);
+        assert_eq!(sets(dir.path()).decode(&wide), None);
+        let mut repeated = set.clone();
+        repeated.extra = vec![ids(0..300)[7]];
+        assert_eq!(sets(dir.path()).decode(&repeated), None);
+    }
+
+    #[test]
+    fn retain_keeps_the_chains_named_and_the_heads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sets(dir.path());
+        let old = store.encode("a", ids(0..300));
+        let newer = store.encode("a", ids(0..600));
+        let gone = store.encode("b", ids(700..800));
+        // Without heads, only what is named is kept.
+        std::fs::remove_file(dir.path().join(".sets/heads")).unwrap();
+        let store = sets(dir.path());
+        let keep = HashSet::from([newer.base.unwrap()]);
+        assert_eq!(store.retain(&keep).unwrap(), 1);
+        assert_eq!(store.decode(&old), Some(ids(0..300)));
+        assert_eq!(store.decode(&newer), Some(ids(0..600)));
+        assert_eq!(sets(dir.path()).decode(&gone), None);
+    }
+}
