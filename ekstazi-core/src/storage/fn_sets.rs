@@ -83,6 +83,8 @@ pub struct FnSets {
 struct Inner {
     /// Shared, so that a set is decoded without holding the lock.
     links: Vec<Arc<Link>>,
+    /// Per link, its chain (see [`path_to`]).
+    paths: HashMap<usize, Arc<[Arc<Link>]>>,
     by_name: HashMap<Hash, usize>,
     /// `heads`, read when a record is first written.
     heads: Option<HashMap<String, Hash>>,
@@ -334,45 +336,43 @@ impl FnSets {
     /// The ids `set` stands for, ascending; `None` when its base is
     /// missing or damaged, or the set does not fit it.
     pub fn decode(&self, set: &FnSet) -> Option<Vec<FnId>> {
-        let mut ids = set.extra.clone();
-        if let Some(base) = &set.base {
-            let path: Vec<Arc<Link>> = {
-                let mut inner = self.lock();
-                let tip = self.resolve(&mut inner, base)?;
-                path_of(&inner.links, tip)
-                    .into_iter()
-                    .map(|i| inner.links[i].clone())
-                    .collect()
-            };
-            let last = path.last()?;
-            let len = last.start + last.ids.len();
-            let bytes = len.div_ceil(8);
-            let bitset = crate::files::sealed::unpack(&set.bits, bytes as u64)?;
-            if bitset.len() != bytes
-                || (!len.is_multiple_of(8) && bitset[bytes - 1] >> (len % 8) != 0)
-            {
-                return None;
-            }
-            let mut on = path.iter().peekable();
-            for (byte_at, &byte) in bitset.iter().enumerate() {
-                let mut byte = byte;
-                while byte != 0 {
-                    let p = byte_at * 8 + byte.trailing_zeros() as usize;
-                    byte &= byte - 1;
-                    while let Some(link) = on.peek() {
-                        if p < link.start + link.ids.len() {
-                            break;
-                        }
-                        on.next();
+        let Some(base) = &set.base else {
+            return ascending(set.extra.clone());
+        };
+        let path = {
+            let mut inner = self.lock();
+            let tip = self.resolve(&mut inner, base)?;
+            path_to(&mut inner, tip)
+        };
+        let last = path.last()?;
+        let len = last.start + last.ids.len();
+        let bytes = len.div_ceil(8);
+        let bitset = crate::files::sealed::unpack(&set.bits, bytes as u64)?;
+        if bitset.len() != bytes || (!len.is_multiple_of(8) && bitset[bytes - 1] >> (len % 8) != 0)
+        {
+            return None;
+        }
+        // Sized exactly: a coreutils analysis holds every record at once.
+        let count: usize = bitset.iter().map(|b| b.count_ones() as usize).sum();
+        let mut ids = Vec::with_capacity(count + set.extra.len());
+        ids.extend_from_slice(&set.extra);
+        let mut on = path.iter().peekable();
+        for (byte_at, &byte) in bitset.iter().enumerate() {
+            let mut byte = byte;
+            while byte != 0 {
+                let p = byte_at * 8 + byte.trailing_zeros() as usize;
+                byte &= byte - 1;
+                while let Some(link) = on.peek() {
+                    if p < link.start + link.ids.len() {
+                        break;
                     }
-                    let link = on.peek()?;
-                    ids.push(link.ids[p - link.start]);
+                    on.next();
                 }
+                let link = on.peek()?;
+                ids.push(link.ids[p - link.start]);
             }
         }
-        ids.sort_unstable();
-        // A base that repeats an id, or extra ids it holds: not ours.
-        ids.windows(2).all(|w| w[0] < w[1]).then_some(ids)
+        ascending(ids)
     }
 
     /// Removes the links no chain of `keep` (and of `heads`) passes
@@ -417,6 +417,31 @@ impl FnSets {
         }
         Ok(removed)
     }
+}
+
+/// `ids` sorted, if no id repeats (a base that repeats one, or extra ids
+/// it holds, are not ours). Sorted as integers: an analysis that reads
+/// every record sorts millions of ids.
+fn ascending(ids: Vec<FnId>) -> Option<Vec<FnId>> {
+    let mut keys: Vec<u64> = ids.into_iter().map(u64::from_be_bytes).collect();
+    keys.sort_unstable();
+    keys.windows(2)
+        .all(|w| w[0] < w[1])
+        .then(|| keys.into_iter().map(u64::to_be_bytes).collect())
+}
+
+/// The links of `tip`'s chain, first to last, kept for the next set of
+/// the same base.
+fn path_to(inner: &mut Inner, tip: usize) -> Arc<[Arc<Link>]> {
+    if let Some(path) = inner.paths.get(&tip) {
+        return path.clone();
+    }
+    let path: Arc<[Arc<Link>]> = path_of(&inner.links, tip)
+        .into_iter()
+        .map(|i| inner.links[i].clone())
+        .collect();
+    inner.paths.insert(tip, path.clone());
+    path
 }
 
 /// The links of `tip`'s chain, first to last.
