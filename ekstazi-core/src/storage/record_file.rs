@@ -81,6 +81,16 @@ fn bases_of(bytes: &[u8]) -> Result<Body, DecodeError> {
     Ok(body)
 }
 
+/// Of a record file's bytes, how many its sets of functions take
+/// encoded, and how many the whole body takes before compression (for
+/// `eval state`), if it is intact.
+pub fn sizes(bytes: &[u8]) -> Option<(usize, usize)> {
+    let packed = open_raw(MAGIC, bytes).ok()?;
+    let body = crate::files::sealed::unpack(packed, MAX_RECORD_BYTES)?;
+    let (parsed, _): (Body, _) = postcard::take_from_bytes(&body).ok()?;
+    Some((postcard::to_stdvec(&parsed.sets).ok()?.len(), body.len()))
+}
+
 /// The bases a record file names (for collecting the links no record
 /// needs), if it is intact.
 pub(crate) fn bases(bytes: &[u8]) -> Option<Vec<Hash>> {

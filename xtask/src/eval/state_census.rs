@@ -146,6 +146,21 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
         *parts.entry(part).or_default() += usize::try_from(entry.metadata()?.len())?;
     }
     let total: usize = parts.values().sum();
+    let (mut sets, mut bodies, mut files) = (0, 0, 0);
+    for entry in walkdir::WalkDir::new(&dir).min_depth(2).max_depth(2) {
+        let entry = entry?;
+        let top = entry.path().strip_prefix(&dir)?.components().next();
+        let hidden = top.is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.'));
+        if hidden || !entry.file_type().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path())?;
+        if let Some((s, b)) = ekstazi_core::storage::record_file::sizes(&bytes) {
+            sets += s;
+            bodies += b;
+            files += bytes.len();
+        }
+    }
     println!(
         "on disk: {} for {tests} tests, {:.1} KB a test",
         mb(total),
@@ -154,6 +169,12 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
     for (part, bytes) in &parts {
         println!("  {part}: {}", mb(*bytes));
     }
+    println!(
+        "  the record files: {} compressed from {}, of which the sets of executed functions {}",
+        mb(files),
+        mb(bodies),
+        mb(sets)
+    );
     Ok(())
 }
 
