@@ -403,6 +403,11 @@ impl FnSets {
         };
         let mut removed = 0;
         for entry in entries {
+            // A write cut short leaves its temporary file.
+            if entry.name.as_encoded_bytes().starts_with(b".tmp") {
+                self.state.remove(&self.dir.join(&entry.name))?;
+                continue;
+            }
             let Some(name) = entry
                 .name
                 .to_str()
@@ -551,9 +556,11 @@ mod tests {
         let gone = store.encode("b", ids(700..800));
         // Without heads, only what is named is kept.
         std::fs::remove_file(dir.path().join(".sets/heads")).unwrap();
+        std::fs::write(dir.path().join(".sets/.tmpcut"), b"half").unwrap();
         let store = sets(dir.path());
         let keep = HashSet::from([newer.base.unwrap()]);
         assert_eq!(store.retain(&keep).unwrap(), 1);
+        assert!(!dir.path().join(".sets/.tmpcut").exists());
         assert_eq!(store.decode(&old), Some(ids(0..300)));
         assert_eq!(store.decode(&newer), Some(ids(0..600)));
         assert_eq!(sets(dir.path()).decode(&gone), None);
