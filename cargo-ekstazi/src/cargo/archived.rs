@@ -259,7 +259,11 @@ pub fn unpack(archive: &Path, build_dir: &Path) -> Result<Manifest> {
             fs::create_dir_all(parent)?;
         }
         let mut out = fs::File::create(&to)?;
-        tar.copy_data(header.size, &mut out)?;
+        match &header.sparse {
+            // nextest archives a linked executable with holes as sparse.
+            Some(sparse) => tar.copy_sparse(sparse, &mut out)?,
+            None => tar.copy_data(header.size, &mut out)?,
+        }
         out.set_permissions(fs::Permissions::from_mode(header.mode & 0o777))?;
         Ok(())
     })
@@ -290,8 +294,9 @@ fn read_manifest(build_dir: &Path) -> Result<Manifest> {
 type Tar = TarReader<zstd::stream::read::Decoder<'static, std::io::BufReader<fs::File>>>;
 type Header = ekstazi_core::storage::archive::tar_reader::Header;
 
-/// Calls `each` with every regular file of the archive (its path inside
-/// `target/`), within the bounds; other entries are passed over.
+/// Calls `each` with every regular file of the archive, sparse or not (its
+/// path inside `target/`), within the bounds; other entries are passed
+/// over.
 fn walk(
     archive: &Path,
     mut each: impl FnMut(&Path, &Header, &mut Tar) -> std::io::Result<()>,
@@ -312,7 +317,14 @@ fn walk(
         if tar.read.saturating_add(header.size) > MAX_BYTES {
             bail!("the archive holds over {MAX_BYTES} bytes");
         }
-        if !header.is_regular() {
+        if header
+            .sparse
+            .as_ref()
+            .is_some_and(|s| s.real_size > MAX_BYTES)
+        {
+            bail!("the archive holds a file of over {MAX_BYTES} bytes");
+        }
+        if !header.is_regular() && !header.is_sparse() {
             continue;
         }
         let path = Path::new(std::ffi::OsStr::from_bytes(&header.path));

@@ -11,8 +11,10 @@
 //! What is read is what `super::export` writes and what `tar` tools write
 //! for plain files: 512-byte ustar/GNU headers (checksum verified, sizes in
 //! octal or base-256), GNU long names (`L`), PAX path and size records
-//! (`x`), global PAX headers (`g`, skipped); any other entry is reported
-//! with its type, for the caller to leave out.
+//! (`x`), global PAX headers (`g`, skipped), and GNU's old sparse files
+//! (`S`, which the `tar` crate writes for a file with holes: cargo-nextest
+//! archives linked executables so); any other entry is reported with its
+//! type, for the caller to leave out.
 //!
 //! Every byte read counts against the reader's limit
 //! ([`TarReader::with_limit`]), headers and extensions included: an
@@ -39,12 +41,31 @@ pub struct Header {
     /// The permission bits (`0o7777` at most); `0o644` when the field
     /// cannot be read.
     pub mode: u32,
+    /// A sparse file's map: its data is these (offset, length) pieces of
+    /// a file of `real_size` bytes, the rest holes.
+    pub sparse: Option<Sparse>,
 }
+
+/// Where a sparse entry's data goes (see [`TarReader::copy_sparse`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Sparse {
+    pub pieces: Vec<(u64, u64)>,
+    pub real_size: u64,
+}
+
+/// At most this many pieces in a sparse file's map (each extension block
+/// of 21 counts against the reader's limit too).
+const MAX_SPARSE_PIECES: usize = 1 << 16;
 
 impl Header {
     /// A regular file (`0`, or NUL in old archives).
     pub fn is_regular(&self) -> bool {
         self.kind == b'0' || self.kind == 0
+    }
+
+    /// A GNU sparse file (`S`), its map read and checked.
+    pub fn is_sparse(&self) -> bool {
+        self.kind == b'S' && self.sparse.is_some()
     }
 }
 
@@ -147,12 +168,18 @@ impl<R: Read> TarReader<R> {
                     let size = pax_size.unwrap_or(size);
                     let path = long_path.unwrap_or_else(|| ustar_path(&block));
                     let mode = parse_size(&block[100..108]).map_or(0o644, |m| (m & 0o7777) as u32);
+                    let sparse = if kind == b'S' {
+                        Some(self.sparse_map(&block, size)?)
+                    } else {
+                        None
+                    };
                     self.pending = size + padding(size);
                     return Ok(Some(Header {
                         path,
                         kind,
                         size,
                         mode,
+                        sparse,
                     }));
                 }
             }
@@ -169,6 +196,69 @@ impl<R: Read> TarReader<R> {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         self.pending -= size;
+        self.skip_data()
+    }
+
+    /// A GNU sparse header's map, and the extension blocks that follow
+    /// it: pieces in order, apart, inside the file, holding exactly the
+    /// `size` bytes stored.
+    fn sparse_map(&mut self, block: &[u8; BLOCK], size: u64) -> io::Result<Sparse> {
+        let bad = || invalid("a sparse file's map that does not hold together");
+        let mut pieces = Vec::new();
+        let take = |fields: &[u8], pieces: &mut Vec<(u64, u64)>| -> io::Result<()> {
+            for entry in fields.chunks_exact(24) {
+                if entry.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                pieces.push((parse_size(&entry[..12])?, parse_size(&entry[12..])?));
+            }
+            Ok(())
+        };
+        take(&block[386..482], &mut pieces)?;
+        let real_size = parse_size(&block[483..495])?;
+        let mut extended = block[482] != 0;
+        while extended {
+            if pieces.len() > MAX_SPARSE_PIECES {
+                return Err(bad());
+            }
+            let mut more = [0u8; BLOCK];
+            if !self.read_block(&mut more)? {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            take(&more[..504], &mut pieces)?;
+            extended = more[504] != 0;
+        }
+        let mut end = 0u64;
+        let mut stored = 0u64;
+        for &(offset, len) in &pieces {
+            let to = offset.checked_add(len).ok_or_else(bad)?;
+            if offset < end || to > real_size {
+                return Err(bad());
+            }
+            end = to;
+            stored += len;
+        }
+        if stored != size {
+            return Err(bad());
+        }
+        Ok(Sparse { pieces, real_size })
+    }
+
+    /// Writes the current sparse entry's data to `out` at its pieces'
+    /// offsets, and gives `out` its full length (the rest holes).
+    pub fn copy_sparse(&mut self, sparse: &Sparse, out: &mut std::fs::File) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        for &(offset, len) in &sparse.pieces {
+            out.seek(SeekFrom::Start(offset))?;
+            self.reserve(len)?;
+            let copied = io::copy(&mut (&mut self.inner).take(len), out)?;
+            self.read += copied;
+            if copied != len {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            self.pending -= len;
+        }
+        out.set_len(sparse.real_size)?;
         self.skip_data()
     }
 
@@ -355,6 +445,68 @@ mod tests {
         assert_eq!(seen[1], (long, vec![7u8; 700]));
         // Read to the first of the two zero blocks that end an archive.
         assert_eq!(reader.read + 512, bytes.len() as u64);
+    }
+
+    #[test]
+    fn a_file_with_holes_the_tar_crate_writes_as_sparse_is_read_back_whole() {
+        use std::io::{Seek, SeekFrom, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("holes");
+        let mut file = std::fs::File::create(&path).unwrap();
+        // Data, a hole of 1 MiB, data, and a hole at the end.
+        file.write_all(&[1u8; 5000]).unwrap();
+        file.seek(SeekFrom::Start(5000 + (1 << 20))).unwrap();
+        file.write_all(&[2u8; 3000]).unwrap();
+        file.set_len(4 << 20).unwrap();
+        drop(file);
+        let whole = std::fs::read(&path).unwrap();
+        let mut builder = tar::Builder::new(Vec::new());
+        builder.sparse(true);
+        builder.append_path_with_name(&path, "bin/holes").unwrap();
+        let bytes = builder.into_inner().unwrap();
+        let mut reader = TarReader::with_limit(bytes.as_slice(), u64::MAX);
+        let header = reader.next_header().unwrap().unwrap();
+        // A file system without holes stores it whole, as a plain file.
+        let out_path = dir.path().join("out");
+        let mut out = std::fs::File::create(&out_path).unwrap();
+        match &header.sparse {
+            Some(sparse) => {
+                assert!(header.is_sparse() && !header.is_regular());
+                assert!(header.size < whole.len() as u64);
+                reader.copy_sparse(sparse, &mut out).unwrap();
+            }
+            None => reader.copy_data(header.size, &mut out).unwrap(),
+        }
+        drop(out);
+        assert_eq!(std::fs::read(&out_path).unwrap(), whole);
+        assert!(reader.next_header().unwrap().is_none());
+
+        // A map whose pieces hold more than the entry stores is refused.
+        let mut forged = header_block(b"bin/x", b'S', 10);
+        forged[386..398].copy_from_slice(b"00000000000\0");
+        forged[398..410].copy_from_slice(b"00000000100\0");
+        forged[483..495].copy_from_slice(b"00000000200\0");
+        set_checksum(&mut forged);
+        let mut bytes = forged.to_vec();
+        bytes.extend_from_slice(&[0u8; BLOCK * 3]);
+        let mut reader = TarReader::with_limit(bytes.as_slice(), u64::MAX);
+        assert!(reader.next_header().is_err());
+    }
+
+    fn header_block(path: &[u8], kind: u8, size: u64) -> [u8; BLOCK] {
+        let mut block = [0u8; BLOCK];
+        block[..path.len()].copy_from_slice(path);
+        block[100..108].copy_from_slice(b"0000644\0");
+        block[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+        block[156] = kind;
+        block[257..265].copy_from_slice(b"ustar  \0");
+        block
+    }
+
+    fn set_checksum(block: &mut [u8; BLOCK]) {
+        block[148..156].copy_from_slice(b"        ");
+        let sum: u64 = block.iter().map(|&b| u64::from(b)).sum();
+        block[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
     }
 
     #[test]
