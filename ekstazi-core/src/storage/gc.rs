@@ -1,7 +1,7 @@
 //! Garbage collection of what records share: the function table's entries,
 //! the uninstrumented tables and the bases of executed functions
-//! (`fn_sets`) that no current record and no filed record names any more (after the history was pruned, or tests were
-//! removed).
+//! (`fn_sets`) that no current record and no filed record names any more
+//! (after the history was pruned, or tests were removed).
 //!
 //! Marking reads every current record and every filed record, so it is not
 //! done at every run: [`due`] says when the table has grown well past its
@@ -117,8 +117,8 @@ mod tests {
         current.code[0].functions = vec![kept];
         current.code[0].uninstrumented = used.digest();
         store.save(&current).unwrap();
-        // A base a record was written against, and one no record names
-        // (its program's newest is kept for the records to come).
+        // A base a record was written against, and two no record names;
+        // with `heads` gone, nothing keeps those two.
         let many =
             |from: u8| -> Vec<FnId> { (0..100).map(|i| [from, i, 0, 0, 0, 0, 0, 0]).collect() };
         let mut based = sample();
