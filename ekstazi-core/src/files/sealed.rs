@@ -117,6 +117,17 @@ fn open_raw_with<'a>(
     Ok(&signed[HEADER..])
 }
 
+/// The name of sealed bytes: the digest they end with.
+pub(crate) fn name_of(sealed: &[u8]) -> std::io::Result<[u8; DIGEST]> {
+    sealed_digest(sealed).ok_or_else(|| std::io::Error::other("sealed bytes too short"))
+}
+
+/// Whether sealed bytes read under `name` are sealed with that name (a
+/// history object, a base's link): checking the seal then checks the name.
+pub(crate) fn named(sealed: &[u8], name: &[u8; DIGEST]) -> bool {
+    sealed_digest(sealed).is_some_and(|digest| digest == *name)
+}
+
 /// The digest sealed bytes end with: what names a history object, so that
 /// checking the seal also checks the name.
 pub(crate) fn sealed_digest(sealed: &[u8]) -> Option<[u8; DIGEST]> {

@@ -24,7 +24,7 @@
 //! new chain.
 
 use crate::files::contained::StateDir;
-use crate::files::sealed::{open, seal, sealed_digest};
+use crate::files::sealed::{name_of, named, open, seal};
 use crate::model::code_dep::FnId;
 use crate::model::dep::Hash;
 use serde::{Deserialize, Serialize};
@@ -33,7 +33,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-const LINK_MAGIC: &[u8; 4] = b"EKZL";
+/// Not `EKZL`, which snapshots once had (`store`'s list of retired magics).
+const LINK_MAGIC: &[u8; 4] = b"EKZE";
 const HEADS_MAGIC: &[u8; 4] = b"EKZN";
 /// A set this small is kept as its ids: a base would cost more.
 const INLINE_BELOW: usize = 16;
@@ -50,7 +51,8 @@ const MAX_BASE: usize = 4 << 20;
 const MAX_DEPTH: usize = 1 << 16;
 const MAX_LINK_BYTES: u64 = (MAX_BASE as u64) * 8 + (1 << 10);
 const MAX_HEADS_BYTES: u64 = 16 << 20;
-const HEADS: &str = "heads";
+/// The file naming each program's newest base, beside the links.
+pub(crate) const HEADS: &str = "heads";
 
 /// A record's executed functions in one program, as its file keeps them:
 /// the ids at `bits`' set positions of the base `base`, and `extra`.
@@ -108,6 +110,16 @@ struct Tip {
     /// Ids records kept as `extra` since the last link.
     pending: Vec<FnId>,
     pending_set: HashSet<FnId>,
+}
+
+impl Tip {
+    /// Gives `ids` the positions from `start` on.
+    fn place(&mut self, start: usize, ids: &[FnId]) {
+        for (k, id) in ids.iter().enumerate() {
+            self.positions
+                .insert(*id, u32::try_from(start + k).expect("a base fits in u32"));
+        }
+    }
 }
 
 impl FnSets {
@@ -182,29 +194,23 @@ impl FnSets {
     /// The base a process starts writing `key`'s records against: the one
     /// `heads` names, if it can be read whole.
     fn first_tip(&self, inner: &mut Inner, key: &str) -> Tip {
-        if inner.heads.is_none() {
-            inner.heads = Some(self.read_heads());
-        }
-        let head = inner
-            .heads
-            .as_ref()
-            .and_then(|heads| heads.get(key))
-            .copied();
+        let head = self.heads(inner).get(key).copied();
         let Some(link) = head.and_then(|head| self.resolve(inner, &head)) else {
             return Tip::default();
         };
-        let mut positions = HashMap::new();
-        for &i in &path_of(&inner.links, link) {
-            let at = inner.links[i].start;
-            for (k, id) in inner.links[i].ids.iter().enumerate() {
-                positions.insert(*id, u32::try_from(at + k).expect("a base fits in u32"));
-            }
-        }
-        Tip {
+        let mut tip = Tip {
             link: Some(link),
-            positions,
             ..Tip::default()
+        };
+        for &i in &path_of(&inner.links, link) {
+            tip.place(inner.links[i].start, &inner.links[i].ids);
         }
+        tip
+    }
+
+    /// `heads`, read on first use.
+    fn heads<'a>(&self, inner: &'a mut Inner) -> &'a mut HashMap<String, Hash> {
+        inner.heads.get_or_insert_with(|| self.read_heads())
     }
 
     /// Adds a link of `key`'s waiting ids and `new` to its base (or starts
@@ -230,7 +236,7 @@ impl FnSets {
             })
             .map_err(io::Error::other)?,
         );
-        let name = sealed_digest(&sealed).ok_or_else(|| io::Error::other("sealed too short"))?;
+        let name = name_of(&sealed)?;
         self.state.make_dir(&self.dir)?;
         if let Err(e) = self.state.write_atomic(&self.link_path(&name), &sealed) {
             // Put back what was waiting, so that it is linked later.
@@ -239,10 +245,7 @@ impl FnSets {
             return Err(e);
         }
         let start = tip.positions.len();
-        for (k, id) in ids.iter().enumerate() {
-            tip.positions
-                .insert(*id, u32::try_from(start + k).expect("a base fits in u32"));
-        }
+        tip.place(start, &ids);
         let index = match inner.by_name.get(&name) {
             Some(&i) => i,
             None => {
@@ -257,7 +260,7 @@ impl FnSets {
             }
         };
         tip.link = Some(index);
-        let heads = inner.heads.get_or_insert_with(HashMap::new);
+        let heads = self.heads(inner);
         heads.insert(key.to_owned(), name);
         let mut listed: Vec<(&String, &Hash)> = heads.iter().collect();
         listed.sort();
@@ -304,7 +307,7 @@ impl FnSets {
                 .state
                 .read_bounded(&self.link_path(&name), MAX_LINK_BYTES)
                 .ok()?;
-            if sealed_digest(&bytes) != Some(name) {
+            if !named(&bytes, &name) {
                 return None;
             }
             let link: LinkFile = open(LINK_MAGIC, &bytes).ok()?;
@@ -375,20 +378,13 @@ impl FnSets {
         ascending(ids)
     }
 
-    /// Removes the links no chain of `keep` (and of `heads`) passes
-    /// through. Returns how many went.
-    pub fn retain(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+    /// The links on the chains of `keep` and of `heads`: what a sweep of
+    /// the directory keeps (`Store::retain_sets`).
+    pub fn kept(&self, keep: &HashSet<Hash>) -> HashSet<Hash> {
         let mut inner = self.lock();
         let inner = &mut *inner;
-        if inner.heads.is_none() {
-            inner.heads = Some(self.read_heads());
-        }
+        let heads: Vec<Hash> = self.heads(inner).values().copied().collect();
         let mut kept = HashSet::new();
-        let heads: Vec<Hash> = inner
-            .heads
-            .as_ref()
-            .map(|h| h.values().copied().collect())
-            .unwrap_or_default();
         for name in keep.iter().chain(&heads) {
             if let Some(tip) = self.resolve(inner, name) {
                 kept.extend(
@@ -398,29 +394,7 @@ impl FnSets {
                 );
             }
         }
-        let Some(entries) = self.state.read_dir(&self.dir)? else {
-            return Ok(0);
-        };
-        let mut removed = 0;
-        for entry in entries {
-            // A write cut short leaves its temporary file.
-            if entry.name.as_encoded_bytes().starts_with(b".tmp") {
-                self.state.remove(&self.dir.join(&entry.name))?;
-                continue;
-            }
-            let Some(name) = entry
-                .name
-                .to_str()
-                .and_then(|hex| blake3::Hash::from_hex(hex).ok())
-            else {
-                continue;
-            };
-            if !kept.contains(name.as_bytes()) {
-                self.state.remove(&self.dir.join(&entry.name))?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        kept
     }
 }
 
@@ -549,20 +523,24 @@ mod tests {
 
     #[test]
     fn retain_keeps_the_chains_named_and_the_heads() {
+        use crate::storage::store::Store;
         let dir = tempfile::tempdir().unwrap();
-        let store = sets(dir.path());
-        let old = store.encode("a", ids(0..300));
-        let newer = store.encode("a", ids(0..600));
-        let gone = store.encode("b", ids(700..800));
+        let sets_dir = dir
+            .path()
+            .join(format!("v{}/.sets", crate::files::sealed::FORMAT_VERSION));
+        let store = Store::new(dir.path());
+        let old = store.sets().encode("a", ids(0..300));
+        let newer = store.sets().encode("a", ids(0..600));
+        let gone = store.sets().encode("b", ids(700..800));
         // Without heads, only what is named is kept.
-        std::fs::remove_file(dir.path().join(".sets/heads")).unwrap();
-        std::fs::write(dir.path().join(".sets/.tmpcut"), b"half").unwrap();
-        let store = sets(dir.path());
+        std::fs::remove_file(sets_dir.join(HEADS)).unwrap();
+        std::fs::write(sets_dir.join(".tmpcut"), b"half").unwrap();
+        let store = Store::new(dir.path());
         let keep = HashSet::from([newer.base.unwrap()]);
-        assert_eq!(store.retain(&keep).unwrap(), 1);
-        assert!(!dir.path().join(".sets/.tmpcut").exists());
-        assert_eq!(store.decode(&old), Some(ids(0..300)));
-        assert_eq!(store.decode(&newer), Some(ids(0..600)));
-        assert_eq!(sets(dir.path()).decode(&gone), None);
+        assert_eq!(store.retain_sets(&keep).unwrap(), 1);
+        assert!(!sets_dir.join(".tmpcut").exists());
+        assert_eq!(store.sets().decode(&old), Some(ids(0..300)));
+        assert_eq!(store.sets().decode(&newer), Some(ids(0..600)));
+        assert_eq!(Store::new(dir.path()).sets().decode(&gone), None);
     }
 }

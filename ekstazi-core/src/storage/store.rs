@@ -383,7 +383,21 @@ impl Store {
                 named.extend(bases);
             }
         })?;
-        self.sets.retain(&named)
+        self.retain_sets(&named)
+    }
+
+    /// Removes the links of bases no chain of `keep` (nor a program's
+    /// newest base) passes through, and writes cut short. Returns how many
+    /// links went.
+    pub(crate) fn retain_sets(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
+        let mut names: HashSet<String> = self
+            .sets
+            .kept(keep)
+            .iter()
+            .map(|name| blake3::Hash::from_bytes(*name).to_hex().to_string())
+            .collect();
+        names.insert(crate::storage::fn_sets::HEADS.to_owned());
+        self.retain_files(&self.records.join(SETS_DIR), &names)
     }
 
     /// Calls `f` with each record file's binary directory, name, path and
@@ -571,7 +585,7 @@ impl Store {
 /// `EKZS` before snapshots mapped coverage flags, not entry addresses, to
 /// functions, and `EKZL` before a snapshot named the build it describes
 /// inside its seal: a snapshot of an old kind is not read (`EKZF` names the
-/// function table's segments).
+/// function table's segments). Neither is used again.
 const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 /// A snapshot unpacks to at most this much (coreutils' multicall program:
 /// about 20 MB); more is not one of ours, and is refused while streamed.

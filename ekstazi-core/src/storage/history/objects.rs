@@ -5,6 +5,7 @@
 //! into parts (`cut`) and putting them back ([`History::assemble`]).
 
 use super::History;
+use crate::files::sealed::{name_of, named};
 use crate::model::code_dep::FnId;
 use crate::model::dep::Hash;
 use crate::model::record::Record;
@@ -159,16 +160,6 @@ pub(super) fn cut(record: &Record) -> io::Result<Cut> {
         skeleton: sealed,
         parts,
     })
-}
-
-pub(super) fn name_of(sealed: &[u8]) -> io::Result<Hash> {
-    crate::files::sealed::sealed_digest(sealed)
-        .ok_or_else(|| io::Error::other("sealed bytes too short"))
-}
-
-/// Sealed bytes read under `name`, if they are sealed with that name.
-pub(super) fn named(sealed: &[u8], name: &Hash) -> bool {
-    crate::files::sealed::sealed_digest(sealed).is_some_and(|digest| digest == *name)
 }
 
 impl History {
