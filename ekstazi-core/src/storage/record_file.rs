@@ -53,7 +53,7 @@ pub(crate) fn encode(record: &Record, sets: &FnSets) -> Vec<u8> {
 /// Decodes and checks a record file's bytes, its functions read from
 /// their bases.
 pub(crate) fn decode(bytes: &[u8], sets: &FnSets) -> Result<Record, DecodeError> {
-    let body = bases_of(bytes)?;
+    let body = body_of(bytes)?;
     let Body {
         mut record,
         sets: functions,
@@ -70,11 +70,18 @@ pub(crate) fn decode(bytes: &[u8], sets: &FnSets) -> Result<Record, DecodeError>
     Ok(record)
 }
 
-fn bases_of(bytes: &[u8]) -> Result<Body, DecodeError> {
-    let packed = open_raw(MAGIC, bytes)?;
-    let body =
-        crate::files::sealed::unpack(packed, MAX_RECORD_BYTES).ok_or(DecodeError::BadBody)?;
-    let (body, rest) = postcard::take_from_bytes(&body).map_err(|_| DecodeError::BadBody)?;
+fn body_of(bytes: &[u8]) -> Result<Body, DecodeError> {
+    parsed(&unpacked(bytes)?)
+}
+
+/// A record file's body, its seal checked, decompressed within bounds.
+fn unpacked(bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    crate::files::sealed::unpack(open_raw(MAGIC, bytes)?, MAX_RECORD_BYTES)
+        .ok_or(DecodeError::BadBody)
+}
+
+fn parsed(body: &[u8]) -> Result<Body, DecodeError> {
+    let (body, rest) = postcard::take_from_bytes(body).map_err(|_| DecodeError::BadBody)?;
     if !rest.is_empty() {
         return Err(DecodeError::BadBody);
     }
@@ -85,16 +92,15 @@ fn bases_of(bytes: &[u8]) -> Result<Body, DecodeError> {
 /// encoded, and how many the whole body takes before compression (for
 /// `eval state`), if it is intact.
 pub fn sizes(bytes: &[u8]) -> Option<(usize, usize)> {
-    let packed = open_raw(MAGIC, bytes).ok()?;
-    let body = crate::files::sealed::unpack(packed, MAX_RECORD_BYTES)?;
-    let (parsed, _): (Body, _) = postcard::take_from_bytes(&body).ok()?;
-    Some((postcard::to_stdvec(&parsed.sets).ok()?.len(), body.len()))
+    let body = unpacked(bytes).ok()?;
+    let sets = parsed(&body).ok()?.sets;
+    Some((postcard::to_stdvec(&sets).ok()?.len(), body.len()))
 }
 
 /// The bases a record file names (for collecting the links no record
 /// needs), if it is intact.
 pub(crate) fn bases(bytes: &[u8]) -> Option<Vec<Hash>> {
-    let body = bases_of(bytes).ok()?;
+    let body = body_of(bytes).ok()?;
     Some(body.sets.into_iter().filter_map(|set| set.base).collect())
 }
 

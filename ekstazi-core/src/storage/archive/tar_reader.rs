@@ -188,15 +188,20 @@ impl<R: Read> TarReader<R> {
 
     /// Copies the current entry's data to `out`.
     pub fn copy_data(&mut self, size: u64, out: &mut impl io::Write) -> io::Result<()> {
-        self.reserve(size)?;
-        let mut data = (&mut self.inner).take(size);
-        let copied = io::copy(&mut data, out)?;
+        self.copy_counted(size, out)?;
+        self.skip_data()
+    }
+
+    /// Copies the next `len` bytes of the current entry's data to `out`.
+    fn copy_counted(&mut self, len: u64, out: &mut impl io::Write) -> io::Result<()> {
+        self.reserve(len)?;
+        let copied = io::copy(&mut (&mut self.inner).take(len), out)?;
         self.read += copied;
-        if copied != size {
+        if copied != len {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        self.pending -= size;
-        self.skip_data()
+        self.pending -= len;
+        Ok(())
     }
 
     /// A GNU sparse header's map, and the extension blocks that follow
@@ -250,13 +255,7 @@ impl<R: Read> TarReader<R> {
         use std::io::{Seek, SeekFrom};
         for &(offset, len) in &sparse.pieces {
             out.seek(SeekFrom::Start(offset))?;
-            self.reserve(len)?;
-            let copied = io::copy(&mut (&mut self.inner).take(len), out)?;
-            self.read += copied;
-            if copied != len {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.pending -= len;
+            self.copy_counted(len, out)?;
         }
         out.set_len(sparse.real_size)?;
         self.skip_data()
