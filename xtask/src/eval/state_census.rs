@@ -125,6 +125,7 @@ fn describe(program: &str, sets: &[&[FnId]]) -> Result<()> {
 fn on_disk(state: &Path, tests: usize) -> Result<()> {
     let dir = state.join(format!("v{}", ekstazi_core::files::sealed::FORMAT_VERSION));
     let mut parts: std::collections::BTreeMap<String, usize> = Default::default();
+    let (mut sets, mut bodies, mut files) = (0, 0, 0);
     for entry in walkdir::WalkDir::new(&dir).min_depth(1) {
         let entry = entry?;
         if !entry.file_type().is_file() {
@@ -144,24 +145,17 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
         } else {
             "records".into()
         };
+        if part == "records" && entry.depth() == 2 {
+            let bytes = std::fs::read(entry.path())?;
+            if let Some((s, b)) = ekstazi_core::storage::record_file::sizes(&bytes) {
+                sets += s;
+                bodies += b;
+                files += bytes.len();
+            }
+        }
         *parts.entry(part).or_default() += usize::try_from(entry.metadata()?.len())?;
     }
     let total: usize = parts.values().sum();
-    let (mut sets, mut bodies, mut files) = (0, 0, 0);
-    for entry in walkdir::WalkDir::new(&dir).min_depth(2).max_depth(2) {
-        let entry = entry?;
-        let top = entry.path().strip_prefix(&dir)?.components().next();
-        let hidden = top.is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.'));
-        if hidden || !entry.file_type().is_file() {
-            continue;
-        }
-        let bytes = std::fs::read(entry.path())?;
-        if let Some((s, b)) = ekstazi_core::storage::record_file::sizes(&bytes) {
-            sets += s;
-            bodies += b;
-            files += bytes.len();
-        }
-    }
     println!(
         "on disk: {} for {tests} tests, {:.1} KB a test",
         mb(total),
