@@ -24,17 +24,16 @@
 //! new chain.
 
 use crate::files::contained::StateDir;
-use crate::files::sealed::{name_of, named, open, seal};
+use crate::files::sealed::{open, seal};
 use crate::model::code_dep::FnId;
 use crate::model::dep::Hash;
+use crate::storage::chains::{Chains, Link, MAX_BASE, MAX_LINK_BYTES, ids_at, seal_link, set_bits};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Not `EKZL`, which snapshots once had (`store`'s list of retired magics).
-const LINK_MAGIC: &[u8; 4] = b"EKZE";
 const HEADS_MAGIC: &[u8; 4] = b"EKZN";
 /// A set this small is kept as its ids: a base would cost more.
 const INLINE_BELOW: usize = 16;
@@ -44,15 +43,37 @@ const LINK_FROM: usize = 32;
 /// ...and ids brought a few at a time are kept in their records until
 /// this many are waiting, then linked together.
 const PENDING_LINK: usize = 256;
-/// At most this many ids in a base (a bitset of 512 KiB): a chain this
-/// long is not extended, a new one is started.
-const MAX_BASE: usize = 4 << 20;
-/// At most this many links in a chain, read before anything is kept.
-const MAX_DEPTH: usize = 1 << 16;
-const MAX_LINK_BYTES: u64 = (MAX_BASE as u64) * 8 + (1 << 10);
 const MAX_HEADS_BYTES: u64 = 16 << 20;
 /// The file naming each program's newest base, beside the links.
 pub(crate) const HEADS: &str = "heads";
+
+/// The key of the base a record of test binary `binary` keeps its
+/// functions in `unit` against: per binary and program, since a test
+/// binary's functions are its own.
+pub fn base_key(binary: &str, unit: &crate::model::code_dep::CodeUnit) -> String {
+    format!("{binary}\n{unit}")
+}
+
+/// A base as the history cuts records by it (`history::objects`): each
+/// id's position, and the links it is made of.
+#[derive(Clone, Debug)]
+pub struct Order {
+    pub positions: Arc<HashMap<FnId, u32>>,
+    path: Arc<[Arc<Link>]>,
+}
+
+impl Order {
+    /// The names of the base's links, first to last.
+    pub fn links(&self) -> impl Iterator<Item = Hash> + '_ {
+        self.path.iter().map(|link| link.name)
+    }
+
+    /// The index in [`Order::links`] of the link holding `position`.
+    pub fn covering(&self, position: usize) -> Option<usize> {
+        let i = self.path.partition_point(|link| link.end() <= position);
+        (i < self.path.len()).then_some(i)
+    }
+}
 
 /// A record's executed functions in one program, as its file keeps them:
 /// the ids at `bits`' set positions of the base `base`, and `extra`.
@@ -66,12 +87,6 @@ pub struct FnSet {
     pub extra: Vec<FnId>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct LinkFile {
-    parent: Option<Hash>,
-    ids: Vec<FnId>,
-}
-
 /// The bases of a state directory: links read once and kept, and per
 /// program the base this process writes records against.
 #[derive(Debug)]
@@ -83,30 +98,19 @@ pub struct FnSets {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Shared, so that a set is decoded without holding the lock.
-    links: Vec<Arc<Link>>,
-    /// Per link, its chain (see [`path_to`]).
-    paths: HashMap<usize, Arc<[Arc<Link>]>>,
-    by_name: HashMap<Hash, usize>,
+    chains: Chains,
     /// `heads`, read when a record is first written.
     heads: Option<HashMap<String, Hash>>,
     tips: HashMap<String, Tip>,
-}
-
-#[derive(Debug)]
-struct Link {
-    name: Hash,
-    parent: Option<usize>,
-    /// The base's position of this link's first id.
-    start: usize,
-    ids: Vec<FnId>,
 }
 
 /// The base records of one program are written against.
 #[derive(Debug, Default)]
 struct Tip {
     link: Option<usize>,
-    positions: HashMap<FnId, u32>,
+    /// Shared with the history, which cuts records by them
+    /// ([`FnSets::order`]).
+    positions: Arc<HashMap<FnId, u32>>,
     /// Ids records kept as `extra` since the last link.
     pending: Vec<FnId>,
     pending_set: HashSet<FnId>,
@@ -115,9 +119,9 @@ struct Tip {
 impl Tip {
     /// Gives `ids` the positions from `start` on.
     fn place(&mut self, start: usize, ids: &[FnId]) {
+        let positions = Arc::make_mut(&mut self.positions);
         for (k, id) in ids.iter().enumerate() {
-            self.positions
-                .insert(*id, u32::try_from(start + k).expect("a base fits in u32"));
+            positions.insert(*id, u32::try_from(start + k).expect("a base fits in u32"));
         }
     }
 }
@@ -148,11 +152,7 @@ impl FnSets {
         }
         let mut inner = self.lock();
         let inner = &mut *inner;
-        if !inner.tips.contains_key(key) {
-            let tip = self.first_tip(inner, key);
-            inner.tips.insert(key.to_owned(), tip);
-        }
-        let tip = inner.tips.get(key).expect("just inserted");
+        let tip = self.tip(inner, key);
         let new: Vec<FnId> = ids
             .iter()
             .filter(|id| !tip.positions.contains_key(*id))
@@ -170,7 +170,7 @@ impl FnSets {
                 ..FnSet::default()
             };
         };
-        let len = inner.links[link].start + inner.links[link].ids.len();
+        let len = inner.chains.link(link).end();
         let mut bitset = vec![0u8; len.div_ceil(8)];
         let mut extra = Vec::new();
         for id in ids {
@@ -185,10 +185,33 @@ impl FnSets {
             }
         }
         FnSet {
-            base: Some(inner.links[link].name),
+            base: Some(inner.chains.link(link).name),
             bits: zstd::bulk::compress(&bitset, 3).expect("compressing to memory cannot fail"),
             extra,
         }
+    }
+
+    /// The base `key`'s records are written against (read from `heads` if
+    /// no record was written yet); `None` when there is none.
+    pub fn order(&self, key: &str) -> Option<Order> {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let tip = self.tip(inner, key);
+        let (link, positions) = (tip.link?, tip.positions.clone());
+        Some(Order {
+            positions,
+            path: inner.chains.path_to(link),
+        })
+    }
+
+    /// The base `key`'s records are written against: the one this process
+    /// extended, else the first ([`FnSets::first_tip`]).
+    fn tip<'a>(&self, inner: &'a mut Inner, key: &str) -> &'a mut Tip {
+        if !inner.tips.contains_key(key) {
+            let tip = self.first_tip(inner, key);
+            inner.tips.insert(key.to_owned(), tip);
+        }
+        inner.tips.get_mut(key).expect("just inserted")
     }
 
     /// The base a process starts writing `key`'s records against: the one
@@ -202,8 +225,9 @@ impl FnSets {
             link: Some(link),
             ..Tip::default()
         };
-        for &i in &path_of(&inner.links, link) {
-            tip.place(inner.links[i].start, &inner.links[i].ids);
+        for i in inner.chains.path_of(link) {
+            let link = inner.chains.link(i);
+            tip.place(link.start, &link.ids);
         }
         tip
     }
@@ -223,20 +247,11 @@ impl FnSets {
         ids.extend(new.iter().filter(|id| seen.insert(**id)));
         let full = tip.positions.len() + ids.len() > MAX_BASE;
         if full {
-            tip.positions.clear();
+            tip.positions = Arc::default();
             tip.link = None;
         }
         let parent = tip.link;
-        let parent_name = parent.map(|p| inner.links[p].name);
-        let sealed = seal(
-            LINK_MAGIC,
-            &postcard::to_stdvec(&LinkFile {
-                parent: parent_name,
-                ids: ids.clone(),
-            })
-            .map_err(io::Error::other)?,
-        );
-        let name = name_of(&sealed)?;
+        let (name, sealed) = seal_link(parent.map(|p| inner.chains.link(p).name), &ids)?;
         self.state.make_dir(&self.dir)?;
         if let Err(e) = self.state.write_atomic(&self.link_path(&name), &sealed) {
             // Put back what was waiting, so that it is linked later.
@@ -246,20 +261,7 @@ impl FnSets {
         }
         let start = tip.positions.len();
         tip.place(start, &ids);
-        let index = match inner.by_name.get(&name) {
-            Some(&i) => i,
-            None => {
-                inner.links.push(Arc::new(Link {
-                    name,
-                    parent,
-                    start,
-                    ids,
-                }));
-                inner.by_name.insert(name, inner.links.len() - 1);
-                inner.links.len() - 1
-            }
-        };
-        tip.link = Some(index);
+        tip.link = Some(inner.chains.add(name, parent, start, ids));
         let heads = self.heads(inner);
         heads.insert(key.to_owned(), name);
         let mut listed: Vec<(&String, &Hash)> = heads.iter().collect();
@@ -289,51 +291,18 @@ impl FnSets {
             .join(blake3::Hash::from_bytes(*name).to_hex().as_str())
     }
 
-    /// The link `name` and the chain before it, read and checked against
-    /// their names; `None` if any is missing, damaged or out of bounds.
+    /// The link `name` and the chain before it, read from this
+    /// directory ([`Chains::resolve`]).
     fn resolve(&self, inner: &mut Inner, name: &Hash) -> Option<usize> {
-        let mut unread: Vec<(Hash, LinkFile)> = Vec::new();
-        let mut next = Some(*name);
-        let mut known = None;
-        while let Some(name) = next {
-            if let Some(&i) = inner.by_name.get(&name) {
-                known = Some(i);
-                break;
-            }
-            if unread.len() >= MAX_DEPTH {
-                return None;
-            }
-            let bytes = self
-                .state
-                .read_bounded(&self.link_path(&name), MAX_LINK_BYTES)
-                .ok()?;
-            if !named(&bytes, &name) {
-                return None;
-            }
-            let link: LinkFile = open(LINK_MAGIC, &bytes).ok()?;
-            next = link.parent;
-            unread.push((name, link));
-        }
-        let mut parent = known;
-        let mut len = known.map_or(0, |i| inner.links[i].start + inner.links[i].ids.len());
-        // Checked whole before any is kept.
-        if len + unread.iter().map(|(_, l)| l.ids.len()).sum::<usize>() > MAX_BASE {
-            return None;
-        }
-        for (name, link) in unread.into_iter().rev() {
-            let count = link.ids.len();
-            inner.links.push(Arc::new(Link {
-                name,
-                parent,
-                start: len,
-                ids: link.ids,
-            }));
-            let index = inner.links.len() - 1;
-            inner.by_name.insert(name, index);
-            parent = Some(index);
-            len += count;
-        }
-        parent
+        inner.chains.resolve(name, |name| self.link_file(name))
+    }
+
+    /// The sealed bytes of the link `name` as its file holds them
+    /// (unchecked), if it can be read.
+    pub fn link_file(&self, name: &Hash) -> Option<Vec<u8>> {
+        self.state
+            .read_bounded(&self.link_path(name), MAX_LINK_BYTES)
+            .ok()
     }
 
     /// The ids `set` stands for, ascending; `None` when its base is
@@ -345,10 +314,9 @@ impl FnSets {
         let path = {
             let mut inner = self.lock();
             let tip = self.resolve(&mut inner, base)?;
-            path_to(&mut inner, tip)
+            inner.chains.path_to(tip)
         };
-        let last = path.last()?;
-        let len = last.start + last.ids.len();
+        let len = path.last()?.end();
         let bytes = len.div_ceil(8);
         let bitset = crate::files::sealed::unpack(&set.bits, bytes as u64)?;
         if bitset.len() != bytes || (!len.is_multiple_of(8) && bitset[bytes - 1] >> (len % 8) != 0)
@@ -357,24 +325,8 @@ impl FnSets {
         }
         // Sized exactly: a coreutils analysis holds every record at once.
         let count: usize = bitset.iter().map(|b| b.count_ones() as usize).sum();
-        let mut ids = Vec::with_capacity(count + set.extra.len());
+        let mut ids = ids_at(&path, set_bits(&bitset, 0), count + set.extra.len())?;
         ids.extend_from_slice(&set.extra);
-        let mut on = path.iter().peekable();
-        for (byte_at, &byte) in bitset.iter().enumerate() {
-            let mut byte = byte;
-            while byte != 0 {
-                let p = byte_at * 8 + byte.trailing_zeros() as usize;
-                byte &= byte - 1;
-                while let Some(link) = on.peek() {
-                    if p < link.start + link.ids.len() {
-                        break;
-                    }
-                    on.next();
-                }
-                let link = on.peek()?;
-                ids.push(link.ids[p - link.start]);
-            }
-        }
         ascending(ids)
     }
 
@@ -388,9 +340,11 @@ impl FnSets {
         for name in keep.iter().chain(&heads) {
             if let Some(tip) = self.resolve(inner, name) {
                 kept.extend(
-                    path_of(&inner.links, tip)
-                        .iter()
-                        .map(|&i| inner.links[i].name),
+                    inner
+                        .chains
+                        .path_of(tip)
+                        .into_iter()
+                        .map(|i| inner.chains.link(i).name),
                 );
             }
         }
@@ -407,30 +361,6 @@ fn ascending(ids: Vec<FnId>) -> Option<Vec<FnId>> {
     keys.windows(2)
         .all(|w| w[0] < w[1])
         .then(|| keys.into_iter().map(u64::to_be_bytes).collect())
-}
-
-/// The links of `tip`'s chain, first to last, kept for the next set of
-/// the same base.
-fn path_to(inner: &mut Inner, tip: usize) -> Arc<[Arc<Link>]> {
-    if let Some(path) = inner.paths.get(&tip) {
-        return path.clone();
-    }
-    let path: Arc<[Arc<Link>]> = path_of(&inner.links, tip)
-        .into_iter()
-        .map(|i| inner.links[i].clone())
-        .collect();
-    inner.paths.insert(tip, path.clone());
-    path
-}
-
-/// The links of `tip`'s chain, first to last.
-fn path_of(links: &[Arc<Link>], tip: usize) -> Vec<usize> {
-    let mut path = vec![tip];
-    while let Some(parent) = links[*path.last().expect("never empty")].parent {
-        path.push(parent);
-    }
-    path.reverse();
-    path
 }
 
 #[cfg(test)]
@@ -497,14 +427,7 @@ mod tests {
         let sealed = std::fs::read(&path).unwrap();
         // Another link's content under this name.
         let other = sets(tempfile::tempdir().unwrap().path());
-        let forged = seal(
-            LINK_MAGIC,
-            &postcard::to_stdvec(&LinkFile {
-                parent: None,
-                ids: ids(1..301),
-            })
-            .unwrap(),
-        );
+        let (_, forged) = crate::storage::chains::seal_link(None, &ids(1..301)).unwrap();
         std::fs::write(&path, &forged).unwrap();
         assert_eq!(sets(dir.path()).decode(&set), None);
         std::fs::remove_file(&path).unwrap();

@@ -17,7 +17,7 @@
 use crate::files::sealed::{DecodeError, open_raw, seal};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
-use crate::storage::fn_sets::{FnSet, FnSets};
+use crate::storage::fn_sets::{FnSet, FnSets, base_key};
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 4] = b"EKZT";
@@ -34,13 +34,14 @@ struct Body {
 pub(crate) fn encode(record: &Record, sets: &FnSets) -> Vec<u8> {
     let mut record = record.clone();
     let binary = &record.binary;
-    // Per binary and program: a test binary's functions are its own.
     let sets = record
         .code
         .iter_mut()
         .map(|code| {
-            let key = format!("{binary}\n{}", code.unit);
-            sets.encode(&key, std::mem::take(&mut code.functions))
+            sets.encode(
+                &base_key(binary, &code.unit),
+                std::mem::take(&mut code.functions),
+            )
         })
         .collect();
     let body = postcard::to_stdvec(&Body { record, sets }).expect("a record always serialises");

@@ -99,7 +99,7 @@ impl Store {
     }
 
     /// The bases records keep their executed functions against.
-    pub fn sets(&self) -> &FnSets {
+    pub fn sets(&self) -> &Arc<FnSets> {
         &self.sets
     }
 
@@ -531,6 +531,7 @@ impl Store {
             self.state.clone(),
             &self.records.join(HISTORY_DIR),
         )
+        .cut_by(self.sets.clone())
     }
 
     /// Where the function table's segments are.

@@ -14,6 +14,7 @@
 //! .history/
 //!   commits/<commit id>        a manifest: per test, the record that held
 //!   packs/<digest>             the objects one filing wrote, with an index
+//!                              (with copies of the base links spans name)
 //!   .current                   which object each current record was filed as
 //!   .swept                     how many packs the last sweep left
 //! ```
@@ -80,6 +81,11 @@ pub struct History {
     /// kept up to date by this process's writes. Behind a read-write lock:
     /// every object read looks it up, from every thread judging tests.
     packs: Arc<RwLock<Option<Packs>>>,
+    /// The store's bases, when it has them: long lists of executed
+    /// functions are cut by their order (`objects`).
+    bases: Option<Arc<crate::storage::fn_sets::FnSets>>,
+    /// The links spans name (`objects`), read from the packs once.
+    chains: Arc<std::sync::Mutex<crate::storage::chains::Chains>>,
 }
 
 /// Where the number of packs the last sweep left is kept (a hint for this
@@ -270,6 +276,17 @@ impl History {
             dir: dir.to_path_buf(),
             state,
             packs: Arc::default(),
+            bases: None,
+            chains: Arc::default(),
+        }
+    }
+
+    /// This history, cutting the records it files by where their
+    /// functions sit in `bases` (`objects`): the store's.
+    pub fn cut_by(self, bases: Arc<crate::storage::fn_sets::FnSets>) -> History {
+        History {
+            bases: Some(bases),
+            ..self
         }
     }
 
@@ -703,6 +720,91 @@ mod tests {
         );
     }
 
+    #[test]
+    fn lists_cut_by_their_base_share_the_chunks_of_what_tests_share() {
+        use crate::storage::fn_sets::{FnSets, base_key};
+        let id = |i: u32| {
+            let mut id = [0; 8];
+            id.copy_from_slice(&blake3::hash(&i.to_le_bytes()).as_bytes()[..8]);
+            id
+        };
+        // Two tests run the same 1 500 functions, then 500 of their own.
+        let ran = |own: u32| {
+            let mut ids: Vec<crate::model::code_dep::FnId> =
+                (0..1500).chain(own..own + 500).map(id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let bases = Arc::new(FnSets::new(
+            crate::files::contained::StateDir::new(dir.path()),
+            &dir.path().join(".sets"),
+        ));
+        let mut first = sample();
+        first.code[0].functions = ran(10_000);
+        let mut second = sample();
+        second.test = "second".into();
+        second.code[0].functions = ran(20_000);
+        // The store writes their files first, so that the base holds them:
+        // a test that ran only what they share was recorded before them.
+        let key = base_key(&first.binary, &first.code[0].unit);
+        let mut shared: Vec<crate::model::code_dep::FnId> = (0..1500).map(id).collect();
+        shared.sort_unstable();
+        bases.encode(&key, shared);
+        bases.encode(&key, first.code[0].functions.clone());
+        bases.encode(&key, second.code[0].functions.clone());
+        let history = History::new(&dir.path().join("history")).cut_by(bases);
+        let entries = |h: &History| h.read_packs().at.len();
+        history.file(A, &[(&first, true)], 1).unwrap();
+        let after_first = entries(&history);
+        assert_eq!(
+            after_first,
+            2 + 2 + 2,
+            "spans of positions 0–1023 and 1024–1999, the body, the skeleton, and the two links of the base they need"
+        );
+        history.file(A, &[(&second, true)], 2).unwrap();
+        assert_eq!(
+            entries(&history),
+            after_first + 4,
+            "positions 0–1023 are shared; 1024–2047, 2048–2499, the skeleton and the base's third link are new"
+        );
+        // Put back whole, ascending, however they were cut.
+        let manifest = history.manifest(A).unwrap();
+        for (record, test) in [(&first, "reads_data"), (&second, "second")] {
+            let entry = manifest.entries.iter().find(|e| e.test == test).unwrap();
+            assert_eq!(history.object(&entry.record).as_ref(), Some(record));
+        }
+        // A sweep keeps the links a kept span needs, and the chain before.
+        let entry = manifest
+            .entries
+            .iter()
+            .find(|e| e.test == "second")
+            .unwrap();
+        let chunks: std::collections::HashSet<Hash> = history
+            .skeleton(&entry.record)
+            .unwrap()
+            .chunks
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(history.links_of(&chunks).len(), 3);
+        // The history's copy of the base outlives the store's.
+        std::fs::remove_dir_all(dir.path().join(".sets")).unwrap();
+        history.file(B, &[(&first, true)], 3).unwrap();
+        assert_eq!(history.prune(1).unwrap().commits, 1);
+        let reopened = History::new(&dir.path().join("history"));
+        let [entry] = &reopened.manifest(B).unwrap().entries[..] else {
+            panic!("one entry")
+        };
+        assert_eq!(reopened.object(&entry.record).as_ref(), Some(&first));
+        // Cut by first byte, the second's 500 own ids touch all 16 chunks.
+        let plain = History::new(&dir.path().join("plain"));
+        plain.file(A, &[(&first, true)], 1).unwrap();
+        let before = entries(&plain);
+        plain.file(A, &[(&second, true)], 2).unwrap();
+        assert_eq!(entries(&plain), before + buckets(2000) + 1);
+    }
+
     /// `n` records of tests `t0`, `t1`, …
     fn samples(n: usize) -> Vec<Record> {
         (0..n)
@@ -877,7 +979,7 @@ mod tests {
             .map(|i| [i.to_le_bytes()[0], i.to_le_bytes()[1], 0, 0, 0, 0, 0, 0])
             .collect();
         let planted = History::new(dir.path());
-        let cut = cut(&other).unwrap();
+        let cut = cut(&other, &Default::default()).unwrap();
         // Parts: the body, then the chunks.
         let chunk = cut.parts[1].0;
         {

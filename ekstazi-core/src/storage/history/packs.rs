@@ -338,12 +338,13 @@ impl History {
             .flat_map(|m| m.entries.iter().map(|e| e.record))
             .collect();
         drop(guard);
-        let chunks: Vec<Hash> = records
+        let chunks: HashSet<Hash> = records
             .iter()
             .filter_map(|id| self.skeleton(id))
             .flat_map(|s| s.chunks.into_iter().flatten().chain([s.body]))
             .collect();
-        let named: HashSet<Hash> = records.into_iter().chain(chunks).collect();
+        let links = self.links_of(&chunks);
+        let named: HashSet<Hash> = records.into_iter().chain(chunks).chain(links).collect();
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let old = std::mem::take(packs);
