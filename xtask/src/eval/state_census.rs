@@ -6,8 +6,9 @@
 //! Printed: the state's files by part, as they are on disk, and per test
 //! (the size goal counts the current records, the bases they name, the
 //! code tables and the history); the records' encoded bytes by part (executed functions'
-//! ids, dependencies, ignored accesses, the rest); how many distinct
-//! dependencies the records name; and per program, how many distinct
+//! ids, dependencies, ignored accesses, the rest); what the history takes
+//! for one commit of them, filed anew as this tool files; how many
+//! distinct dependencies the records name; and per program, how many distinct
 //! functions all its tests executed together (its universe), how many
 //! every test (or nine in ten) executed, and what the tests' sets would
 //! take as bitsets over that universe (ordered by how many tests executed
@@ -66,6 +67,7 @@ pub fn census(state: &Path) -> Result<()> {
         distinct_deps.len(),
         mb(distinct_deps.iter().map(Vec::len).sum())
     );
+    refiled(&store, &records)?;
     let mut programs: Vec<_> = per_program.into_iter().collect();
     programs.sort();
     for (program, sets) in programs {
@@ -105,7 +107,6 @@ fn describe(program: &str, sets: &[&[FnId]]) -> Result<()> {
     }
     let ids: usize = sets.iter().map(|set| set.len()).sum();
     println!("{program}: {tests} tests, {ids} ids (mean {})", ids / tests);
-    history_chunks(sets);
     println!(
         "  universe {} functions ({} as ids); executed by every test {by_all}, by nine in ten {by_most}",
         universe.len(),
@@ -173,47 +174,40 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
     Ok(())
 }
 
-/// What the history's lists of executed functions would take if each
-/// were cut by ranges of positions in the order functions were first
-/// seen (a base's order: the records in the order given), each piece kept
-/// once however many tests share it: the distinct pieces' ids, and a
-/// 32-byte reference per piece per test. The history today cuts by the
-/// ids' first byte, and its pieces are seldom shared. Also what the
-/// pieces would take as bitsets over their ranges, before compression.
-fn history_chunks(sets: &[&[FnId]]) {
-    let mut first_seen: HashMap<FnId, usize> = HashMap::new();
-    for set in sets {
-        for id in *set {
-            let next = first_seen.len();
-            first_seen.entry(*id).or_insert(next);
-        }
+/// What the history takes for one commit of these records, filed anew
+/// into an empty history as a run files them (cut by the store's bases):
+/// the history's share of the state's size, as this tool would write it
+/// now, whatever tool wrote the state's own.
+fn refiled(store: &Store, records: &[Record]) -> Result<()> {
+    use ekstazi_core::storage::history::{Filing, History, Known};
+    let filed = |records: &[Record]| -> Result<(u64, u64)> {
+        let scratch = tempfile::tempdir()?;
+        let history = History::new(scratch.path()).cut_by(store.sets().clone());
+        let filings: Vec<Filing<'_>> = records
+            .iter()
+            .map(|record| Filing::of(record, true, Known::Nothing))
+            .collect();
+        history.file_known(&"0".repeat(40), &filings, 0)?;
+        let (manifests, objects) = history.sizes();
+        Ok((manifests.values().sum(), objects))
+    };
+    let (manifests, objects) = filed(records)?;
+    // Filed again without their executed functions: what the skeletons
+    // and bodies take, the rest being the functions' chunks.
+    let mut bare = records.to_vec();
+    for code in bare.iter_mut().flat_map(|r| &mut r.code) {
+        code.functions.clear();
     }
-    for range in [64, 256, 1024] {
-        let mut distinct: HashSet<Vec<FnId>> = HashSet::new();
-        let mut refs = 0;
-        for set in sets {
-            let mut pieces: HashMap<usize, Vec<FnId>> = HashMap::new();
-            for id in *set {
-                pieces.entry(first_seen[id] / range).or_default().push(*id);
-            }
-            refs += pieces.len();
-            distinct.extend(pieces.into_values());
-        }
-        let ids: usize = distinct.iter().map(Vec::len).sum();
-        // A piece kept as a bitset over its range, with what each object
-        // costs besides its body: its seal (42 B) and its pack index entry
-        // (48 B).
-        let as_bits = distinct.len() * (range / 8 + 90) + refs * 32;
-        println!(
-            "  cut by {range} positions first seen: {} distinct pieces holding {} ids ({}), {} references ({}); as bitsets, with seals, index and references: {}",
-            distinct.len(),
-            ids,
-            mb(ids * std::mem::size_of::<FnId>()),
-            refs,
-            mb(refs * 32),
-            mb(as_bits)
-        );
-    }
+    let (_, without_functions) = filed(&bare)?;
+    println!(
+        "history of one commit, filed anew: {} (manifest {}, skeletons and bodies {}, executed functions' chunks {}), {:.1} KB a test",
+        mb(usize::try_from(manifests + objects)?),
+        mb(usize::try_from(manifests)?),
+        mb(usize::try_from(without_functions)?),
+        mb(usize::try_from(objects.saturating_sub(without_functions))?),
+        (manifests + objects) as f64 / records.len() as f64 / 1e3
+    );
+    Ok(())
 }
 
 fn mb(bytes: usize) -> String {
