@@ -15,7 +15,7 @@ use crate::digests::checksum::{self, ListingWitness};
 use crate::model::dep::{EnvName, FileKind, Sum, Target};
 use crate::model::path::{Anchor, Anchors, normalize};
 use crate::model::peer::Peer;
-use crate::model::record::{Ignored, MAX_IGNORED};
+use crate::model::record::{Ignored, MAX_IGNORED, MAX_IGNORED_PER_REASON};
 use crate::options::config::{NetworkPolicy, Service};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
@@ -72,6 +72,7 @@ pub fn collect(trace: &Trace, cx: &Context<'_>) -> Collected {
         changed_dirs: HashSet::new(),
         seen: HashSet::new(),
         ignored_seen: HashSet::new(),
+        ignored_per_reason: Vec::new(),
         bound_ports: HashSet::new(),
     };
     if !trace.complete {
@@ -84,6 +85,7 @@ pub fn collect(trace: &Trace, cx: &Context<'_>) -> Collected {
         state.event(event);
     }
     state.settle_loopback_peers();
+    state.count_ignored_left_out();
     let mut out = state.out;
     drop_implied_kinds(&mut out.observed);
     out
@@ -98,6 +100,9 @@ struct State<'a> {
     changed_dirs: HashSet<PathBuf>,
     seen: HashSet<(Target, Option<Sum>)>,
     ignored_seen: HashSet<String>,
+    /// Per reason, in the order first met, how many distinct accesses it
+    /// ignored.
+    ignored_per_reason: Vec<(String, usize)>,
     /// Local ports a process of the test bound (any protocol: the trace
     /// does not say which, and a port is rarely both).
     bound_ports: HashSet<u16>,
@@ -111,11 +116,35 @@ impl State<'_> {
     }
 
     fn ignore(&mut self, what: String, why: &str) {
-        if self.out.ignored.len() < MAX_IGNORED && self.ignored_seen.insert(what.clone()) {
+        if !self.ignored_seen.insert(what.clone()) {
+            return;
+        }
+        let count = match self.ignored_per_reason.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, count)) => count,
+            None => {
+                self.ignored_per_reason.push((why.to_owned(), 0));
+                &mut self.ignored_per_reason.last_mut().expect("just pushed").1
+            }
+        };
+        *count += 1;
+        if *count <= MAX_IGNORED_PER_REASON && self.out.ignored.len() < MAX_IGNORED {
             self.out.ignored.push(Ignored {
                 what,
                 why: why.to_owned(),
             });
+        }
+    }
+
+    /// One entry per reason that ignored more accesses than were kept.
+    fn count_ignored_left_out(&mut self) {
+        for (why, count) in std::mem::take(&mut self.ignored_per_reason) {
+            let kept = self.out.ignored.iter().filter(|i| i.why == why).count();
+            if count > kept && self.out.ignored.len() < MAX_IGNORED {
+                self.out.ignored.push(Ignored {
+                    what: format!("and {} more", count - kept),
+                    why,
+                });
+            }
         }
     }
 
@@ -917,7 +946,7 @@ mod tests {
     }
 
     #[test]
-    fn ignored_accesses_are_kept_up_to_their_bound() {
+    fn ignored_accesses_are_kept_up_to_their_bound_per_reason_and_the_rest_counted() {
         let paths: Vec<String> = (0..MAX_IGNORED + 5)
             .map(|i| format!("/proc/self/task/{i}"))
             .collect();
@@ -926,8 +955,23 @@ mod tests {
             .map(|p| (Access::Read, 0, p.as_str()))
             .collect();
         let c = run(&events);
-        assert_eq!(c.ignored.len(), MAX_IGNORED);
+        assert_eq!(c.ignored.len(), MAX_IGNORED_PER_REASON + 1);
         assert_eq!(c.ignored[0].what, "/proc/self/task/0");
+        let more = c.ignored.last().unwrap();
+        assert_eq!(
+            (more.what.as_str(), more.why.as_str()),
+            (
+                format!("and {} more", MAX_IGNORED + 5 - MAX_IGNORED_PER_REASON).as_str(),
+                c.ignored[0].why.as_str()
+            )
+        );
+        // Other reasons keep their own.
+        let mixed = run(&[
+            (Access::Read, 0, "/proc/self/status"),
+            (Access::Read, 0, "/dev/null"),
+        ]);
+        assert_eq!(mixed.ignored.len(), 2);
+        assert_ne!(mixed.ignored[0].why, mixed.ignored[1].why);
         let twice = run(&[
             (Access::Read, 0, "/proc/self/status"),
             (Access::Read, 0, "/proc/self/status"),

@@ -117,8 +117,13 @@ pub struct Record {
     pub ignored: Vec<Ignored>,
 }
 
-/// At most this many ignored accesses are kept per record.
+/// At most this many ignored accesses are kept per record...
 pub const MAX_IGNORED: usize = 200;
+/// ...and at most this many for one reason, then one entry saying how many
+/// more there were: a coreutils test made about 35 files in its temporary
+/// directory, each path kept whole, and they were half of a record's bytes
+/// before compression while `list -v` needs only a few to show why.
+pub const MAX_IGNORED_PER_REASON: usize = 8;
 
 /// Now, in milliseconds since the Unix epoch by this machine's clock: what
 /// records (`recorded_at_ms`), the history's manifests and the log of runs

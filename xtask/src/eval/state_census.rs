@@ -36,11 +36,17 @@ pub fn census(state: &Path) -> Result<()> {
     on_disk(state, records.len())?;
     let (mut all, mut ids, mut deps, mut ignored) = (0, 0, 0, 0);
     let mut distinct_deps = HashSet::new();
+    let mut ignored_by_why: HashMap<String, (usize, usize)> = HashMap::new();
     let mut per_program: HashMap<String, Vec<&[FnId]>> = HashMap::new();
     for record in &records {
         all += record.encode().len();
         deps += encoded_len(&record.deps);
         ignored += encoded_len(&record.ignored);
+        for access in &record.ignored {
+            let (count, bytes) = ignored_by_why.entry(access.why.clone()).or_default();
+            *count += 1;
+            *bytes += encoded_len(access);
+        }
         for dep in &record.deps {
             distinct_deps.insert(postcard::to_stdvec(dep)?);
         }
@@ -67,6 +73,11 @@ pub fn census(state: &Path) -> Result<()> {
         distinct_deps.len(),
         mb(distinct_deps.iter().map(Vec::len).sum())
     );
+    let mut whys: Vec<_> = ignored_by_why.into_iter().collect();
+    whys.sort_by_key(|(_, (_, bytes))| std::cmp::Reverse(*bytes));
+    for (why, (count, bytes)) in whys.iter().take(8) {
+        println!("  ignored because {why}: {count} accesses, {}", mb(*bytes));
+    }
     refiled(&store, &records)?;
     let mut programs: Vec<_> = per_program.into_iter().collect();
     programs.sort();
