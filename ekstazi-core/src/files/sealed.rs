@@ -368,6 +368,8 @@ pub enum DecodeError {
     TooLarge,
     #[error("record names executed functions kept in a base that is missing or damaged")]
     MissingBase,
+    #[error("record is compressed with a dictionary that is missing or damaged")]
+    MissingDictionary,
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Garbage collection of what records share: the function table's entries,
-//! the uninstrumented tables and the bases of executed functions
-//! (`fn_sets`) that no current record and no filed record names any more
+//! the uninstrumented tables, the bases of executed functions (`fn_sets`)
+//! and the dictionaries of record files (`dicts`) that no current record
+//! and no filed record names any more
 //! (after the history was pruned, or tests were removed).
 //!
 //! Marking reads every current record and every filed record, so it is not
@@ -30,6 +31,8 @@ pub struct Collected {
     pub uninstrumented: usize,
     /// Links of bases (only current records name them).
     pub links: usize,
+    /// Dictionaries of record files.
+    pub dicts: usize,
 }
 
 /// Whether the table has grown enough since the last collection to be
@@ -84,6 +87,7 @@ pub fn collect(store: &Store, table: &FunctionTable) -> io::Result<Collected> {
         functions: before - after,
         uninstrumented: store.retain_uninstrumented(&tables)?,
         links: store.collect_sets()?,
+        dicts: store.collect_dicts()?,
     })
 }
 
@@ -146,6 +150,7 @@ mod tests {
                 functions: 1,
                 uninstrumented: 1,
                 links: 2,
+                dicts: 0,
             }
         );
         let again = Store::new(dir.path());

@@ -16,6 +16,7 @@
 pub mod archive;
 pub mod build_stamp;
 pub mod chains;
+pub mod dicts;
 pub mod fn_sets;
 pub mod gc;
 pub mod history;

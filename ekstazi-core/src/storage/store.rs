@@ -10,6 +10,8 @@
 //!     .functions/<digest>     the function table (`functions`)
 //!     .sets/<digest>          executed functions kept once per program,
 //!                             that records name as sets (`fn_sets`)
+//!     .dicts/<digest>         zstd dictionaries records are compressed
+//!                             with (`dicts`)
 //!     .uninstrumented/<id>    uninstrumented functions of a build, by
 //!                             digest, for the records that name them
 //!     .history/               records filed per commit (`history`)
@@ -32,6 +34,7 @@ use crate::files::{ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use crate::storage::build_stamp::{BuildStamp, MAX_STAMP_BYTES};
+use crate::storage::dicts::Dicts;
 use crate::storage::fn_sets::FnSets;
 use crate::storage::record_file;
 use crate::storage::record_index::{self, Index};
@@ -56,6 +59,8 @@ pub struct Store {
     replacer: Arc<Replacer>,
     /// The bases records keep their executed functions against.
     sets: Arc<FnSets>,
+    /// The dictionaries record files are compressed with.
+    dicts: Arc<Dicts>,
 }
 
 /// What the store holds for one test.
@@ -92,6 +97,7 @@ impl Store {
         Store {
             root: root.to_path_buf(),
             sets: Arc::new(FnSets::new(state.clone(), &records.join(SETS_DIR))),
+            dicts: Arc::new(Dicts::new(state.clone(), &records.join(DICTS_DIR))),
             records,
             state,
             replacer: Arc::default(),
@@ -101,6 +107,11 @@ impl Store {
     /// The bases records keep their executed functions against.
     pub fn sets(&self) -> &Arc<FnSets> {
         &self.sets
+    }
+
+    /// The dictionaries record files are compressed with.
+    pub fn dicts(&self) -> &Arc<Dicts> {
+        &self.dicts
     }
 
     /// The state directory.
@@ -153,7 +164,7 @@ impl Store {
             .is_some_and(|entries| {
                 // Caches a run with no record may leave are no records.
                 entries.iter().any(|e| {
-                    ![SNAPSHOTS_DIR, KEPT_SUMS, INDEX_DIR, SETS_DIR]
+                    ![SNAPSHOTS_DIR, KEPT_SUMS, INDEX_DIR, SETS_DIR, DICTS_DIR]
                         .contains(&&*e.name.to_string_lossy())
                 })
             })
@@ -197,7 +208,7 @@ impl Store {
         let path = self.record_path(binary, test);
         match self.read_bounded(&path) {
             Ok(None) => (Loaded::Missing, None),
-            Ok(Some(bytes)) => match record_file::decode(&bytes, &self.sets) {
+            Ok(Some(bytes)) => match record_file::decode(&bytes, &self.sets, &self.dicts) {
                 Ok(record) if record.binary == binary && record.test == test => (
                     Loaded::Found(Box::new(record)),
                     crate::files::sealed::sealed_digest(&bytes),
@@ -275,7 +286,7 @@ impl Store {
     pub fn save(&self, record: &Record) -> io::Result<Hash> {
         let dir = self.binary_dir(&record.binary);
         self.real_dir(&dir)?;
-        let encoded = record_file::encode(record, &self.sets);
+        let encoded = record_file::encode(record, &self.sets, &self.dicts);
         let digest = crate::files::sealed::sealed_digest(&encoded)
             .ok_or_else(|| io::Error::other("a sealed record ends with its digest"))?;
         self.replacer
@@ -356,7 +367,7 @@ impl Store {
         let mut found = Vec::new();
         self.each_record_file(|dir_name, name, path, bytes| {
             let record = bytes.and_then(|bytes| {
-                record_file::decode(&bytes, &self.sets)
+                record_file::decode(&bytes, &self.sets, &self.dicts)
                     .map_err(Invalid::from)
                     .and_then(|record| {
                         let bound = dir_name.to_str() == Some(&escape(&record.binary))
@@ -379,11 +390,28 @@ impl Store {
     pub fn collect_sets(&self) -> io::Result<usize> {
         let mut named = HashSet::new();
         self.each_record_file(|_, _, _, bytes| {
-            if let Some(bases) = bytes.ok().as_deref().and_then(record_file::bases) {
+            if let Some(bases) = bytes
+                .ok()
+                .and_then(|bytes| record_file::bases(&bytes, &self.dicts))
+            {
                 named.extend(bases);
             }
         })?;
         self.retain_sets(&named)
+    }
+
+    /// Removes the dictionaries no record file names, but the current one.
+    /// Returns how many went.
+    pub fn collect_dicts(&self) -> io::Result<usize> {
+        let hex = |name: Hash| blake3::Hash::from_bytes(name).to_hex().to_string();
+        let mut named: HashSet<String> = HashSet::from([crate::storage::dicts::CURRENT.to_owned()]);
+        named.extend(self.dicts.current_name().map(hex));
+        self.each_record_file(|_, _, _, bytes| {
+            if let Some(dict) = bytes.ok().and_then(|b| record_file::dictionary(&b)) {
+                named.insert(hex(dict));
+            }
+        })?;
+        self.retain_files(&self.records.join(DICTS_DIR), &named)
     }
 
     /// Removes the links of bases no chain of `keep` (nor a program's
@@ -594,6 +622,7 @@ const MAX_SNAPSHOT_BYTES: u64 = 512 << 20;
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
 const SETS_DIR: &str = ".sets";
+const DICTS_DIR: &str = ".dicts";
 /// Files' and programs' checksums, by their files' identity.
 const KEPT_SUMS: &str = ".sums";
 /// The indexes of the records, one file per binary.

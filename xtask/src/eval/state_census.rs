@@ -138,6 +138,7 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
     let dir = state.join(format!("v{}", ekstazi_core::files::sealed::FORMAT_VERSION));
     let mut parts: std::collections::BTreeMap<String, usize> = Default::default();
     let (mut sets, mut bodies, mut files) = (0, 0, 0);
+    let dicts = Store::new(state).dicts().clone();
     for entry in walkdir::WalkDir::new(&dir).min_depth(1) {
         let entry = entry?;
         if !entry.file_type().is_file() {
@@ -159,7 +160,7 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
         };
         if part == "records" && entry.depth() == 2 {
             let bytes = std::fs::read(entry.path())?;
-            if let Some((s, b)) = ekstazi_core::storage::record_file::sizes(&bytes) {
+            if let Some((s, b)) = ekstazi_core::storage::record_file::sizes(&bytes, &dicts) {
                 sets += s;
                 bodies += b;
                 files += bytes.len();

@@ -1,0 +1,207 @@
+//! A zstd dictionary for record files, trained from the state's own
+//! records ([`Dicts`]).
+//!
+//! A record file is compressed alone, so what every record of a project
+//! repeats (its fixtures' paths, the variables its tests read, the
+//! programs they run) is paid in every file. A dictionary holds it once:
+//! on coreutils, 1 000 record files took 3.6 MB compressed alone and
+//! 1.8 MB with a 64 KiB dictionary trained from 256 others.
+//!
+//! ```text
+//! .dicts/<digest>   a dictionary, sealed, named by its seal's digest
+//! .dicts/current    the one new record files are compressed with
+//! ```
+//! The first [`TRAIN_AFTER`] records a state receives are written without
+//! one and kept as samples; then a dictionary is trained from them, written,
+//! and named `current`. A dictionary is written *before* any record that
+//! names it, and checked against its name when read: a record whose
+//! dictionary is missing or damaged does not decode, and its test runs.
+//! Losing `current` costs bytes, never a record: the next process trains
+//! another.
+
+use crate::files::contained::StateDir;
+use crate::files::sealed::{name_of, named, open, open_raw, seal};
+use crate::model::dep::Hash;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const DICT_MAGIC: &[u8; 4] = b"EKZY";
+const CURRENT_MAGIC: &[u8; 4] = b"EKZV";
+/// The file naming the dictionary new records are compressed with.
+pub(crate) const CURRENT: &str = "current";
+/// Records written without a dictionary before one is trained from them.
+pub const TRAIN_AFTER: usize = 256;
+/// A dictionary's size: on coreutils, 64 KiB compressed better than 32 or
+/// 128 (1.76 MB for 1 000 records against 1.94 and 2.42).
+const DICT_BYTES: usize = 64 << 10;
+/// Samples kept at most, in bytes, while waiting to train.
+const MAX_SAMPLE_BYTES: usize = 16 << 20;
+const MAX_DICT_FILE_BYTES: u64 = 1 << 20;
+
+/// A dictionary, by name.
+pub type Dict = (Hash, Arc<[u8]>);
+
+/// The dictionaries of a state directory.
+#[derive(Debug)]
+pub struct Dicts {
+    state: StateDir,
+    dir: PathBuf,
+    train_after: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// `current`, read on first use (`None` inside: there is none).
+    current: Option<Option<Dict>>,
+    /// Dictionaries read, by name (`None`: missing or damaged).
+    read: HashMap<Hash, Option<Arc<[u8]>>>,
+    samples: Vec<Vec<u8>>,
+    sample_bytes: usize,
+}
+
+impl Dicts {
+    /// The dictionaries kept in `dir`, inside the state directory `state`.
+    pub fn new(state: StateDir, dir: &Path) -> Dicts {
+        Dicts::training_after(state, dir, TRAIN_AFTER)
+    }
+
+    /// As [`Dicts::new`], training after `records` samples (tests).
+    pub fn training_after(state: StateDir, dir: &Path, records: usize) -> Dicts {
+        Dicts {
+            state,
+            dir: dir.to_path_buf(),
+            train_after: records,
+            inner: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The dictionary new record files are compressed with, if any.
+    pub fn current(&self) -> Option<Dict> {
+        let mut inner = self.lock();
+        if inner.current.is_none() {
+            let named = self
+                .state
+                .read_bounded(&self.dir.join(CURRENT), 1 << 10)
+                .ok()
+                .and_then(|bytes| open::<Hash>(CURRENT_MAGIC, &bytes).ok());
+            let dict = named.and_then(|name| Some((name, self.read(&mut inner, &name)?)));
+            inner.current = Some(dict);
+        }
+        inner.current.clone().flatten()
+    }
+
+    /// The dictionary `name`, if it can be read and is the one its name
+    /// says.
+    pub fn get(&self, name: &Hash) -> Option<Arc<[u8]>> {
+        self.read(&mut self.lock(), name)
+    }
+
+    fn read(&self, inner: &mut Inner, name: &Hash) -> Option<Arc<[u8]>> {
+        if let Some(read) = inner.read.get(name) {
+            return read.clone();
+        }
+        let dict = self
+            .state
+            .read_bounded(&self.path(name), MAX_DICT_FILE_BYTES)
+            .ok()
+            .filter(|sealed| named(sealed, name))
+            .and_then(|sealed| open_raw(DICT_MAGIC, &sealed).ok().map(Arc::from));
+        inner.read.insert(*name, dict.clone());
+        dict
+    }
+
+    /// Takes the body of a record written without a dictionary as a
+    /// sample; with enough, trains one and makes it current. A dictionary
+    /// that cannot be trained or written leaves records without one.
+    pub fn offer(&self, body: &[u8]) {
+        let mut inner = self.lock();
+        if matches!(inner.current, Some(Some(_))) || inner.sample_bytes >= MAX_SAMPLE_BYTES {
+            return;
+        }
+        inner.sample_bytes += body.len();
+        inner.samples.push(body.to_vec());
+        if inner.samples.len() < self.train_after {
+            return;
+        }
+        let samples = std::mem::take(&mut inner.samples);
+        inner.sample_bytes = MAX_SAMPLE_BYTES;
+        if let Some(dict) = self.train(&samples) {
+            inner.read.insert(dict.0, Some(dict.1.clone()));
+            inner.current = Some(Some(dict));
+        }
+    }
+
+    fn train(&self, samples: &[Vec<u8>]) -> Option<Dict> {
+        let trained = zstd::dict::from_samples(samples, DICT_BYTES).ok()?;
+        let sealed = seal(DICT_MAGIC, &trained);
+        let name = name_of(&sealed).ok()?;
+        self.state.make_dir(&self.dir).ok()?;
+        self.state.write_atomic(&self.path(&name), &sealed).ok()?;
+        // Not being able to name it costs bytes only: it is not used.
+        self.state
+            .write_atomic(
+                &self.dir.join(CURRENT),
+                &seal(CURRENT_MAGIC, &postcard::to_stdvec(&name).ok()?),
+            )
+            .ok()?;
+        Some((name, trained.into()))
+    }
+
+    fn path(&self, name: &Hash) -> PathBuf {
+        self.dir
+            .join(blake3::Hash::from_bytes(*name).to_hex().as_str())
+    }
+
+    /// The name of `current`, if there is one: what a sweep keeps beside
+    /// the dictionaries records name.
+    pub fn current_name(&self) -> Option<Hash> {
+        self.current().map(|(name, _)| name)
+    }
+}
+
+/// `body` compressed with `dict`: one compressor per thread and
+/// dictionary, since loading a dictionary costs more than compressing a
+/// record.
+pub(crate) fn compress(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
+    use std::cell::RefCell;
+    thread_local! {
+        static COMPRESSOR: RefCell<Option<(Hash, zstd::bulk::Compressor<'static>)>> =
+            const { RefCell::new(None) };
+    }
+    COMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.as_ref().is_none_or(|(name, _)| *name != dict.0) {
+            *cell = Some((
+                dict.0,
+                zstd::bulk::Compressor::with_dictionary(3, &dict.1).ok()?,
+            ));
+        }
+        cell.as_mut()?.1.compress(body).ok()
+    })
+}
+
+/// `packed` decompressed with `dict`, if it fits in `limit` bytes.
+pub(crate) fn decompress(dict: &Dict, packed: &[u8], limit: usize) -> Option<Vec<u8>> {
+    use std::cell::RefCell;
+    thread_local! {
+        static DECOMPRESSOR: RefCell<Option<(Hash, zstd::bulk::Decompressor<'static>)>> =
+            const { RefCell::new(None) };
+    }
+    DECOMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.as_ref().is_none_or(|(name, _)| *name != dict.0) {
+            *cell = Some((
+                dict.0,
+                zstd::bulk::Decompressor::with_dictionary(&dict.1).ok()?,
+            ));
+        }
+        // Output beyond `limit` is an error, not a larger allocation.
+        cell.as_mut()?.1.decompress(packed, limit).ok()
+    })
+}
