@@ -416,3 +416,93 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
     f.test_ok_with(&[], &env);
     assert!(f.selected_with(&[], &env).is_empty());
 }
+
+#[test]
+fn a_records_dictionary_missing_or_forged_makes_its_test_run() {
+    let env: [(&str, &str); 0] = [];
+    let f = Fixture::new("verdicts");
+    // More tests than a state takes to train a dictionary from its first
+    // records, each reading a file of its own, as a project's do.
+    let tests = ekstazi_core::storage::dicts::TRAIN_AFTER + 40;
+    let cases: String = (0..tests)
+        .map(|i| {
+            format!(
+                "#[test]\nfn case_{i:03}() {{\n    \
+                 assert!(std::fs::read(\"tests/alike/input_{}.txt\").is_ok());\n}}\n",
+                i % 9
+            )
+        })
+        .collect();
+    f.write("tests/alike.rs", &cases);
+    for k in 0..9 {
+        f.write(&format!("tests/alike/input_{k}.txt"), "input\n");
+    }
+    f.test_ok_with(&[], &env);
+    assert!(f.selected_with(&[], &env).is_empty());
+    let dicts = records_dir(&f).join(".dicts");
+    let dicts_written: Vec<PathBuf> = std::fs::read_dir(&dicts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n != "current"))
+        .collect();
+    let [dict] = &dicts_written[..] else {
+        panic!("one dictionary: {dicts_written:?}");
+    };
+    // The first records were its samples; those written once it was
+    // trained name it.
+    let (compressed_with_it, plain): (Vec<bool>, Vec<bool>) =
+        walkdir::WalkDir::new(records_dir(&f))
+            .min_depth(2)
+            .max_depth(2)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| !e.path().parent().unwrap().ends_with(".dicts"))
+            .filter(|e| e.path().parent().unwrap().ends_with("verdicts%3A%3Aalike"))
+            .map(|e| std::fs::read(e.path()).unwrap().starts_with(b"EKZW"))
+            .partition(|named| *named);
+    let compressed_with_it = compressed_with_it.len();
+    // (Records compressed in parallel with the training go without; the
+    // fixture's other tests were recorded too.)
+    assert_eq!(compressed_with_it + plain.len(), tests);
+    assert!(compressed_with_it > 0);
+    // A new build of the binary: whether each test still holds is now
+    // decided by its record read whole (the index cannot say).
+    f.edit(
+        "tests/alike.rs",
+        "#[test]\nfn case_000",
+        "#[test]\nfn another() {}\n\n#[test]\nfn case_000",
+    );
+    let labels = |f: &Fixture| -> Vec<String> {
+        f.selected_with(&[], &env)
+            .into_iter()
+            .map(|(label, _)| label)
+            .collect()
+    };
+    assert_eq!(labels(&f), ["verdicts::alike another"]);
+    let for_its_dictionary = |f: &Fixture| {
+        let selected = f.selected_with(&[], &env);
+        let (new, old): (Vec<_>, Vec<_>) = selected
+            .iter()
+            .partition(|(label, _)| label == "verdicts::alike another");
+        assert_eq!(new.len(), 1);
+        assert!(
+            old.iter()
+                .all(|(_, reasons)| reasons.iter().any(|r| r.contains("dictionary"))),
+            "{selected:?}"
+        );
+        old.len()
+    };
+    let original = std::fs::read(dict).unwrap();
+    // Gone: the tests whose records name it run, and only they.
+    std::fs::remove_file(dict).unwrap();
+    assert_eq!(for_its_dictionary(&f), compressed_with_it);
+    // Another dictionary's bytes under its name: the same.
+    let mut forged = original.clone();
+    let middle = forged.len() / 2;
+    forged[middle] ^= 1;
+    std::fs::write(dict, &forged).unwrap();
+    assert_eq!(for_its_dictionary(&f), compressed_with_it);
+    // Put back, the records hold again.
+    std::fs::write(dict, &original).unwrap();
+    assert_eq!(labels(&f), ["verdicts::alike another"]);
+}
