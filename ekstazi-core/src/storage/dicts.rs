@@ -106,14 +106,18 @@ impl Dicts {
         if let Some(read) = inner.read.get(name) {
             return read.clone();
         }
-        let dict = self
-            .state
+        let dict = self.sealed(name).and_then(|sealed| opened(&sealed, name));
+        inner.read.insert(*name, dict.clone());
+        dict
+    }
+
+    /// The dictionary `name`'s sealed bytes as its file holds them, if
+    /// they are the ones its name says (the history keeps a copy).
+    pub fn sealed(&self, name: &Hash) -> Option<Vec<u8>> {
+        self.state
             .read_bounded(&self.path(name), MAX_DICT_FILE_BYTES)
             .ok()
             .filter(|sealed| named(sealed, name))
-            .and_then(|sealed| open_raw(DICT_MAGIC, &sealed).ok().map(Arc::from));
-        inner.read.insert(*name, dict.clone());
-        dict
     }
 
     /// Takes the body of a record written without a dictionary as a
@@ -163,6 +167,14 @@ impl Dicts {
     pub fn current_name(&self) -> Option<Hash> {
         self.current().map(|(name, _)| name)
     }
+}
+
+/// The dictionary `sealed` holds, if it is sealed with `name` and is one.
+pub(crate) fn opened(sealed: &[u8], name: &Hash) -> Option<Arc<[u8]>> {
+    if !named(sealed, name) {
+        return None;
+    }
+    open_raw(DICT_MAGIC, sealed).ok().map(Arc::from)
 }
 
 /// `body` compressed with `dict`: one compressor per thread and

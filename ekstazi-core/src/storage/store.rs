@@ -559,7 +559,7 @@ impl Store {
             self.state.clone(),
             &self.records.join(HISTORY_DIR),
         )
-        .cut_by(self.sets.clone())
+        .cut_by(self.sets.clone(), self.dicts.clone())
     }
 
     /// Where the function table's segments are.

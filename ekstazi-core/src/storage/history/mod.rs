@@ -71,6 +71,9 @@ const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
 /// 256 MiB, 16 forged ones of 8 KiB each held 4.19 GB at once.
 const MAX_MANIFEST_BYTES: u64 = 32 << 20;
 
+/// Dictionaries read from the packs, by name (`None`: missing or damaged).
+type DictsRead = HashMap<Hash, Option<Arc<[u8]>>>;
+
 /// The records filed per commit, in a store.
 #[derive(Clone, Debug)]
 pub struct History {
@@ -86,6 +89,11 @@ pub struct History {
     bases: Option<Arc<crate::storage::fn_sets::FnSets>>,
     /// The links spans name (`objects`), read from the packs once.
     chains: Arc<std::sync::Mutex<crate::storage::chains::Chains>>,
+    /// The store's dictionaries, when it has them: bodies are compressed
+    /// with the current one (`objects`).
+    dicts: Option<Arc<crate::storage::dicts::Dicts>>,
+    /// The dictionaries bodies name, read from the packs once.
+    dicts_read: Arc<std::sync::Mutex<DictsRead>>,
 }
 
 /// Where the number of packs the last sweep left is kept (a hint for this
@@ -278,14 +286,22 @@ impl History {
             packs: Arc::default(),
             bases: None,
             chains: Arc::default(),
+            dicts: None,
+            dicts_read: Arc::default(),
         }
     }
 
     /// This history, cutting the records it files by where their
-    /// functions sit in `bases` (`objects`): the store's.
-    pub fn cut_by(self, bases: Arc<crate::storage::fn_sets::FnSets>) -> History {
+    /// functions sit in `bases`, and compressing their bodies with the
+    /// current one of `dicts` (`objects`): the store's.
+    pub fn cut_by(
+        self,
+        bases: Arc<crate::storage::fn_sets::FnSets>,
+        dicts: Arc<crate::storage::dicts::Dicts>,
+    ) -> History {
         History {
             bases: Some(bases),
+            dicts: Some(dicts),
             ..self
         }
     }
@@ -753,14 +769,26 @@ mod tests {
         bases.encode(&key, shared);
         bases.encode(&key, first.code[0].functions.clone());
         bases.encode(&key, second.code[0].functions.clone());
-        let history = History::new(&dir.path().join("history")).cut_by(bases);
+        // The store's records trained a dictionary.
+        let dicts = Arc::new(crate::storage::dicts::Dicts::training_after(
+            crate::files::contained::StateDir::new(dir.path()),
+            &dir.path().join(".dicts"),
+            64,
+        ));
+        for i in 0..64 {
+            let mut alike = sample();
+            alike.test = format!("tests::case_{i}");
+            dicts.offer(&postcard::to_stdvec(&alike).unwrap().repeat(8));
+        }
+        let dict = dicts.current_name().expect("a dictionary trained");
+        let history = History::new(&dir.path().join("history")).cut_by(bases, dicts);
         let entries = |h: &History| h.read_packs().at.len();
         history.file(A, &[(&first, true)], 1).unwrap();
         let after_first = entries(&history);
         assert_eq!(
             after_first,
-            2 + 2 + 2,
-            "spans of positions 0–1023 and 1024–1999, the body, the skeleton, and the two links of the base they need"
+            2 + 2 + 2 + 1,
+            "spans of positions 0–1023 and 1024–1999, the body, the skeleton, the two links of the base they need, and the dictionary the body was compressed with"
         );
         history.file(A, &[(&second, true)], 2).unwrap();
         assert_eq!(
@@ -788,8 +816,15 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(history.links_of(&chunks).len(), 3);
-        // The history's copy of the base outlives the store's.
+        let body = history.skeleton(&entry.record).unwrap().body;
+        assert_eq!(
+            history.dicts_of(&[body].into()),
+            [dict].into(),
+            "and the dictionary its body was compressed with"
+        );
+        // The history's copies outlive the store's base and dictionary.
         std::fs::remove_dir_all(dir.path().join(".sets")).unwrap();
+        std::fs::remove_dir_all(dir.path().join(".dicts")).unwrap();
         history.file(B, &[(&first, true)], 3).unwrap();
         assert_eq!(history.prune(1).unwrap().commits, 1);
         let reopened = History::new(&dir.path().join("history"));
@@ -979,7 +1014,7 @@ mod tests {
             .map(|i| [i.to_le_bytes()[0], i.to_le_bytes()[1], 0, 0, 0, 0, 0, 0])
             .collect();
         let planted = History::new(dir.path());
-        let cut = cut(&other, &Default::default()).unwrap();
+        let cut = cut(&other, &Default::default(), None).unwrap();
         // Parts: the body, then the chunks.
         let chunk = cut.parts[1].0;
         {

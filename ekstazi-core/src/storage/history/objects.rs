@@ -24,14 +24,21 @@ use crate::model::code_dep::FnId;
 use crate::model::dep::Hash;
 use crate::model::record::Record;
 use crate::storage::chains::{MAX_BASE, ids_at, set_bits};
+use crate::storage::dicts::{self, Dict};
 use crate::storage::fn_sets::{Order, base_key};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::sync::Arc;
 
 const SKELETON_MAGIC: &[u8; 4] = b"EKZO";
 const CHUNK_MAGIC: &[u8; 4] = b"EKZC";
 const BODY_MAGIC: &[u8; 4] = b"EKZB";
+/// A body compressed with a dictionary of record files (`dicts`), which
+/// the history keeps a copy of: its name, then the compressed body.
+const PACKED_BODY_MAGIC: &[u8; 4] = b"EKZG";
+/// A body unpacks to at most this much.
+const MAX_BODY_BYTES: usize = 64 << 20;
 /// A list of executed functions this long or longer is kept in chunks.
 pub(super) const CHUNKED_FROM: usize = 256;
 /// About this many ids to a chunk...
@@ -196,7 +203,7 @@ impl Body {
 /// [`History::put_records`] does when the history knows them) gets
 /// another id; each is the whole record.
 pub fn record_id(record: &Record) -> io::Result<Hash> {
-    cut(record, &Orders::new()).map(|cut| cut.id)
+    cut(record, &Orders::new(), None).map(|cut| cut.id)
 }
 
 /// A record cut as the history keeps it: its skeleton, sealed, and the
@@ -209,9 +216,11 @@ pub(super) struct Cut {
     /// Per base its spans were cut by, the index in its links of the last
     /// one they need: the history keeps that link and the chain before it.
     pub(super) links: Vec<(String, usize)>,
+    /// Whether its body was compressed with the dictionary.
+    pub(super) packed_body: bool,
 }
 
-pub(super) fn cut(record: &Record, orders: &Orders) -> io::Result<Cut> {
+pub(super) fn cut(record: &Record, orders: &Orders, dict: Option<&Dict>) -> io::Result<Cut> {
     let mut record = record.clone();
     let mut body = Body {
         always: std::mem::take(&mut record.always),
@@ -244,10 +253,15 @@ pub(super) fn cut(record: &Record, orders: &Orders) -> io::Result<Cut> {
         }
         chunks.push(names);
     }
-    let body = crate::files::sealed::seal(
-        BODY_MAGIC,
-        &postcard::to_stdvec(&body).map_err(io::Error::other)?,
-    );
+    let body = postcard::to_stdvec(&body).map_err(io::Error::other)?;
+    let packed = dict.and_then(|dict| Some((dict.0, dicts::compress(dict, &body)?)));
+    let packed_body = packed.is_some();
+    let body = match packed {
+        Some((name, packed)) => {
+            crate::files::sealed::seal(PACKED_BODY_MAGIC, &[&name[..], &packed].concat())
+        }
+        None => crate::files::sealed::seal(BODY_MAGIC, &body),
+    };
     let skeleton = Skeleton {
         record,
         chunks,
@@ -264,6 +278,7 @@ pub(super) fn cut(record: &Record, orders: &Orders) -> io::Result<Cut> {
         skeleton: sealed,
         parts,
         links,
+        packed_body,
     })
 }
 
@@ -276,9 +291,13 @@ impl History {
         // Cut and compressed in parallel: a run of thousands of tests files
         // them all once its tests are done, and the user waits for it.
         let orders = self.orders(records);
+        let dict = self.dicts.as_ref().and_then(|dicts| {
+            let (name, dict) = dicts.current()?;
+            Some(((name, dict), dicts.sealed(&name)?))
+        });
         let cuts: Vec<Cut> = records
             .par_iter()
-            .map(|r| cut(r, &orders))
+            .map(|r| cut(r, &orders, dict.as_ref().map(|(dict, _)| dict)))
             .collect::<io::Result<_>>()?;
         let ids = cuts.iter().map(|c| c.id).collect();
         let mut guard = self.packs.write().expect("pack index lock");
@@ -306,6 +325,14 @@ impl History {
                     new.push((name, sealed));
                 }
             }
+        }
+        // The dictionary bodies were compressed with, copied likewise.
+        if let Some(((name, _), sealed)) = dict
+            && cuts.iter().any(|cut| cut.packed_body)
+            && !packs.at.contains_key(&name)
+        {
+            added.insert(name);
+            new.push((name, sealed));
         }
         for cut in cuts {
             if packs.at.contains_key(&cut.id) || !added.insert(cut.id) {
@@ -371,7 +398,39 @@ impl History {
         if !named(&sealed, id) {
             return None;
         }
-        crate::files::sealed::open(BODY_MAGIC, &sealed).ok()
+        if !sealed.starts_with(PACKED_BODY_MAGIC) {
+            return crate::files::sealed::open(BODY_MAGIC, &sealed).ok();
+        }
+        let inner = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed).ok()?;
+        let (name, packed) = inner.split_first_chunk::<32>()?;
+        let dict = (*name, self.dict(name)?);
+        postcard::from_bytes(&dicts::decompress(&dict, packed, MAX_BODY_BYTES)?).ok()
+    }
+
+    /// The history's copy of the dictionary `name`, read once.
+    fn dict(&self, name: &Hash) -> Option<Arc<[u8]>> {
+        let mut read = self.dicts_read.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(dict) = read.get(name) {
+            return dict.clone();
+        }
+        let dict = self
+            .read_entry(name)
+            .and_then(|sealed| dicts::opened(&sealed, name));
+        read.insert(*name, dict.clone());
+        dict
+    }
+
+    /// The dictionaries the bodies among `bodies` were compressed with:
+    /// what the history keeps for them when it prunes.
+    pub(super) fn dicts_of(&self, bodies: &HashSet<Hash>) -> HashSet<Hash> {
+        bodies
+            .iter()
+            .filter_map(|body| self.read_entry(body))
+            .filter_map(|sealed| {
+                let inner = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed).ok()?;
+                inner.first_chunk::<32>().copied()
+            })
+            .collect()
     }
 
     /// A chunk's functions, if it is intact and the one its name says.
