@@ -8,6 +8,36 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
+/// The labels of the tests a run would select, with no variable set.
+fn selected_labels(f: &Fixture) -> Vec<String> {
+    let env: [(&str, &str); 0] = [];
+    f.selected_with(&[], &env)
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect()
+}
+
+/// The files of the state's directory `dir` named by their content (all
+/// but `pointer`, the one naming the newest).
+fn named_by_content(f: &Fixture, dir: &str, pointer: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(records_dir(f).join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n != pointer))
+        .collect()
+}
+
+/// Adds a test `another` before `test` in `tests/<binary>.rs`: a new build
+/// of the binary, in which only the new test is selected.
+fn add_a_test_before(f: &Fixture, binary: &str, test: &str) {
+    f.edit(
+        &format!("tests/{binary}.rs"),
+        &format!("#[test]\nfn {test}"),
+        &format!("#[test]\nfn another() {{}}\n\n#[test]\nfn {test}"),
+    );
+    assert_eq!(selected_labels(f), [format!("verdicts::{binary} another")]);
+}
+
 fn records_dir(f: &Fixture) -> PathBuf {
     f.file(&format!(
         ".ekstazi/v{}",
@@ -339,28 +369,12 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
     );
     f.test_ok_with(&[], &env);
     assert!(f.selected_with(&[], &env).is_empty());
-    let sets = records_dir(&f).join(".sets");
-    let links: Vec<PathBuf> = std::fs::read_dir(&sets)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().is_some_and(|n| n != "heads"))
-        .collect();
+    let links = named_by_content(&f, ".sets", "heads");
     assert!(!links.is_empty(), "no base was written");
     let original: Vec<Vec<u8>> = links.iter().map(|p| std::fs::read(p).unwrap()).collect();
     // A new build of its binary: whether the test still holds is now
     // decided by the functions it executed, which its base holds.
-    f.edit(
-        "tests/many.rs",
-        "#[test]\nfn calls_many",
-        "#[test]\nfn another() {}\n\n#[test]\nfn calls_many",
-    );
-    let labels = |f: &Fixture| -> Vec<String> {
-        f.selected_with(&[], &env)
-            .into_iter()
-            .map(|(label, _)| label)
-            .collect()
-    };
-    assert_eq!(labels(&f), ["verdicts::many another"]);
+    add_a_test_before(&f, "many", "calls_many");
     let runs_for_its_base = |f: &Fixture| {
         let selected = f.selected_with(&[], &env);
         let many = selected
@@ -408,7 +422,7 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
     for (link, bytes) in links.iter().zip(&original) {
         std::fs::write(link, bytes).unwrap();
     }
-    assert_eq!(labels(&f), ["verdicts::many another"]);
+    assert_eq!(selected_labels(&f), ["verdicts::many another"]);
     // Once run, the test is recorded against a new base.
     for link in &links {
         std::fs::remove_file(link).unwrap();
@@ -439,12 +453,7 @@ fn a_records_dictionary_missing_or_forged_makes_its_test_run() {
     }
     f.test_ok_with(&[], &env);
     assert!(f.selected_with(&[], &env).is_empty());
-    let dicts = records_dir(&f).join(".dicts");
-    let dicts_written: Vec<PathBuf> = std::fs::read_dir(&dicts)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().is_some_and(|n| n != "current"))
-        .collect();
+    let dicts_written = named_by_content(&f, ".dicts", "current");
     let [dict] = &dicts_written[..] else {
         panic!("one dictionary: {dicts_written:?}");
     };
@@ -467,18 +476,7 @@ fn a_records_dictionary_missing_or_forged_makes_its_test_run() {
     assert!(compressed_with_it > 0);
     // A new build of the binary: whether each test still holds is now
     // decided by its record read whole (the index cannot say).
-    f.edit(
-        "tests/alike.rs",
-        "#[test]\nfn case_000",
-        "#[test]\nfn another() {}\n\n#[test]\nfn case_000",
-    );
-    let labels = |f: &Fixture| -> Vec<String> {
-        f.selected_with(&[], &env)
-            .into_iter()
-            .map(|(label, _)| label)
-            .collect()
-    };
-    assert_eq!(labels(&f), ["verdicts::alike another"]);
+    add_a_test_before(&f, "alike", "case_000");
     let for_its_dictionary = |f: &Fixture| {
         let selected = f.selected_with(&[], &env);
         let (new, old): (Vec<_>, Vec<_>) = selected
@@ -504,5 +502,5 @@ fn a_records_dictionary_missing_or_forged_makes_its_test_run() {
     assert_eq!(for_its_dictionary(&f), compressed_with_it);
     // Put back, the records hold again.
     std::fs::write(dict, &original).unwrap();
-    assert_eq!(labels(&f), ["verdicts::alike another"]);
+    assert_eq!(selected_labels(&f), ["verdicts::alike another"]);
 }

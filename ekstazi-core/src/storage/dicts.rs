@@ -22,6 +22,7 @@
 use crate::files::contained::StateDir;
 use crate::files::sealed::{name_of, named, open, open_raw, seal};
 use crate::model::dep::Hash;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -181,39 +182,47 @@ pub(crate) fn opened(sealed: &[u8], name: &Hash) -> Option<Arc<[u8]>> {
 /// dictionary, since loading a dictionary costs more than compressing a
 /// record.
 pub(crate) fn compress(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
-    use std::cell::RefCell;
     thread_local! {
-        static COMPRESSOR: RefCell<Option<(Hash, zstd::bulk::Compressor<'static>)>> =
-            const { RefCell::new(None) };
+        static COMPRESSOR: Cached<zstd::bulk::Compressor<'static>> = const { RefCell::new(None) };
     }
-    COMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.as_ref().is_none_or(|(name, _)| *name != dict.0) {
-            *cell = Some((
-                dict.0,
-                zstd::bulk::Compressor::with_dictionary(3, &dict.1).ok()?,
-            ));
-        }
-        cell.as_mut()?.1.compress(body).ok()
-    })
+    with_cached(
+        &COMPRESSOR,
+        dict,
+        |d| zstd::bulk::Compressor::with_dictionary(3, d),
+        |c| c.compress(body).ok(),
+    )
 }
 
 /// `packed` decompressed with `dict`, if it fits in `limit` bytes.
 pub(crate) fn decompress(dict: &Dict, packed: &[u8], limit: usize) -> Option<Vec<u8>> {
-    use std::cell::RefCell;
     thread_local! {
-        static DECOMPRESSOR: RefCell<Option<(Hash, zstd::bulk::Decompressor<'static>)>> =
-            const { RefCell::new(None) };
+        static DECOMPRESSOR: Cached<zstd::bulk::Decompressor<'static>> = const { RefCell::new(None) };
     }
-    DECOMPRESSOR.with(|cell| {
+    // Output beyond `limit` is an error, not a larger allocation.
+    with_cached(
+        &DECOMPRESSOR,
+        dict,
+        zstd::bulk::Decompressor::with_dictionary,
+        |d| d.decompress(packed, limit).ok(),
+    )
+}
+
+/// A thread's (de)compressor and the dictionary it was made with.
+type Cached<T> = RefCell<Option<(Hash, T)>>;
+
+/// `f` on this thread's `T` for `dict`, made anew when it was made with
+/// another dictionary.
+fn with_cached<T, R>(
+    cell: &'static std::thread::LocalKey<Cached<T>>,
+    dict: &Dict,
+    make: impl FnOnce(&[u8]) -> std::io::Result<T>,
+    f: impl FnOnce(&mut T) -> Option<R>,
+) -> Option<R> {
+    cell.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.as_ref().is_none_or(|(name, _)| *name != dict.0) {
-            *cell = Some((
-                dict.0,
-                zstd::bulk::Decompressor::with_dictionary(&dict.1).ok()?,
-            ));
+            *cell = Some((dict.0, make(&dict.1).ok()?));
         }
-        // Output beyond `limit` is an error, not a larger allocation.
-        cell.as_mut()?.1.decompress(packed, limit).ok()
+        f(&mut cell.as_mut()?.1)
     })
 }
