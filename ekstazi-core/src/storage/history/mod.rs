@@ -815,10 +815,10 @@ mod tests {
             .into_iter()
             .flatten()
             .collect();
-        assert_eq!(history.links_of(&chunks).len(), 3);
+        assert_eq!(history.named_by_parts(&chunks).len(), 3);
         let body = history.skeleton(&entry.record).unwrap().body;
         assert_eq!(
-            history.dicts_of(&[body].into()),
+            history.named_by_parts(&[body].into()),
             [dict].into(),
             "and the dictionary its body was compressed with"
         );

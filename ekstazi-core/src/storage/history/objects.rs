@@ -143,8 +143,8 @@ fn chunks_of(functions: Vec<FnId>, order: Option<&Order>) -> io::Result<(Vec<Vec
 /// were cut into.
 ///
 /// A test reruns because a function it executed changed, so its new
-/// record differs from the old one in a few ids: cut by id, only the chunks
-/// holding them are new, and the rest is shared with the old record. A
+/// record differs from the old one in a few ids: cut by position, only the
+/// chunks holding them are new, and the rest is shared with the old record. A
 /// chunk holds its ids end to end, not `postcard`: an analysis reads tens
 /// of thousands of chunks, and decoding ids one by one through serde cost
 /// more than the read.
@@ -420,19 +420,6 @@ impl History {
         dict
     }
 
-    /// The dictionaries the bodies among `bodies` were compressed with:
-    /// what the history keeps for them when it prunes.
-    pub(super) fn dicts_of(&self, bodies: &HashSet<Hash>) -> HashSet<Hash> {
-        bodies
-            .iter()
-            .filter_map(|body| self.read_entry(body))
-            .filter_map(|sealed| {
-                let inner = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed).ok()?;
-                inner.first_chunk::<32>().copied()
-            })
-            .collect()
-    }
-
     /// A chunk's functions, if it is intact and the one its name says.
     pub fn chunk(&self, id: &Hash) -> Option<Vec<FnId>> {
         let sealed = self.read_entry(id)?;
@@ -468,21 +455,31 @@ impl History {
         ids_at(&path, set_bits(&span.bits, span.start as usize), count)
     }
 
-    /// The links of the bases the spans among `chunks` are cut by, with
-    /// the chains before them: what the history keeps for them when it
-    /// prunes.
-    pub(super) fn links_of(&self, chunks: &HashSet<Hash>) -> HashSet<Hash> {
-        let tips: HashSet<Hash> = chunks
-            .iter()
-            .filter_map(|chunk| self.read_entry(chunk))
-            .filter_map(|sealed| crate::files::sealed::open::<Span>(SPAN_MAGIC, &sealed).ok())
-            .map(|span| span.link)
-            .collect();
+    /// What the parts among `parts` (chunks and bodies) name besides
+    /// themselves: the links of the bases spans are cut by, with the chains
+    /// before them, and the dictionaries bodies were compressed with. What
+    /// the history keeps for them when it prunes.
+    pub(super) fn named_by_parts(&self, parts: &HashSet<Hash>) -> HashSet<Hash> {
+        let mut tips = HashSet::new();
+        let mut named = HashSet::new();
+        for sealed in parts.iter().filter_map(|part| self.read_entry(part)) {
+            if let Ok(span) = crate::files::sealed::open::<Span>(SPAN_MAGIC, &sealed) {
+                tips.insert(span.link);
+            } else if let Ok(inner) = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed)
+                && let Some(dict) = inner.first_chunk::<32>()
+            {
+                named.insert(*dict);
+            }
+        }
         let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-        tips.iter()
-            .filter_map(|tip| chains.names(tip, |name| self.read_entry(name)))
-            .flatten()
-            .collect()
+        for tip in &tips {
+            named.extend(
+                chains
+                    .names(tip, |name| self.read_entry(name))
+                    .unwrap_or_default(),
+            );
+        }
+        named
     }
 
     /// The record `id`, if present and intact: its skeleton, body and

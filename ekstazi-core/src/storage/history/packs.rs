@@ -343,14 +343,8 @@ impl History {
             .filter_map(|id| self.skeleton(id))
             .flat_map(|s| s.chunks.into_iter().flatten().chain([s.body]))
             .collect();
-        let links = self.links_of(&chunks);
-        let dicts = self.dicts_of(&chunks);
-        let named: HashSet<Hash> = records
-            .into_iter()
-            .chain(chunks)
-            .chain(links)
-            .chain(dicts)
-            .collect();
+        let beyond = self.named_by_parts(&chunks);
+        let named: HashSet<Hash> = records.into_iter().chain(chunks).chain(beyond).collect();
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let old = std::mem::take(packs);
