@@ -36,7 +36,8 @@ pub const TRAIN_AFTER: usize = 256;
 /// A dictionary's size: on coreutils, 64 KiB compressed better than 32 or
 /// 128 (1.76 MB for 1 000 records against 1.94 and 2.42).
 const DICT_BYTES: usize = 64 << 10;
-/// Samples kept at most, in bytes, while waiting to train.
+/// Samples kept at most, in bytes: with as many, a dictionary is trained
+/// from fewer records.
 const MAX_SAMPLE_BYTES: usize = 16 << 20;
 const MAX_DICT_FILE_BYTES: u64 = 1 << 20;
 
@@ -60,6 +61,8 @@ struct Inner {
     read: HashMap<Hash, Option<Arc<[u8]>>>,
     samples: Vec<Vec<u8>>,
     sample_bytes: usize,
+    /// A dictionary was trained (or tried) by this process.
+    tried: bool,
 }
 
 impl Dicts {
@@ -126,16 +129,17 @@ impl Dicts {
     /// that cannot be trained or written leaves records without one.
     pub fn offer(&self, body: &[u8]) {
         let mut inner = self.lock();
-        if matches!(inner.current, Some(Some(_))) || inner.sample_bytes >= MAX_SAMPLE_BYTES {
+        if matches!(inner.current, Some(Some(_))) || inner.tried {
             return;
         }
         inner.sample_bytes += body.len();
         inner.samples.push(body.to_vec());
-        if inner.samples.len() < self.train_after {
+        if inner.samples.len() < self.train_after && inner.sample_bytes < MAX_SAMPLE_BYTES {
             return;
         }
+        // Once a process: training failed, it would fail again.
+        inner.tried = true;
         let samples = std::mem::take(&mut inner.samples);
-        inner.sample_bytes = MAX_SAMPLE_BYTES;
         if let Some(dict) = self.train(&samples) {
             inner.read.insert(dict.0, Some(dict.1.clone()));
             inner.current = Some(Some(dict));
