@@ -182,10 +182,22 @@ pub(crate) fn opened(sealed: &[u8], name: &Hash) -> Option<Arc<[u8]>> {
     open_raw(DICT_MAGIC, sealed).ok().map(Arc::from)
 }
 
+/// `body` compressed with `dict`, framed as record files and the
+/// history's bodies keep it: the dictionary's name, then the compressed
+/// bytes.
+pub(crate) fn framed(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
+    Some([&dict.0[..], &compress(dict, body)?].concat())
+}
+
+/// The dictionary a frame names, and its compressed bytes.
+pub(crate) fn unframe(framed: &[u8]) -> Option<(&Hash, &[u8])> {
+    framed.split_first_chunk::<32>()
+}
+
 /// `body` compressed with `dict`: one compressor per thread and
 /// dictionary, since loading a dictionary costs more than compressing a
 /// record.
-pub(crate) fn compress(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
+fn compress(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
     thread_local! {
         static COMPRESSOR: Cached<zstd::bulk::Compressor<'static>> = const { RefCell::new(None) };
     }

@@ -53,10 +53,8 @@ pub(crate) fn encode(record: &Record, sets: &FnSets, dicts: &Dicts) -> Vec<u8> {
         })
         .collect();
     let body = postcard::to_stdvec(&Body { record, sets }).expect("a record always serialises");
-    if let Some(dict) = dicts.current()
-        && let Some(packed) = dicts::compress(&dict, &body)
-    {
-        return seal(DICT_MAGIC, &[&dict.0[..], &packed].concat());
+    if let Some(framed) = dicts.current().and_then(|dict| dicts::framed(&dict, &body)) {
+        return seal(DICT_MAGIC, &framed);
     }
     dicts.offer(&body);
     seal(
@@ -95,10 +93,8 @@ fn unpacked(bytes: &[u8], dicts: &Dicts) -> Result<Vec<u8>, DecodeError> {
         return crate::files::sealed::unpack(open_raw(MAGIC, bytes)?, MAX_RECORD_BYTES)
             .ok_or(DecodeError::BadBody);
     }
-    let inner = open_raw(DICT_MAGIC, bytes)?;
-    let (name, packed) = inner
-        .split_first_chunk::<32>()
-        .ok_or(DecodeError::BadBody)?;
+    let (name, packed) =
+        dicts::unframe(open_raw(DICT_MAGIC, bytes)?).ok_or(DecodeError::BadBody)?;
     let dict = dicts.get(name).ok_or(DecodeError::MissingDictionary)?;
     let limit = usize::try_from(MAX_RECORD_BYTES).map_err(|_| DecodeError::BadBody)?;
     dicts::decompress(&(*name, dict), packed, limit).ok_or(DecodeError::BadBody)
@@ -131,8 +127,7 @@ pub(crate) fn bases(bytes: &[u8], dicts: &Dicts) -> Option<Vec<Hash>> {
 /// The dictionary a record file names, if any (for collecting the
 /// dictionaries no record needs).
 pub(crate) fn dictionary(bytes: &[u8]) -> Option<Hash> {
-    let inner = open_raw(DICT_MAGIC, bytes).ok()?;
-    inner.first_chunk::<32>().copied()
+    dicts::unframe(open_raw(DICT_MAGIC, bytes).ok()?).map(|(name, _)| *name)
 }
 
 #[cfg(test)]

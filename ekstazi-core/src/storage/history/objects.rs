@@ -254,12 +254,10 @@ pub(super) fn cut(record: &Record, orders: &Orders, dict: Option<&Dict>) -> io::
         chunks.push(names);
     }
     let body = postcard::to_stdvec(&body).map_err(io::Error::other)?;
-    let packed = dict.and_then(|dict| Some((dict.0, dicts::compress(dict, &body)?)));
-    let packed_body = packed.is_some();
-    let body = match packed {
-        Some((name, packed)) => {
-            crate::files::sealed::seal(PACKED_BODY_MAGIC, &[&name[..], &packed].concat())
-        }
+    let framed = dict.and_then(|dict| dicts::framed(dict, &body));
+    let packed_body = framed.is_some();
+    let body = match framed {
+        Some(framed) => crate::files::sealed::seal(PACKED_BODY_MAGIC, &framed),
         None => crate::files::sealed::seal(BODY_MAGIC, &body),
     };
     let skeleton = Skeleton {
@@ -402,7 +400,7 @@ impl History {
             return crate::files::sealed::open(BODY_MAGIC, &sealed).ok();
         }
         let inner = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed).ok()?;
-        let (name, packed) = inner.split_first_chunk::<32>()?;
+        let (name, packed) = dicts::unframe(inner)?;
         let dict = (*name, self.dict(name)?);
         postcard::from_bytes(&dicts::decompress(&dict, packed, MAX_BODY_BYTES)?).ok()
     }
@@ -466,7 +464,7 @@ impl History {
             if let Ok(span) = crate::files::sealed::open::<Span>(SPAN_MAGIC, &sealed) {
                 tips.insert(span.link);
             } else if let Ok(inner) = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed)
-                && let Some(dict) = inner.first_chunk::<32>()
+                && let Some((dict, _)) = dicts::unframe(inner)
             {
                 named.insert(*dict);
             }
