@@ -83,11 +83,13 @@ pub fn collect(store: &Store, table: &FunctionTable) -> io::Result<Collected> {
         &store.functions_dir().join(MARK),
         after.to_string().as_bytes(),
     )?;
+    let uninstrumented = store.retain_uninstrumented(&tables)?;
+    let (links, dicts) = store.collect_sets_and_dicts()?;
     Ok(Collected {
         functions: before - after,
-        uninstrumented: store.retain_uninstrumented(&tables)?,
-        links: store.collect_sets()?,
-        dicts: store.collect_dicts()?,
+        uninstrumented,
+        links,
+        dicts,
     })
 }
 

@@ -386,32 +386,23 @@ impl Store {
     }
 
     /// Removes the links of bases no intact record file names (and no
-    /// program's newest base). Returns how many went.
-    pub fn collect_sets(&self) -> io::Result<usize> {
-        let mut named = HashSet::new();
-        self.each_record_file(|_, _, _, bytes| {
-            if let Some(bases) = bytes
-                .ok()
-                .and_then(|bytes| record_file::bases(&bytes, &self.dicts))
-            {
-                named.extend(bases);
-            }
-        })?;
-        self.retain_sets(&named)
-    }
-
-    /// Removes the dictionaries no record file names, but the current one.
-    /// Returns how many went.
-    pub fn collect_dicts(&self) -> io::Result<usize> {
+    /// program's newest base), and the dictionaries no record file names
+    /// (but the current one), from one reading of the record files.
+    /// Returns how many links and how many dictionaries went.
+    pub fn collect_sets_and_dicts(&self) -> io::Result<(usize, usize)> {
         let hex = |name: Hash| blake3::Hash::from_bytes(name).to_hex().to_string();
-        let mut named: HashSet<String> = HashSet::from([crate::storage::dicts::CURRENT.to_owned()]);
-        named.extend(self.dicts.current_name().map(hex));
+        let mut bases = HashSet::new();
+        let mut dicts: HashSet<String> = HashSet::from([crate::storage::dicts::CURRENT.to_owned()]);
+        dicts.extend(self.dicts.current_name().map(hex));
         self.each_record_file(|_, _, _, bytes| {
-            if let Some(dict) = bytes.ok().and_then(|b| record_file::dictionary(&b)) {
-                named.insert(hex(dict));
-            }
+            let Ok(bytes) = bytes else { return };
+            bases.extend(record_file::bases(&bytes, &self.dicts).unwrap_or_default());
+            dicts.extend(record_file::dictionary(&bytes).map(hex));
         })?;
-        self.retain_files(&self.records.join(DICTS_DIR), &named)
+        Ok((
+            self.retain_sets(&bases)?,
+            self.retain_files(&self.records.join(DICTS_DIR), &dicts)?,
+        ))
     }
 
     /// Removes the links of bases no chain of `keep` (nor a program's
