@@ -114,6 +114,9 @@ pub fn record_in(
             sum: session.binary_sums[case.binary].clone(),
         });
     }
+    // In the order its file gives back, so that the history files the
+    // same record whether it was just made or read.
+    record.sort_deps();
     record
 }
 

@@ -147,6 +147,13 @@ impl Record {
         Duration::from_micros(self.duration_us)
     }
 
+    /// Puts the dependencies in their one order, by target: the order a
+    /// record file gives back (`storage::record_file`), so that a record
+    /// made and the same record read are equal.
+    pub fn sort_deps(&mut self) {
+        self.deps.sort_by(|a, b| a.target.cmp(&b.target));
+    }
+
     /// Serialises the record with header and digest.
     pub fn encode(&self) -> Vec<u8> {
         seal(

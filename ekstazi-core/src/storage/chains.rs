@@ -1,8 +1,10 @@
-//! Chains of links: what a base of executed functions is made of
-//! (`fn_sets`), read and checked once, wherever the links are kept.
+//! Chains of links: what a base of executed functions, or of
+//! dependencies, is made of (`fn_sets`), read and checked once, wherever
+//! the links are kept.
 //!
-//! A link is sealed (the link before it, more ids) and named by its seal's
-//! digest. The store keeps links as files in `.sets/`, and the history
+//! A link is sealed (the link before it, more items) and named by its
+//! seal's digest; each kind of item ([`Item`]) seals its links with its
+//! own magic, so that a link of one kind is never read as the other. The store keeps links as files in `.sets/`, and the history
 //! keeps copies of them among its objects, so that a record it filed
 //! outlives the store's base. Both read them through [`Chains`], given a
 //! way to fetch a link's bytes by name.
@@ -14,14 +16,49 @@
 
 use crate::files::sealed::{name_of, named, open, seal};
 use crate::model::code_dep::FnId;
-use crate::model::dep::Hash;
+use crate::model::dep::{Dep, Hash};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
-/// Not `EKZL`, which snapshots once had (`store`'s list of retired magics).
-pub(crate) const LINK_MAGIC: &[u8; 4] = b"EKZE";
+/// What a base holds: executed functions' ids, or dependencies.
+pub trait Item:
+    Clone + Eq + std::hash::Hash + Serialize + DeserializeOwned + Send + Sync + std::fmt::Debug
+{
+    /// What this kind's links are sealed with.
+    const LINK_MAGIC: &'static [u8; 4];
+    /// Items decoded from a set in their one order, or `None` if they
+    /// cannot be a record's (an item repeated).
+    fn canonical(items: Vec<Self>) -> Option<Vec<Self>>;
+}
+
+impl Item for FnId {
+    /// Not `EKZL`, which snapshots once had (`store`'s list of retired
+    /// magics).
+    const LINK_MAGIC: &'static [u8; 4] = b"EKZE";
+
+    /// Sorted as integers: an analysis that reads every record sorts
+    /// millions of ids.
+    fn canonical(ids: Vec<FnId>) -> Option<Vec<FnId>> {
+        let mut keys: Vec<u64> = ids.into_iter().map(u64::from_be_bytes).collect();
+        keys.sort_unstable();
+        keys.windows(2)
+            .all(|w| w[0] < w[1])
+            .then(|| keys.into_iter().map(u64::to_be_bytes).collect())
+    }
+}
+
+impl Item for Dep {
+    const LINK_MAGIC: &'static [u8; 4] = b"EKZJ";
+
+    /// By target, as records are written (`Record::sort_deps`).
+    fn canonical(mut deps: Vec<Dep>) -> Option<Vec<Dep>> {
+        deps.sort_by(|a, b| a.target.cmp(&b.target));
+        deps.windows(2).all(|w| w[0] != w[1]).then_some(deps)
+    }
+}
 /// At most this many ids in a base (a bitset of 512 KiB): a chain this
 /// long is not extended, a new one is started.
 pub(crate) const MAX_BASE: usize = 4 << 20;
@@ -31,35 +68,40 @@ const MAX_DEPTH: usize = 1 << 16;
 pub(crate) const MAX_LINK_BYTES: u64 = (MAX_BASE as u64) * 8 + (1 << 10);
 
 #[derive(Serialize, Deserialize)]
-struct LinkFile {
+#[serde(bound = "T: Item")]
+struct LinkFile<T> {
     parent: Option<Hash>,
-    ids: Vec<FnId>,
+    ids: Vec<T>,
 }
 
-/// A link's sealed bytes, and its name.
-pub(crate) fn seal_link(parent: Option<Hash>, ids: &[FnId]) -> io::Result<(Hash, Vec<u8>)> {
+/// A link's sealed bytes, and its name; refused when longer than a
+/// reader takes ([`MAX_LINK_BYTES`]).
+pub(crate) fn seal_link<T: Item>(parent: Option<Hash>, ids: &[T]) -> io::Result<(Hash, Vec<u8>)> {
     let sealed = seal(
-        LINK_MAGIC,
+        T::LINK_MAGIC,
         &postcard::to_stdvec(&LinkFile {
             parent,
             ids: ids.to_vec(),
         })
         .map_err(io::Error::other)?,
     );
+    if sealed.len() as u64 > MAX_LINK_BYTES {
+        return Err(io::Error::other("a link longer than its readers take"));
+    }
     Ok((name_of(&sealed)?, sealed))
 }
 
 /// A link read and placed in its chain.
 #[derive(Debug)]
-pub(crate) struct Link {
+pub(crate) struct Link<T = FnId> {
     pub(crate) name: Hash,
     pub(crate) parent: Option<usize>,
     /// The base's position of this link's first id.
     pub(crate) start: usize,
-    pub(crate) ids: Vec<FnId>,
+    pub(crate) ids: Vec<T>,
 }
 
-impl Link {
+impl<T> Link<T> {
     /// The base's length up to and with this link.
     pub(crate) fn end(&self) -> usize {
         self.start + self.ids.len()
@@ -67,17 +109,27 @@ impl Link {
 }
 
 /// Links read and checked, by name, and the chains they form.
-#[derive(Debug, Default)]
-pub struct Chains {
+#[derive(Debug)]
+pub struct Chains<T = FnId> {
     /// Shared, so that a set is decoded without holding a lock.
-    links: Vec<Arc<Link>>,
+    links: Vec<Arc<Link<T>>>,
     /// Per link, its chain (see [`Chains::path_to`]).
-    paths: HashMap<usize, Arc<[Arc<Link>]>>,
+    paths: HashMap<usize, Arc<[Arc<Link<T>>]>>,
     by_name: HashMap<Hash, usize>,
 }
 
-impl Chains {
-    pub(crate) fn link(&self, index: usize) -> &Link {
+impl<T> Default for Chains<T> {
+    fn default() -> Self {
+        Chains {
+            links: Vec::new(),
+            paths: HashMap::new(),
+            by_name: HashMap::new(),
+        }
+    }
+}
+
+impl<T: Item> Chains<T> {
+    pub(crate) fn link(&self, index: usize) -> &Link<T> {
         &self.links[index]
     }
 
@@ -87,7 +139,7 @@ impl Chains {
         name: Hash,
         parent: Option<usize>,
         start: usize,
-        ids: Vec<FnId>,
+        ids: Vec<T>,
     ) -> usize {
         if let Some(&i) = self.by_name.get(&name) {
             return i;
@@ -110,7 +162,7 @@ impl Chains {
         name: &Hash,
         read: impl Fn(&Hash) -> Option<Vec<u8>>,
     ) -> Option<usize> {
-        let mut unread: Vec<(Hash, LinkFile)> = Vec::new();
+        let mut unread: Vec<(Hash, LinkFile<T>)> = Vec::new();
         let mut next = Some(*name);
         let mut known = None;
         while let Some(name) = next {
@@ -125,7 +177,7 @@ impl Chains {
             if !named(&bytes, &name) {
                 return None;
             }
-            let link: LinkFile = open(LINK_MAGIC, &bytes).ok()?;
+            let link: LinkFile<T> = open(T::LINK_MAGIC, &bytes).ok()?;
             next = link.parent;
             unread.push((name, link));
         }
@@ -145,11 +197,11 @@ impl Chains {
 
     /// The links of `tip`'s chain, first to last, kept for the next set of
     /// the same base.
-    pub(crate) fn path_to(&mut self, tip: usize) -> Arc<[Arc<Link>]> {
+    pub(crate) fn path_to(&mut self, tip: usize) -> Arc<[Arc<Link<T>>]> {
         if let Some(path) = self.paths.get(&tip) {
             return path.clone();
         }
-        let path: Arc<[Arc<Link>]> = self
+        let path: Arc<[Arc<Link<T>>]> = self
             .path_of(tip)
             .into_iter()
             .map(|i| self.links[i].clone())
@@ -186,11 +238,11 @@ impl Chains {
 
 /// The ids at `positions` (ascending) of the base made of `path`; `None`
 /// if a position is past its end.
-pub(crate) fn ids_at(
-    path: &[Arc<Link>],
+pub(crate) fn ids_at<T: Clone>(
+    path: &[Arc<Link<T>>],
     positions: impl Iterator<Item = usize>,
     capacity: usize,
-) -> Option<Vec<FnId>> {
+) -> Option<Vec<T>> {
     let mut ids = Vec::with_capacity(capacity);
     let mut on = path.iter().peekable();
     for p in positions {
@@ -201,7 +253,7 @@ pub(crate) fn ids_at(
             on.next();
         }
         let link = on.peek()?;
-        ids.push(*link.ids.get(p.checked_sub(link.start)?)?);
+        ids.push(link.ids.get(p.checked_sub(link.start)?)?.clone());
     }
     Some(ids)
 }

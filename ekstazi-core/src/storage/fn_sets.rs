@@ -26,8 +26,11 @@
 use crate::files::contained::StateDir;
 use crate::files::sealed::{open, seal};
 use crate::model::code_dep::FnId;
+use crate::model::dep::Dep;
 use crate::model::dep::Hash;
-use crate::storage::chains::{Chains, Link, MAX_BASE, MAX_LINK_BYTES, ids_at, seal_link, set_bits};
+use crate::storage::chains::{
+    Chains, Item, Link, MAX_BASE, MAX_LINK_BYTES, ids_at, seal_link, set_bits,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -54,6 +57,11 @@ pub fn base_key(binary: &str, unit: &crate::model::code_dep::CodeUnit) -> String
     format!("{binary}\n{unit}")
 }
 
+/// The key of the base a record of any test binary keeps its
+/// dependencies against: one per workspace, since tests of every binary
+/// read the same files.
+pub const DEPS_KEY: &str = "deps";
+
 /// A base as the history cuts records by it (`history::objects`): each
 /// id's position, and the links it is made of.
 #[derive(Clone, Debug)]
@@ -75,88 +83,133 @@ impl Order {
     }
 }
 
-/// A record's executed functions in one program, as its file keeps them:
-/// the ids at `bits`' set positions of the base `base`, and `extra`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FnSet {
+/// A record's items of one kind in one base, as its file keeps them: the
+/// items at `bits`' set positions of the base `base`, and `extra`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound = "T: Item")]
+pub struct Set<T> {
     /// The link whose chain is the base, if any.
     pub base: Option<Hash>,
     /// A bitset over the base's positions, zstd-compressed.
     pub bits: Vec<u8>,
-    /// Ids kept as they are: a short set's, or those its base lacks.
-    pub extra: Vec<FnId>,
+    /// Items kept as they are: a short set's, or those its base lacks.
+    pub extra: Vec<T>,
 }
 
-/// The bases of a state directory: links read once and kept, and per
-/// program the base this process writes records against.
-#[derive(Debug)]
-pub struct FnSets {
-    state: StateDir,
-    dir: PathBuf,
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    chains: Chains,
-    /// `heads`, read when a record is first written.
-    heads: Option<HashMap<String, Hash>>,
-    tips: HashMap<String, Tip>,
-}
-
-/// The base records of one program are written against.
-#[derive(Debug, Default)]
-struct Tip {
-    link: Option<usize>,
-    /// Shared with the history, which cuts records by them
-    /// ([`FnSets::order`]).
-    positions: Arc<HashMap<FnId, u32>>,
-    /// Ids records kept as `extra` since the last link.
-    pending: Vec<FnId>,
-    pending_set: HashSet<FnId>,
-}
-
-impl Tip {
-    /// Gives `ids` the positions from `start` on.
-    fn place(&mut self, start: usize, ids: &[FnId]) {
-        let positions = Arc::make_mut(&mut self.positions);
-        for (k, id) in ids.iter().enumerate() {
-            positions.insert(*id, u32::try_from(start + k).expect("a base fits in u32"));
+impl<T> Default for Set<T> {
+    fn default() -> Self {
+        Set {
+            base: None,
+            bits: Vec::new(),
+            extra: Vec::new(),
         }
     }
 }
 
-impl FnSets {
+/// A record's executed functions in one program.
+pub type FnSet = Set<FnId>;
+/// A record's dependencies.
+pub type DepSet = Set<Dep>;
+
+/// The bases of one kind of a state directory: links read once and kept,
+/// and per key the base this process writes records against.
+#[derive(Debug)]
+pub struct Sets<T: Item> {
+    state: StateDir,
+    dir: PathBuf,
+    inner: Mutex<Inner<T>>,
+}
+
+/// Bases of executed functions, one per program (`.sets/`).
+pub type FnSets = Sets<FnId>;
+/// Bases of dependencies, one per workspace (`.deps/`).
+pub type DepSets = Sets<Dep>;
+
+#[derive(Debug)]
+struct Inner<T> {
+    chains: Chains<T>,
+    /// `heads`, read when a record is first written.
+    heads: Option<HashMap<String, Hash>>,
+    tips: HashMap<String, Tip<T>>,
+}
+
+impl<T> Default for Inner<T> {
+    fn default() -> Self {
+        Inner {
+            chains: Chains::default(),
+            heads: None,
+            tips: HashMap::new(),
+        }
+    }
+}
+
+/// The base records of one program are written against.
+#[derive(Debug)]
+struct Tip<T> {
+    link: Option<usize>,
+    /// Shared with the history, which cuts records by them
+    /// ([`FnSets::order`]).
+    positions: Arc<HashMap<T, u32>>,
+    /// Ids records kept as `extra` since the last link.
+    pending: Vec<T>,
+    pending_set: HashSet<T>,
+}
+
+impl<T> Default for Tip<T> {
+    fn default() -> Self {
+        Tip {
+            link: None,
+            positions: Arc::default(),
+            pending: Vec::new(),
+            pending_set: HashSet::new(),
+        }
+    }
+}
+
+impl<T: Item> Tip<T> {
+    /// Gives `ids` the positions from `start` on.
+    fn place(&mut self, start: usize, ids: &[T]) {
+        let positions = Arc::make_mut(&mut self.positions);
+        for (k, id) in ids.iter().enumerate() {
+            positions.insert(
+                id.clone(),
+                u32::try_from(start + k).expect("a base fits in u32"),
+            );
+        }
+    }
+}
+
+impl<T: Item> Sets<T> {
     /// The bases kept in `dir`, inside the state directory `state`.
-    pub fn new(state: StateDir, dir: &Path) -> FnSets {
-        FnSets {
+    pub fn new(state: StateDir, dir: &Path) -> Sets<T> {
+        Sets {
             state,
             dir: dir.to_path_buf(),
             inner: Mutex::default(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<T>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `ids` (ascending) as a record of program `key` keeps them, adding a
-    /// link to its base first when they bring enough new ids. A link that
-    /// cannot be written leaves the ids in the record.
-    pub fn encode(&self, key: &str, ids: Vec<FnId>) -> FnSet {
+    /// `ids` (none repeated) as a record keeps them against the base of
+    /// `key`, adding a link to the base first when they bring enough new
+    /// ids. A link that cannot be written leaves the ids in the record.
+    pub fn encode(&self, key: &str, ids: Vec<T>) -> Set<T> {
         if ids.len() < INLINE_BELOW {
-            return FnSet {
+            return Set {
                 extra: ids,
-                ..FnSet::default()
+                ..Set::default()
             };
         }
         let mut inner = self.lock();
         let inner = &mut *inner;
         let tip = self.tip(inner, key);
-        let new: Vec<FnId> = ids
+        let new: Vec<T> = ids
             .iter()
             .filter(|id| !tip.positions.contains_key(*id))
-            .copied()
+            .cloned()
             .collect();
         let waiting = tip.pending.len() + new.len();
         if tip.link.is_none() || new.len() >= LINK_FROM || waiting >= PENDING_LINK {
@@ -165,9 +218,9 @@ impl FnSets {
         }
         let tip = inner.tips.get_mut(key).expect("just inserted");
         let Some(link) = tip.link else {
-            return FnSet {
+            return Set {
                 extra: ids,
-                ..FnSet::default()
+                ..Set::default()
             };
         };
         let len = inner.chains.link(link).end();
@@ -177,20 +230,22 @@ impl FnSets {
             match tip.positions.get(&id) {
                 Some(&p) => bitset[p as usize / 8] |= 1 << (p % 8),
                 None => {
-                    if tip.pending_set.insert(id) {
-                        tip.pending.push(id);
+                    if tip.pending_set.insert(id.clone()) {
+                        tip.pending.push(id.clone());
                     }
                     extra.push(id);
                 }
             }
         }
-        FnSet {
+        Set {
             base: Some(inner.chains.link(link).name),
             bits: zstd::bulk::compress(&bitset, 3).expect("compressing to memory cannot fail"),
             extra,
         }
     }
+}
 
+impl FnSets {
     /// The base `key`'s records are written against (read from `heads` if
     /// no record was written yet); `None` when there is none.
     pub fn order(&self, key: &str) -> Option<Order> {
@@ -203,10 +258,12 @@ impl FnSets {
             path: inner.chains.path_to(link),
         })
     }
+}
 
+impl<T: Item> Sets<T> {
     /// The base `key`'s records are written against: the one this process
     /// extended, else the first ([`FnSets::first_tip`]).
-    fn tip<'a>(&self, inner: &'a mut Inner, key: &str) -> &'a mut Tip {
+    fn tip<'a>(&self, inner: &'a mut Inner<T>, key: &str) -> &'a mut Tip<T> {
         if !inner.tips.contains_key(key) {
             let tip = self.first_tip(inner, key);
             inner.tips.insert(key.to_owned(), tip);
@@ -216,7 +273,7 @@ impl FnSets {
 
     /// The base a process starts writing `key`'s records against: the one
     /// `heads` names, if it can be read whole.
-    fn first_tip(&self, inner: &mut Inner, key: &str) -> Tip {
+    fn first_tip(&self, inner: &mut Inner<T>, key: &str) -> Tip<T> {
         let head = self.heads(inner).get(key).copied();
         let Some(link) = head.and_then(|head| self.resolve(inner, &head)) else {
             return Tip::default();
@@ -233,32 +290,42 @@ impl FnSets {
     }
 
     /// `heads`, read on first use.
-    fn heads<'a>(&self, inner: &'a mut Inner) -> &'a mut HashMap<String, Hash> {
+    fn heads<'a>(&self, inner: &'a mut Inner<T>) -> &'a mut HashMap<String, Hash> {
         inner.heads.get_or_insert_with(|| self.read_heads())
     }
 
     /// Adds a link of `key`'s waiting ids and `new` to its base (or starts
     /// a base, when there is none or it is full), and names it in `heads`.
-    fn extend(&self, inner: &mut Inner, key: &str, new: &[FnId]) -> io::Result<()> {
+    fn extend(&self, inner: &mut Inner<T>, key: &str, new: &[T]) -> io::Result<()> {
         let tip = inner.tips.get_mut(key).expect("tip made first");
         let mut ids = std::mem::take(&mut tip.pending);
         tip.pending_set.clear();
-        let mut seen: HashSet<FnId> = ids.iter().copied().collect();
-        ids.extend(new.iter().filter(|id| seen.insert(**id)));
+        let mut seen: HashSet<T> = ids.iter().cloned().collect();
+        ids.extend(new.iter().filter(|id| seen.insert((*id).clone())).cloned());
         let full = tip.positions.len() + ids.len() > MAX_BASE;
         if full {
             tip.positions = Arc::default();
             tip.link = None;
         }
         let parent = tip.link;
-        let (name, sealed) = seal_link(parent.map(|p| inner.chains.link(p).name), &ids)?;
-        self.state.make_dir(&self.dir)?;
-        if let Err(e) = self.state.write_atomic(&self.link_path(&name), &sealed) {
-            // Put back what was waiting, so that it is linked later.
-            tip.pending_set.extend(ids.iter().copied());
-            tip.pending = ids;
-            return Err(e);
-        }
+        let written = seal_link(parent.map(|p| inner.chains.link(p).name), &ids).and_then(
+            |(name, sealed)| {
+                self.state.make_dir(&self.dir)?;
+                self.state.write_atomic(&self.link_path(&name), &sealed)?;
+                Ok(name)
+            },
+        );
+        let name = match written {
+            Ok(name) => name,
+            Err(e) => {
+                // Put back what was waiting, so that it is linked later.
+                let tip = inner.tips.get_mut(key).expect("tip made first");
+                tip.pending_set.extend(ids.iter().cloned());
+                tip.pending = ids;
+                return Err(e);
+            }
+        };
+        let tip = inner.tips.get_mut(key).expect("tip made first");
         let start = tip.positions.len();
         tip.place(start, &ids);
         tip.link = Some(inner.chains.add(name, parent, start, ids));
@@ -293,7 +360,7 @@ impl FnSets {
 
     /// The link `name` and the chain before it, read from this
     /// directory ([`Chains::resolve`]).
-    fn resolve(&self, inner: &mut Inner, name: &Hash) -> Option<usize> {
+    fn resolve(&self, inner: &mut Inner<T>, name: &Hash) -> Option<usize> {
         inner.chains.resolve(name, |name| self.link_file(name))
     }
 
@@ -305,11 +372,12 @@ impl FnSets {
             .ok()
     }
 
-    /// The ids `set` stands for, ascending; `None` when its base is
-    /// missing or damaged, or the set does not fit it.
-    pub fn decode(&self, set: &FnSet) -> Option<Vec<FnId>> {
+    /// The ids `set` stands for, in their one order ([`Item::canonical`]);
+    /// `None` when its base is missing or damaged, or the set does not
+    /// fit it.
+    pub fn decode(&self, set: &Set<T>) -> Option<Vec<T>> {
         let Some(base) = &set.base else {
-            return ascending(set.extra.clone());
+            return T::canonical(set.extra.clone());
         };
         let path = {
             let mut inner = self.lock();
@@ -327,7 +395,7 @@ impl FnSets {
         let count: usize = bitset.iter().map(|b| b.count_ones() as usize).sum();
         let mut ids = ids_at(&path, set_bits(&bitset, 0), count + set.extra.len())?;
         ids.extend_from_slice(&set.extra);
-        ascending(ids)
+        T::canonical(ids)
     }
 
     /// The links on the chains of `keep` and of `heads`: what a sweep of
@@ -350,17 +418,6 @@ impl FnSets {
         }
         kept
     }
-}
-
-/// `ids` sorted, if no id repeats (a base that repeats one, or extra ids
-/// it holds, are not ours). Sorted as integers: an analysis that reads
-/// every record sorts millions of ids.
-fn ascending(ids: Vec<FnId>) -> Option<Vec<FnId>> {
-    let mut keys: Vec<u64> = ids.into_iter().map(u64::from_be_bytes).collect();
-    keys.sort_unstable();
-    keys.windows(2)
-        .all(|w| w[0] < w[1])
-        .then(|| keys.into_iter().map(u64::to_be_bytes).collect())
 }
 
 #[cfg(test)]

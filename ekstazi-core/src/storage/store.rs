@@ -10,6 +10,7 @@
 //!     .functions/<digest>     the function table (`functions`)
 //!     .sets/<digest>          executed functions kept once per program,
 //!                             that records name as sets (`fn_sets`)
+//!     .deps/<digest>          dependencies kept once, likewise
 //!     .dicts/<digest>         zstd dictionaries records are compressed
 //!                             with (`dicts`)
 //!     .uninstrumented/<id>    uninstrumented functions of a build, by
@@ -34,8 +35,9 @@ use crate::files::{ReadError, Replacer};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use crate::storage::build_stamp::{BuildStamp, MAX_STAMP_BYTES};
+use crate::storage::chains::Item;
 use crate::storage::dicts::Dicts;
-use crate::storage::fn_sets::FnSets;
+use crate::storage::fn_sets::{DepSets, FnSets, Sets};
 use crate::storage::record_file;
 use crate::storage::record_index::{self, Index};
 use std::collections::HashSet;
@@ -59,6 +61,8 @@ pub struct Store {
     replacer: Arc<Replacer>,
     /// The bases records keep their executed functions against.
     sets: Arc<FnSets>,
+    /// The base records keep their dependencies against.
+    deps: Arc<DepSets>,
     /// The dictionaries record files are compressed with.
     dicts: Arc<Dicts>,
 }
@@ -97,6 +101,7 @@ impl Store {
         Store {
             root: root.to_path_buf(),
             sets: Arc::new(FnSets::new(state.clone(), &records.join(SETS_DIR))),
+            deps: Arc::new(DepSets::new(state.clone(), &records.join(DEPS_DIR))),
             dicts: Arc::new(Dicts::new(state.clone(), &records.join(DICTS_DIR))),
             records,
             state,
@@ -112,6 +117,14 @@ impl Store {
     /// The dictionaries record files are compressed with.
     pub fn dicts(&self) -> &Arc<Dicts> {
         &self.dicts
+    }
+
+    /// Where record files keep their sets.
+    fn bases(&self) -> record_file::Bases<'_> {
+        record_file::Bases {
+            functions: &self.sets,
+            deps: &self.deps,
+        }
     }
 
     /// The state directory.
@@ -164,8 +177,15 @@ impl Store {
             .is_some_and(|entries| {
                 // Caches a run with no record may leave are no records.
                 entries.iter().any(|e| {
-                    ![SNAPSHOTS_DIR, KEPT_SUMS, INDEX_DIR, SETS_DIR, DICTS_DIR]
-                        .contains(&&*e.name.to_string_lossy())
+                    ![
+                        SNAPSHOTS_DIR,
+                        KEPT_SUMS,
+                        INDEX_DIR,
+                        SETS_DIR,
+                        DEPS_DIR,
+                        DICTS_DIR,
+                    ]
+                    .contains(&&*e.name.to_string_lossy())
                 })
             })
     }
@@ -208,7 +228,7 @@ impl Store {
         let path = self.record_path(binary, test);
         match self.read_bounded(&path) {
             Ok(None) => (Loaded::Missing, None),
-            Ok(Some(bytes)) => match record_file::decode(&bytes, &self.sets, &self.dicts) {
+            Ok(Some(bytes)) => match record_file::decode(&bytes, self.bases(), &self.dicts) {
                 Ok(record) if record.binary == binary && record.test == test => (
                     Loaded::Found(Box::new(record)),
                     crate::files::sealed::sealed_digest(&bytes),
@@ -286,7 +306,7 @@ impl Store {
     pub fn save(&self, record: &Record) -> io::Result<Hash> {
         let dir = self.binary_dir(&record.binary);
         self.real_dir(&dir)?;
-        let encoded = record_file::encode(record, &self.sets, &self.dicts);
+        let encoded = record_file::encode(record, self.bases(), &self.dicts);
         let digest = crate::files::sealed::sealed_digest(&encoded)
             .ok_or_else(|| io::Error::other("a sealed record ends with its digest"))?;
         self.replacer
@@ -367,7 +387,7 @@ impl Store {
         let mut found = Vec::new();
         self.each_record_file(|dir_name, name, path, bytes| {
             let record = bytes.and_then(|bytes| {
-                record_file::decode(&bytes, &self.sets, &self.dicts)
+                record_file::decode(&bytes, self.bases(), &self.dicts)
                     .map_err(Invalid::from)
                     .and_then(|record| {
                         let bound = dir_name.to_str() == Some(&escape(&record.binary))
@@ -386,21 +406,24 @@ impl Store {
     }
 
     /// Removes the links of bases no intact record file names (and no
-    /// program's newest base), and the dictionaries no record file names
-    /// (but the current one), from one reading of the record files.
-    /// Returns how many links and how many dictionaries went.
+    /// newest base), and the dictionaries no record file names (but the
+    /// current one), from one reading of the record files. Returns how
+    /// many links and how many dictionaries went.
     pub fn collect_sets_and_dicts(&self) -> io::Result<(usize, usize)> {
         let hex = |name: Hash| blake3::Hash::from_bytes(name).to_hex().to_string();
-        let mut bases = HashSet::new();
+        let (mut bases, mut deps) = (HashSet::new(), HashSet::new());
         let mut dicts: HashSet<String> = HashSet::from([crate::storage::dicts::CURRENT.to_owned()]);
         dicts.extend(self.dicts.current_name().map(hex));
         self.each_record_file(|_, _, _, bytes| {
             let Ok(bytes) = bytes else { return };
-            bases.extend(record_file::bases(&bytes, &self.dicts).unwrap_or_default());
+            if let Some((functions, dep_base)) = record_file::bases(&bytes, &self.dicts) {
+                bases.extend(functions);
+                deps.extend(dep_base);
+            }
             dicts.extend(record_file::dictionary(&bytes).map(hex));
         })?;
         Ok((
-            self.retain_sets(&bases)?,
+            self.retain_sets(&bases)? + retain_links(self, &self.deps, DEPS_DIR, &deps)?,
             self.retain_files(&self.records.join(DICTS_DIR), &dicts)?,
         ))
     }
@@ -409,14 +432,7 @@ impl Store {
     /// newest base) passes through, and writes cut short. Returns how many
     /// links went.
     pub(crate) fn retain_sets(&self, keep: &HashSet<Hash>) -> io::Result<usize> {
-        let mut names: HashSet<String> = self
-            .sets
-            .kept(keep)
-            .iter()
-            .map(|name| blake3::Hash::from_bytes(*name).to_hex().to_string())
-            .collect();
-        names.insert(crate::storage::fn_sets::HEADS.to_owned());
-        self.retain_files(&self.records.join(SETS_DIR), &names)
+        retain_links(self, &self.sets, SETS_DIR, keep)
     }
 
     /// Calls `f` with each record file's binary directory, name, path and
@@ -612,7 +628,25 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
 const MAX_SNAPSHOT_BYTES: u64 = 512 << 20;
 const UNINSTRUMENTED_MAGIC: &[u8; 4] = b"EKZU";
 const FUNCTIONS_DIR: &str = ".functions";
+/// Removes from `dir` the links of `sets` no chain of `keep` (nor a
+/// newest base) passes through, and writes cut short.
+fn retain_links<T: Item>(
+    store: &Store,
+    sets: &Sets<T>,
+    dir: &str,
+    keep: &HashSet<Hash>,
+) -> io::Result<usize> {
+    let mut names: HashSet<String> = sets
+        .kept(keep)
+        .iter()
+        .map(|name| blake3::Hash::from_bytes(*name).to_hex().to_string())
+        .collect();
+    names.insert(crate::storage::fn_sets::HEADS.to_owned());
+    store.retain_files(&store.records.join(dir), &names)
+}
+
 const SETS_DIR: &str = ".sets";
+const DEPS_DIR: &str = ".deps";
 const DICTS_DIR: &str = ".dicts";
 /// Files' and programs' checksums, by their files' identity.
 const KEPT_SUMS: &str = ".sums";

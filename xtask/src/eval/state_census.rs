@@ -137,7 +137,7 @@ fn describe(program: &str, sets: &[&[FnId]]) -> Result<()> {
 fn on_disk(state: &Path, tests: usize) -> Result<()> {
     let dir = state.join(format!("v{}", ekstazi_core::files::sealed::FORMAT_VERSION));
     let mut parts: std::collections::BTreeMap<String, usize> = Default::default();
-    let (mut sets, mut bodies, mut files) = (0, 0, 0);
+    let (mut sets, mut deps, mut bodies, mut files) = (0, 0, 0, 0);
     let dicts = Store::new(state).dicts().clone();
     for entry in walkdir::WalkDir::new(&dir).min_depth(1) {
         let entry = entry?;
@@ -160,8 +160,9 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
         };
         if part == "records" && entry.depth() == 2 {
             let bytes = std::fs::read(entry.path())?;
-            if let Some((s, b)) = ekstazi_core::storage::record_file::sizes(&bytes, &dicts) {
+            if let Some((s, d, b)) = ekstazi_core::storage::record_file::sizes(&bytes, &dicts) {
                 sets += s;
+                deps += d;
                 bodies += b;
                 files += bytes.len();
             }
@@ -178,10 +179,11 @@ fn on_disk(state: &Path, tests: usize) -> Result<()> {
         println!("  {part}: {}", mb(*bytes));
     }
     println!(
-        "  the record files: {} compressed from {}, of which the sets of executed functions {}",
+        "  the record files: {} compressed from {}, of which the sets of executed functions {} and of dependencies {}",
         mb(files),
         mb(bodies),
-        mb(sets)
+        mb(sets),
+        mb(deps)
     );
     Ok(())
 }

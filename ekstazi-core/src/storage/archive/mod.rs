@@ -17,6 +17,7 @@
 //! v12/<binary key>/<test>            current records
 //! v12/.functions/<digest>            the function table
 //! v12/.sets/<digest>                 bases of executed functions
+//! v12/.deps/<digest>                 the base of dependencies
 //! v12/.dicts/<digest>                dictionaries record files are compressed with
 //! v12/.uninstrumented/<digest>       uninstrumented functions of builds
 //! v12/.history/commits/<commit id>   which record held per test, per commit
@@ -232,7 +233,7 @@ fn is_store_path(path: &Path) -> bool {
         [v, rest @ ..] if *v == version => match rest {
             [".functions", name] => hex(name, 32),
             // A store's own heads are its own: the bases records name travel.
-            [".sets", name] => hex(name, 64),
+            [".sets" | ".deps", name] => hex(name, 64),
             // Likewise its current dictionary: those records name travel.
             [".dicts", name] => hex(name, 64),
             [".uninstrumented", name] => hex(name, 64),
@@ -260,6 +261,7 @@ mod tests {
             format!("{v}/.history/packs/{}", "d".repeat(64)),
             format!("{v}/.sets/{}", "e".repeat(64)),
             format!("{v}/.dicts/{}", "f".repeat(64)),
+            format!("{v}/.deps/{}", "a".repeat(64)),
         ];
         for path in &ok {
             assert!(is_store_path(Path::new(path)), "{path}");
@@ -271,6 +273,7 @@ mod tests {
             format!("{v}/pkg/sub/deeper"),
             format!("{v}/.code/{}", "a".repeat(64)),
             format!("{v}/.sets/heads"),
+            format!("{v}/.deps/heads"),
             format!("{v}/.dicts/current"),
             format!("{v}/.history/commits/HEAD"),
             format!("{v}/.history/packs/.tmp123"),
