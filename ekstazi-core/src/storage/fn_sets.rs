@@ -384,18 +384,14 @@ impl<T: Item> Sets<T> {
             let tip = self.resolve(&mut inner, base)?;
             inner.chains.path_to(tip)
         };
-        let len = path.last()?.end();
-        let bytes = len.div_ceil(8);
-        let bitset = crate::files::sealed::unpack(&set.bits, bytes as u64)?;
-        if bitset.len() != bytes || (!len.is_multiple_of(8) && bitset[bytes - 1] >> (len % 8) != 0)
-        {
-            return None;
-        }
-        // Sized exactly: a coreutils analysis holds every record at once.
-        let count: usize = bitset.iter().map(|b| b.count_ones() as usize).sum();
-        let mut ids = ids_at(&path, set_bits(&bitset, 0), count + set.extra.len())?;
-        ids.extend_from_slice(&set.extra);
-        T::canonical(ids)
+        items_of(&path, set)
+    }
+
+    /// The names of the links on the chain of `name`, first to last, if it
+    /// resolves (what the history copies to keep a set readable).
+    pub fn chain(&self, name: &Hash) -> Option<Vec<Hash>> {
+        let mut inner = self.lock();
+        inner.chains.names(name, |name| self.link_file(name))
     }
 
     /// The links on the chains of `keep` and of `heads`: what a sweep of
@@ -418,6 +414,22 @@ impl<T: Item> Sets<T> {
         }
         kept
     }
+}
+
+/// The items `set` stands for against the base made of `path` (its
+/// base's chain), in their one order; `None` if the set does not fit it.
+pub(crate) fn items_of<T: Item>(path: &[Arc<Link<T>>], set: &Set<T>) -> Option<Vec<T>> {
+    let len = path.last()?.end();
+    let bytes = len.div_ceil(8);
+    let bitset = crate::files::sealed::unpack(&set.bits, bytes as u64)?;
+    if bitset.len() != bytes || (!len.is_multiple_of(8) && bitset[bytes - 1] >> (len % 8) != 0) {
+        return None;
+    }
+    // Sized exactly: a coreutils analysis holds every record at once.
+    let count: usize = bitset.iter().map(|b| b.count_ones() as usize).sum();
+    let mut ids = ids_at(path, set_bits(&bitset, 0), count + set.extra.len())?;
+    ids.extend_from_slice(&set.extra);
+    T::canonical(ids)
 }
 
 #[cfg(test)]

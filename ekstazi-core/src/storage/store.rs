@@ -114,6 +114,11 @@ impl Store {
         &self.sets
     }
 
+    /// The base records keep their dependencies against.
+    pub fn deps(&self) -> &Arc<DepSets> {
+        &self.deps
+    }
+
     /// The dictionaries record files are compressed with.
     pub fn dicts(&self) -> &Arc<Dicts> {
         &self.dicts
@@ -566,7 +571,7 @@ impl Store {
             self.state.clone(),
             &self.records.join(HISTORY_DIR),
         )
-        .cut_by(self.sets.clone(), self.dicts.clone())
+        .cut_by(self.sets.clone(), self.deps.clone(), self.dicts.clone())
     }
 
     /// Where the function table's segments are.

@@ -196,8 +196,11 @@ fn refiled(store: &Store, records: &[Record]) -> Result<()> {
     use ekstazi_core::storage::history::{Filing, History, Known};
     let filed = |records: &[Record]| -> Result<(u64, u64)> {
         let scratch = tempfile::tempdir()?;
-        let history =
-            History::new(scratch.path()).cut_by(store.sets().clone(), store.dicts().clone());
+        let history = History::new(scratch.path()).cut_by(
+            store.sets().clone(),
+            store.deps().clone(),
+            store.dicts().clone(),
+        );
         let filings: Vec<Filing<'_>> = records
             .iter()
             .map(|record| Filing::of(record, true, Known::Nothing))

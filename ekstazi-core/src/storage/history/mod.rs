@@ -89,6 +89,11 @@ pub struct History {
     bases: Option<Arc<crate::storage::fn_sets::FnSets>>,
     /// The links spans name (`objects`), read from the packs once.
     chains: Arc<std::sync::Mutex<crate::storage::chains::Chains>>,
+    /// The store's base of dependencies, when it has one: bodies keep
+    /// their dependencies as sets over it (`objects`).
+    dep_bases: Option<Arc<crate::storage::fn_sets::DepSets>>,
+    /// The links bodies' dependencies name, read from the packs once.
+    dep_chains: Arc<std::sync::Mutex<crate::storage::chains::Chains<crate::model::dep::Dep>>>,
     /// The store's dictionaries, when it has them: bodies are compressed
     /// with the current one (`objects`).
     dicts: Option<Arc<crate::storage::dicts::Dicts>>,
@@ -286,21 +291,26 @@ impl History {
             packs: Arc::default(),
             bases: None,
             chains: Arc::default(),
+            dep_bases: None,
+            dep_chains: Arc::default(),
             dicts: None,
             dicts_read: Arc::default(),
         }
     }
 
     /// This history, cutting the records it files by where their
-    /// functions sit in `bases`, and compressing their bodies with the
-    /// current one of `dicts` (`objects`): the store's.
+    /// functions sit in `bases` and their dependencies in `deps`, and
+    /// compressing their bodies with the current one of `dicts`
+    /// (`objects`): the store's.
     pub fn cut_by(
         self,
         bases: Arc<crate::storage::fn_sets::FnSets>,
+        deps: Arc<crate::storage::fn_sets::DepSets>,
         dicts: Arc<crate::storage::dicts::Dicts>,
     ) -> History {
         History {
             bases: Some(bases),
+            dep_bases: Some(deps),
             dicts: Some(dicts),
             ..self
         }
@@ -756,11 +766,28 @@ mod tests {
             crate::files::contained::StateDir::new(dir.path()),
             &dir.path().join(".sets"),
         ));
+        // And read the same 40 files.
+        let files: Vec<crate::model::dep::Dep> = (0..40)
+            .map(|i| crate::model::dep::Dep {
+                target: crate::model::dep::Target::Content(
+                    crate::model::path::StoredPath::new(
+                        crate::model::path::Anchor::Workspace,
+                        format!("data/f{i:02}"),
+                    )
+                    .unwrap(),
+                ),
+                sum: crate::model::dep::Sum::Hash(*blake3::hash(&[i]).as_bytes()),
+            })
+            .collect();
         let mut first = sample();
         first.code[0].functions = ran(10_000);
+        first.deps.extend(files.iter().cloned());
+        first.sort_deps();
         let mut second = sample();
         second.test = "second".into();
         second.code[0].functions = ran(20_000);
+        second.deps.extend(files.iter().cloned());
+        second.sort_deps();
         // The store writes their files first, so that the base holds them:
         // a test that ran only what they share was recorded before them.
         let key = base_key(&first.binary, &first.code[0].unit);
@@ -781,14 +808,18 @@ mod tests {
             dicts.offer(&postcard::to_stdvec(&alike).unwrap().repeat(8));
         }
         let dict = dicts.current_name().expect("a dictionary trained");
-        let history = History::new(&dir.path().join("history")).cut_by(bases, dicts);
+        let deps = Arc::new(crate::storage::fn_sets::DepSets::new(
+            crate::files::contained::StateDir::new(dir.path()),
+            &dir.path().join(".deps"),
+        ));
+        let history = History::new(&dir.path().join("history")).cut_by(bases, deps, dicts);
         let entries = |h: &History| h.read_packs().at.len();
         history.file(A, &[(&first, true)], 1).unwrap();
         let after_first = entries(&history);
         assert_eq!(
             after_first,
-            2 + 2 + 2 + 1,
-            "spans of positions 0–1023 and 1024–1999, the body, the skeleton, the two links of the base they need, and the dictionary the body was compressed with"
+            2 + 2 + 2 + 1 + 1,
+            "spans of positions 0–1023 and 1024–1999, the body, the skeleton, the two links of the base they need, the dictionary the body was compressed with and the link of the dependencies' base"
         );
         history.file(A, &[(&second, true)], 2).unwrap();
         assert_eq!(
@@ -817,13 +848,14 @@ mod tests {
             .collect();
         assert_eq!(history.named_by_parts(&chunks).len(), 3);
         let body = history.skeleton(&entry.record).unwrap().body;
-        assert_eq!(
-            history.named_by_parts(&[body].into()),
-            [dict].into(),
-            "and the dictionary its body was compressed with"
+        let named = history.named_by_parts(&[body].into());
+        assert!(
+            named.len() == 2 && named.contains(&dict),
+            "and the dictionary its body was compressed with, and the link of its dependencies"
         );
-        // The history's copies outlive the store's base and dictionary.
+        // The history's copies outlive the store's bases and dictionary.
         std::fs::remove_dir_all(dir.path().join(".sets")).unwrap();
+        std::fs::remove_dir_all(dir.path().join(".deps")).unwrap();
         std::fs::remove_dir_all(dir.path().join(".dicts")).unwrap();
         history.file(B, &[(&first, true)], 3).unwrap();
         assert_eq!(history.prune(1).unwrap().commits, 1);
@@ -1014,7 +1046,7 @@ mod tests {
             .map(|i| [i.to_le_bytes()[0], i.to_le_bytes()[1], 0, 0, 0, 0, 0, 0])
             .collect();
         let planted = History::new(dir.path());
-        let cut = cut(&other, &Default::default(), None).unwrap();
+        let cut = cut(&other, &Default::default(), None, None).unwrap();
         // Parts: the body, then the chunks.
         let chunk = cut.parts[1].0;
         {

@@ -21,11 +21,12 @@
 use super::History;
 use crate::files::sealed::{name_of, named};
 use crate::model::code_dep::FnId;
+use crate::model::dep::Dep;
 use crate::model::dep::Hash;
 use crate::model::record::Record;
 use crate::storage::chains::{MAX_BASE, ids_at, set_bits};
 use crate::storage::dicts::{self, Dict};
-use crate::storage::fn_sets::{Order, base_key};
+use crate::storage::fn_sets::{DEPS_KEY, DepSet, DepSets, Order, base_key, items_of};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -37,6 +38,13 @@ const BODY_MAGIC: &[u8; 4] = b"EKZB";
 /// A body compressed with a dictionary of record files (`dicts`), which
 /// the history keeps a copy of: its name, then the compressed body.
 const PACKED_BODY_MAGIC: &[u8; 4] = b"EKZG";
+/// Bodies whose dependencies follow them as a set over the store's base
+/// of dependencies ([`DepSet`]), the history keeping copies of its links:
+/// plain, and compressed with a dictionary. New magics, so that a tool
+/// that knows only bodies with their dependencies inline reads these as
+/// nothing (its tests run), never as a body without dependencies.
+const DEPS_BODY_MAGIC: &[u8; 4] = b"EKZM";
+const PACKED_DEPS_BODY_MAGIC: &[u8; 4] = b"EKZZ";
 /// A body unpacks to at most this much.
 const MAX_BODY_BYTES: usize = 64 << 20;
 /// A list of executed functions this long or longer is kept in chunks.
@@ -197,13 +205,24 @@ impl Body {
     }
 }
 
+/// A body's bytes as kept: the body, then (`with_deps`) its dependencies'
+/// set, and nothing more.
+fn parse_body(bytes: &[u8], with_deps: bool) -> Option<(Body, Option<DepSet>)> {
+    let (body, rest) = postcard::take_from_bytes(bytes).ok()?;
+    if !with_deps {
+        return rest.is_empty().then_some((body, None));
+    }
+    let (deps, rest) = postcard::take_from_bytes(rest).ok()?;
+    rest.is_empty().then_some((body, Some(deps)))
+}
+
 /// A record's id in the history, its long lists cut by the ids' first
 /// byte alone (no base to place them): the name of its skeleton, which
 /// names its chunks. A record cut against its programs' bases (as
 /// [`History::put_records`] does when the history knows them) gets
 /// another id; each is the whole record.
 pub fn record_id(record: &Record) -> io::Result<Hash> {
-    cut(record, &Orders::new(), None).map(|cut| cut.id)
+    cut(record, &Orders::new(), None, None).map(|cut| cut.id)
 }
 
 /// A record cut as the history keeps it: its skeleton, sealed, and the
@@ -218,9 +237,17 @@ pub(super) struct Cut {
     pub(super) links: Vec<(String, usize)>,
     /// Whether its body was compressed with the dictionary.
     pub(super) packed_body: bool,
+    /// The link whose chain is the base its dependencies were kept
+    /// against, if any: the history keeps that chain.
+    pub(super) dep_base: Option<Hash>,
 }
 
-pub(super) fn cut(record: &Record, orders: &Orders, dict: Option<&Dict>) -> io::Result<Cut> {
+pub(super) fn cut(
+    record: &Record,
+    orders: &Orders,
+    dict: Option<&Dict>,
+    deps: Option<&DepSets>,
+) -> io::Result<Cut> {
     let mut record = record.clone();
     let mut body = Body {
         always: std::mem::take(&mut record.always),
@@ -253,12 +280,26 @@ pub(super) fn cut(record: &Record, orders: &Orders, dict: Option<&Dict>) -> io::
         }
         chunks.push(names);
     }
-    let body = postcard::to_stdvec(&body).map_err(io::Error::other)?;
-    let framed = dict.and_then(|dict| dicts::framed(dict, &body));
+    // Sorted and deduplicated as a record file keeps them, so that a
+    // record filed and the same record read give one body.
+    let dep_set = deps.map(|deps| {
+        body.deps.sort_by(|a, b| a.target.cmp(&b.target));
+        body.deps.dedup();
+        deps.encode(DEPS_KEY, std::mem::take(&mut body.deps))
+    });
+    let mut bytes = postcard::to_stdvec(&body).map_err(io::Error::other)?;
+    if let Some(set) = &dep_set {
+        postcard::to_io(set, &mut bytes).map_err(io::Error::other)?;
+    }
+    let (plain, packed) = match dep_set {
+        Some(_) => (DEPS_BODY_MAGIC, PACKED_DEPS_BODY_MAGIC),
+        None => (BODY_MAGIC, PACKED_BODY_MAGIC),
+    };
+    let framed = dict.and_then(|dict| dicts::framed(dict, &bytes));
     let packed_body = framed.is_some();
     let body = match framed {
-        Some(framed) => crate::files::sealed::seal(PACKED_BODY_MAGIC, &framed),
-        None => crate::files::sealed::seal(BODY_MAGIC, &body),
+        Some(framed) => crate::files::sealed::seal(packed, &framed),
+        None => crate::files::sealed::seal(plain, &bytes),
     };
     let skeleton = Skeleton {
         record,
@@ -277,6 +318,7 @@ pub(super) fn cut(record: &Record, orders: &Orders, dict: Option<&Dict>) -> io::
         parts,
         links,
         packed_body,
+        dep_base: dep_set.and_then(|set| set.base),
     })
 }
 
@@ -293,9 +335,10 @@ impl History {
             let (name, dict) = dicts.current()?;
             Some(((name, dict), dicts.sealed(&name)?))
         });
+        let deps = self.dep_bases.as_deref();
         let cuts: Vec<Cut> = records
             .par_iter()
-            .map(|r| cut(r, &orders, dict.as_ref().map(|(dict, _)| dict)))
+            .map(|r| cut(r, &orders, dict.as_ref().map(|(dict, _)| dict), deps))
             .collect::<io::Result<_>>()?;
         let ids = cuts.iter().map(|c| c.id).collect();
         let mut guard = self.packs.write().expect("pack index lock");
@@ -321,6 +364,21 @@ impl History {
                 if let Some(sealed) = bases.link_file(&name).filter(|b| named(b, &name)) {
                     added.insert(name);
                     new.push((name, sealed));
+                }
+            }
+        }
+        // The chains bodies' dependencies name, copied likewise.
+        if let Some(deps) = deps {
+            let tips: HashSet<Hash> = cuts.iter().filter_map(|cut| cut.dep_base).collect();
+            for tip in tips.iter().filter(|tip| !packs.at.contains_key(tip)) {
+                for name in deps.chain(tip).unwrap_or_default() {
+                    if packs.at.contains_key(&name) || added.contains(&name) {
+                        continue;
+                    }
+                    if let Some(sealed) = deps.link_file(&name).filter(|b| named(b, &name)) {
+                        added.insert(name);
+                        new.push((name, sealed));
+                    }
                 }
             }
         }
@@ -390,19 +448,56 @@ impl History {
         (skeleton.chunks.len() == skeleton.record.code.len()).then_some(skeleton)
     }
 
-    /// A record's body, if it is intact and the one its name says.
+    /// A record's body, if it is intact and the one its name says, its
+    /// dependencies read from the history's copy of their base.
     pub fn body(&self, id: &Hash) -> Option<Body> {
+        let (mut body, deps) = self.body_and_deps(id)?;
+        if let Some(deps) = deps {
+            if !body.deps.is_empty() {
+                return None;
+            }
+            body.deps = self.deps_of(&deps)?;
+        }
+        Some(body)
+    }
+
+    /// A body as kept, and its dependencies' set when they follow it.
+    fn body_and_deps(&self, id: &Hash) -> Option<(Body, Option<DepSet>)> {
         let sealed = self.read_entry(id)?;
         if !named(&sealed, id) {
             return None;
         }
-        if !sealed.starts_with(PACKED_BODY_MAGIC) {
-            return crate::files::sealed::open(BODY_MAGIC, &sealed).ok();
+        let open_raw = crate::files::sealed::open_raw;
+        for (magic, with_deps) in [(BODY_MAGIC, false), (DEPS_BODY_MAGIC, true)] {
+            if let Ok(bytes) = open_raw(magic, &sealed) {
+                return parse_body(bytes, with_deps);
+            }
         }
-        let inner = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed).ok()?;
+        let (inner, with_deps) = match open_raw(PACKED_BODY_MAGIC, &sealed) {
+            Ok(inner) => (inner, false),
+            Err(_) => (open_raw(PACKED_DEPS_BODY_MAGIC, &sealed).ok()?, true),
+        };
         let (name, packed) = dicts::unframe(inner)?;
         let dict = (*name, self.dict(name)?);
-        postcard::from_bytes(&dicts::decompress(&dict, packed, MAX_BODY_BYTES)?).ok()
+        parse_body(
+            &dicts::decompress(&dict, packed, MAX_BODY_BYTES)?,
+            with_deps,
+        )
+    }
+
+    /// The dependencies `set` stands for, read from the history's copy of
+    /// its base; `None` if a link is missing or damaged, or the set does
+    /// not fit the base.
+    fn deps_of(&self, set: &DepSet) -> Option<Vec<Dep>> {
+        let Some(base) = &set.base else {
+            return <Dep as crate::storage::chains::Item>::canonical(set.extra.clone());
+        };
+        let path = {
+            let mut chains = self.dep_chains.lock().unwrap_or_else(|p| p.into_inner());
+            let tip = chains.resolve(base, |name| self.read_entry(name))?;
+            chains.path_to(tip)
+        };
+        items_of(&path, set)
     }
 
     /// The history's copy of the dictionary `name`, read once.
@@ -458,21 +553,40 @@ impl History {
     /// before them, and the dictionaries bodies were compressed with. What
     /// the history keeps for them when it prunes.
     pub(super) fn named_by_parts(&self, parts: &HashSet<Hash>) -> HashSet<Hash> {
-        let mut tips = HashSet::new();
+        let (mut tips, mut dep_tips) = (HashSet::new(), HashSet::new());
         let mut named = HashSet::new();
-        for sealed in parts.iter().filter_map(|part| self.read_entry(part)) {
+        for (part, sealed) in parts
+            .iter()
+            .filter_map(|part| Some((part, self.read_entry(part)?)))
+        {
             if let Ok(span) = crate::files::sealed::open::<Span>(SPAN_MAGIC, &sealed) {
                 tips.insert(span.link);
-            } else if let Ok(inner) = crate::files::sealed::open_raw(PACKED_BODY_MAGIC, &sealed)
-                && let Some((dict, _)) = dicts::unframe(inner)
-            {
-                named.insert(*dict);
+                continue;
+            }
+            for magic in [PACKED_BODY_MAGIC, PACKED_DEPS_BODY_MAGIC] {
+                if let Ok(inner) = crate::files::sealed::open_raw(magic, &sealed)
+                    && let Some((dict, _)) = dicts::unframe(inner)
+                {
+                    named.insert(*dict);
+                }
+            }
+            if sealed.starts_with(DEPS_BODY_MAGIC) || sealed.starts_with(PACKED_DEPS_BODY_MAGIC) {
+                dep_tips.extend(self.body_and_deps(part).and_then(|(_, deps)| deps?.base));
             }
         }
         let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
         for tip in &tips {
             named.extend(
                 chains
+                    .names(tip, |name| self.read_entry(name))
+                    .unwrap_or_default(),
+            );
+        }
+        drop(chains);
+        let mut dep_chains = self.dep_chains.lock().unwrap_or_else(|p| p.into_inner());
+        for tip in &dep_tips {
+            named.extend(
+                dep_chains
                     .names(tip, |name| self.read_entry(name))
                     .unwrap_or_default(),
             );
