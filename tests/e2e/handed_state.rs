@@ -432,6 +432,82 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
 }
 
 #[test]
+fn a_records_dependency_base_missing_or_forged_makes_its_test_run() {
+    let env: [(&str, &str); 0] = [];
+    let f = Fixture::new("verdicts");
+    // A test that reads enough files for its record to keep them as a set
+    // over the base of dependencies (a few are kept as they are).
+    for i in 0..24 {
+        f.write(&format!("data/many/f{i:02}.txt"), &format!("{i}\n"));
+    }
+    f.write(
+        "tests/reads_many.rs",
+        "#[test]\nfn reads_them_all() {\n    let mut sum = 0;\n    for i in 0..24 {\n        \
+         let text = std::fs::read_to_string(format!(\"data/many/f{i:02}.txt\")).unwrap();\n        \
+         sum += text.trim().parse::<u32>().unwrap();\n    }\n    assert_eq!(sum, 276);\n}\n",
+    );
+    f.test_ok_with(&[], &env);
+    assert!(f.selected_with(&[], &env).is_empty());
+    let links = named_by_content(&f, ".deps", "heads");
+    assert!(!links.is_empty(), "no base of dependencies was written");
+    let original: Vec<Vec<u8>> = links.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    // A new build of its binary: the record is read whole again.
+    add_a_test_before(&f, "reads_many", "reads_them_all");
+    let runs_for_its_base = |f: &Fixture| {
+        let selected = f.selected_with(&[], &env);
+        let reads = selected
+            .iter()
+            .find(|(label, _)| label == "verdicts::reads_many reads_them_all");
+        assert!(
+            reads.is_some_and(|(_, reasons)| reasons.iter().any(|r| r.contains("base"))),
+            "{selected:?}"
+        );
+    };
+    // A sealed link of other dependencies, under each one's name.
+    let other = tempfile::tempdir().unwrap();
+    let forger = ekstazi_core::storage::fn_sets::DepSets::new(
+        ekstazi_core::files::contained::StateDir::new(other.path()),
+        &other.path().join("deps"),
+    );
+    let deps: Vec<ekstazi_core::model::dep::Dep> = (0..24u8)
+        .map(|i| ekstazi_core::model::dep::Dep {
+            target: ekstazi_core::model::dep::Target::Env(ekstazi_core::model::dep::EnvName(
+                format!("FORGED_{i}").into_bytes(),
+            )),
+            sum: ekstazi_core::model::dep::Sum::Absent,
+        })
+        .collect();
+    let name = forger.encode("deps", deps).base.expect("a base");
+    let forged = std::fs::read(
+        other
+            .path()
+            .join("deps")
+            .join(blake3::Hash::from_bytes(name).to_hex().as_str()),
+    )
+    .unwrap();
+    for link in &links {
+        std::fs::write(link, &forged).unwrap();
+    }
+    runs_for_its_base(&f);
+    // Gone.
+    for link in &links {
+        std::fs::remove_file(link).unwrap();
+    }
+    runs_for_its_base(&f);
+    // Put back, the record holds again.
+    for (link, bytes) in links.iter().zip(&original) {
+        std::fs::write(link, bytes).unwrap();
+    }
+    assert_eq!(selected_labels(&f), ["verdicts::reads_many another"]);
+    // Once run, the test is recorded against a new base.
+    for link in &links {
+        std::fs::remove_file(link).unwrap();
+    }
+    f.test_ok_with(&[], &env);
+    assert!(f.selected_with(&[], &env).is_empty());
+}
+
+#[test]
 fn a_records_dictionary_missing_or_forged_makes_its_test_run() {
     let env: [(&str, &str); 0] = [];
     let f = Fixture::new("verdicts");
