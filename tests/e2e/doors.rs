@@ -277,7 +277,8 @@ fn each_door_selects_its_probe_alone(f: &Fixture) {
         || f.edit("tool.sh", "echo tool", "echo other"),
         only(
             "runs_a_script",
-            &["program changed: tool.sh", "file changed: tool.sh"],
+            // In the order records keep dependencies: by target.
+            &["file changed: tool.sh", "program changed: tool.sh"],
         ),
         || f.edit("tool.sh", "echo other", "echo tool"),
     );
@@ -287,7 +288,7 @@ fn each_door_selects_its_probe_alone(f: &Fixture) {
         || std::fs::rename(f.file("tool.sh"), f.file("tool.away")).unwrap(),
         only(
             "runs_a_script",
-            &["program deleted: tool.sh", "file deleted: tool.sh"],
+            &["file deleted: tool.sh", "program deleted: tool.sh"],
         ),
         || std::fs::rename(f.file("tool.away"), f.file("tool.sh")).unwrap(),
     );

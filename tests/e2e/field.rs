@@ -138,10 +138,11 @@ fn each_setup_of_the_field_selects_its_test_alone() {
         || chmod(&f, "scripts/hi.sh", 0o644),
         only(
             "runs_a_script",
-            // Run as a program, and read by the shell that runs it.
+            // Read by the shell that runs it, and run as a program (in the
+            // order records keep dependencies: by target).
             &[
-                "program changed: scripts/hi.sh",
                 "file changed: scripts/hi.sh",
+                "program changed: scripts/hi.sh",
             ],
         ),
         || chmod(&f, "scripts/hi.sh", 0o755),
