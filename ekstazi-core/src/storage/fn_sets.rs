@@ -76,6 +76,11 @@ impl Order {
         self.path.iter().map(|link| link.name)
     }
 
+    /// The base's length up to and with link `index` of [`Order::links`].
+    pub fn end_of(&self, index: usize) -> usize {
+        self.path[index].end()
+    }
+
     /// The index in [`Order::links`] of the link holding `position`.
     pub fn covering(&self, position: usize) -> Option<usize> {
         let i = self.path.partition_point(|link| link.end() <= position);

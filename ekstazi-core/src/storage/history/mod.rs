@@ -747,7 +747,7 @@ mod tests {
     }
 
     #[test]
-    fn lists_cut_by_their_base_share_the_chunks_of_what_tests_share() {
+    fn lists_kept_as_sets_over_their_base_outlive_it() {
         use crate::storage::fn_sets::{FnSets, base_key};
         let id = |i: u32| {
             let mut id = [0; 8];
@@ -818,14 +818,14 @@ mod tests {
         let after_first = entries(&history);
         assert_eq!(
             after_first,
-            2 + 2 + 2 + 1 + 1,
-            "spans of positions 0–1023 and 1024–1999, the body, the skeleton, the two links of the base they need, the dictionary the body was compressed with and the link of the dependencies' base"
+            1 + 2 + 2 + 1 + 1,
+            "the set of positions 0–1999, the body, the skeleton, the two links of the base it needs, the dictionary the body was compressed with and the link of the dependencies' base"
         );
         history.file(A, &[(&second, true)], 2).unwrap();
         assert_eq!(
             entries(&history),
-            after_first + 4,
-            "positions 0–1023 are shared; 1024–2047, 2048–2499, the skeleton and the base's third link are new"
+            after_first + 3,
+            "the body is shared; the set, the skeleton and the base's third link are new"
         );
         // Put back whole, ascending, however they were cut.
         let manifest = history.manifest(A).unwrap();
@@ -833,7 +833,7 @@ mod tests {
             let entry = manifest.entries.iter().find(|e| e.test == test).unwrap();
             assert_eq!(history.object(&entry.record).as_ref(), Some(record));
         }
-        // A sweep keeps the links a kept span needs, and the chain before.
+        // A sweep keeps the link a kept set needs, and the chain before.
         let entry = manifest
             .entries
             .iter()
