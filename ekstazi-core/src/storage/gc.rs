@@ -127,14 +127,31 @@ mod tests {
         // with `heads` gone, nothing keeps those two.
         let many =
             |from: u8| -> Vec<FnId> { (0..100).map(|i| [from, i, 0, 0, 0, 0, 0, 0]).collect() };
+        // Likewise a base of dependencies: the record's, and one no record
+        // names.
+        let deps = |from: u8| -> Vec<crate::model::dep::Dep> {
+            (0..20)
+                .map(|i| crate::model::dep::Dep {
+                    target: crate::model::dep::Target::Env(crate::model::dep::EnvName(vec![
+                        from, i,
+                    ])),
+                    sum: crate::model::dep::Sum::Absent,
+                })
+                .collect()
+        };
         let mut based = sample();
         based.test = "based".into();
         based.code[0].functions = many(1);
+        based.deps = deps(1);
+        based.sort_deps();
         store.save(&based).unwrap();
         let unnamed = store.sets().encode("another program", many(2));
         store.sets().encode("a program", many(3));
-        let heads = format!("v{}/.sets/heads", crate::files::sealed::FORMAT_VERSION);
-        std::fs::remove_file(dir.path().join(heads)).unwrap();
+        let unnamed_deps = store.deps().encode("another workspace", deps(2));
+        for dir_name in [".sets", ".deps"] {
+            let heads = format!("v{}/{dir_name}/heads", crate::files::sealed::FORMAT_VERSION);
+            std::fs::remove_file(dir.path().join(heads)).unwrap();
+        }
         let mut old = sample();
         old.test = "old".into();
         old.code[0].functions = vec![filed];
@@ -151,7 +168,7 @@ mod tests {
             Collected {
                 functions: 1,
                 uninstrumented: 1,
-                links: 2,
+                links: 3,
                 dicts: 0,
             }
         );
@@ -159,6 +176,7 @@ mod tests {
         let based_again = again.load("demo::integration", "based");
         assert!(matches!(based_again, crate::storage::store::Loaded::Found(r) if *r == based));
         assert_eq!(again.sets().decode(&unnamed), None);
+        assert_eq!(again.deps().decode(&unnamed_deps), None);
         let reloaded = FunctionTable::load(&store.functions_dir());
         assert!(reloaded.get(&kept).is_some() && reloaded.get(&filed).is_some());
         assert!(reloaded.get(&gone).is_none());
