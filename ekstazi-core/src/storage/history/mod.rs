@@ -847,6 +847,11 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(history.named_by_parts(&chunks).len(), 3);
+        assert_eq!(
+            history.named_by_parts(&[entry.record].into()),
+            [dict].into(),
+            "the skeleton is compressed with the dictionary too"
+        );
         let body = history.skeleton(&entry.record).unwrap().body;
         let named = history.named_by_parts(&[body].into());
         assert!(

@@ -343,7 +343,8 @@ impl History {
             .filter_map(|id| self.skeleton(id))
             .flat_map(|s| s.chunks.into_iter().flatten().chain([s.body]))
             .collect();
-        let beyond = self.named_by_parts(&chunks);
+        // The skeletons too: one may be compressed with a dictionary.
+        let beyond = self.named_by_parts(&chunks.union(&records).copied().collect());
         let named: HashSet<Hash> = records.into_iter().chain(chunks).chain(beyond).collect();
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
