@@ -350,9 +350,6 @@ fn the_workspace_path_can_be_made_a_dependency_of_every_test() {
 
 #[test]
 fn a_records_base_missing_or_forged_makes_its_test_run() {
-    // Unkeyed, so that a forged link is sealed as well as the real one,
-    // and only its name tells them apart.
-    let env: [(&str, &str); 0] = [];
     let f = Fixture::new("verdicts");
     // A test that executes enough functions for its record to keep them
     // as a set over a base (a few are kept as they are).
@@ -367,24 +364,9 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
             sum.join(" + ")
         ),
     );
-    f.test_ok_with(&[], &env);
-    assert!(f.selected_with(&[], &env).is_empty());
-    let links = named_by_content(&f, ".sets", "heads");
-    assert!(!links.is_empty(), "no base was written");
-    let original: Vec<Vec<u8>> = links.iter().map(|p| std::fs::read(p).unwrap()).collect();
     // A new build of its binary: whether the test still holds is now
     // decided by the functions it executed, which its base holds.
-    add_a_test_before(&f, "many", "calls_many");
-    let runs_for_its_base = |f: &Fixture| {
-        let selected = f.selected_with(&[], &env);
-        let many = selected
-            .iter()
-            .find(|(label, _)| label == "verdicts::many calls_many");
-        assert!(
-            many.is_some_and(|(_, reasons)| reasons.iter().any(|r| r.contains("base"))),
-            "{selected:?}"
-        );
-    };
+    let (links, original) = links_before_a_new_build(&f, ".sets", "many", "calls_many");
     // A sealed link of as many other functions, under each one's name.
     for link in &links {
         let len = std::fs::metadata(link).unwrap().len();
@@ -412,19 +394,63 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
             .expect("a link of as many ids");
         std::fs::write(link, &forged).unwrap();
     }
-    runs_for_its_base(&f);
-    // Gone.
-    for link in &links {
+    runs_for_its_base(&f, "many", "calls_many");
+    gone_then_put_back(&f, &links, &original, "many", "calls_many");
+}
+
+/// Records `f`, then returns the links of its bases in `dir` (all but
+/// `heads`) and their bytes, and adds a test before `test` in `binary`: a
+/// new build, after which the test's record is read whole again.
+fn links_before_a_new_build(
+    f: &Fixture,
+    dir: &str,
+    binary: &str,
+    test: &str,
+) -> (Vec<PathBuf>, Vec<Vec<u8>>) {
+    // Unkeyed, so that a forged link is sealed as well as the real one,
+    // and only its name tells them apart.
+    let env: [(&str, &str); 0] = [];
+    f.test_ok_with(&[], &env);
+    assert!(f.selected_with(&[], &env).is_empty());
+    let links = named_by_content(f, dir, "heads");
+    assert!(!links.is_empty(), "no base was written in {dir}");
+    let original = links.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    add_a_test_before(f, binary, test);
+    (links, original)
+}
+
+/// `binary`'s `test` is selected, for its base.
+fn runs_for_its_base(f: &Fixture, binary: &str, test: &str) {
+    let env: [(&str, &str); 0] = [];
+    let selected = f.selected_with(&[], &env);
+    let label = format!("verdicts::{binary} {test}");
+    let found = selected.iter().find(|(l, _)| *l == label);
+    assert!(
+        found.is_some_and(|(_, reasons)| reasons.iter().any(|r| r.contains("base"))),
+        "{selected:?}"
+    );
+}
+
+/// With the links of a base forged already: removed, the test runs for its
+/// base; put back, only `another` is selected; removed again and run, the
+/// test is recorded against a new base.
+fn gone_then_put_back(
+    f: &Fixture,
+    links: &[PathBuf],
+    original: &[Vec<u8>],
+    binary: &str,
+    test: &str,
+) {
+    let env: [(&str, &str); 0] = [];
+    for link in links {
         std::fs::remove_file(link).unwrap();
     }
-    runs_for_its_base(&f);
-    // Put back, the record holds again.
-    for (link, bytes) in links.iter().zip(&original) {
+    runs_for_its_base(f, binary, test);
+    for (link, bytes) in links.iter().zip(original) {
         std::fs::write(link, bytes).unwrap();
     }
-    assert_eq!(selected_labels(&f), ["verdicts::many another"]);
-    // Once run, the test is recorded against a new base.
-    for link in &links {
+    assert_eq!(selected_labels(f), [format!("verdicts::{binary} another")]);
+    for link in links {
         std::fs::remove_file(link).unwrap();
     }
     f.test_ok_with(&[], &env);
@@ -433,7 +459,6 @@ fn a_records_base_missing_or_forged_makes_its_test_run() {
 
 #[test]
 fn a_records_dependency_base_missing_or_forged_makes_its_test_run() {
-    let env: [(&str, &str); 0] = [];
     let f = Fixture::new("verdicts");
     // A test that reads enough files for its record to keep them as a set
     // over the base of dependencies (a few are kept as they are).
@@ -446,23 +471,8 @@ fn a_records_dependency_base_missing_or_forged_makes_its_test_run() {
          let text = std::fs::read_to_string(format!(\"data/many/f{i:02}.txt\")).unwrap();\n        \
          sum += text.trim().parse::<u32>().unwrap();\n    }\n    assert_eq!(sum, 276);\n}\n",
     );
-    f.test_ok_with(&[], &env);
-    assert!(f.selected_with(&[], &env).is_empty());
-    let links = named_by_content(&f, ".deps", "heads");
-    assert!(!links.is_empty(), "no base of dependencies was written");
-    let original: Vec<Vec<u8>> = links.iter().map(|p| std::fs::read(p).unwrap()).collect();
     // A new build of its binary: the record is read whole again.
-    add_a_test_before(&f, "reads_many", "reads_them_all");
-    let runs_for_its_base = |f: &Fixture| {
-        let selected = f.selected_with(&[], &env);
-        let reads = selected
-            .iter()
-            .find(|(label, _)| label == "verdicts::reads_many reads_them_all");
-        assert!(
-            reads.is_some_and(|(_, reasons)| reasons.iter().any(|r| r.contains("base"))),
-            "{selected:?}"
-        );
-    };
+    let (links, original) = links_before_a_new_build(&f, ".deps", "reads_many", "reads_them_all");
     // A sealed link of other dependencies, under each one's name.
     let other = tempfile::tempdir().unwrap();
     let forger = ekstazi_core::storage::fn_sets::DepSets::new(
@@ -488,23 +498,8 @@ fn a_records_dependency_base_missing_or_forged_makes_its_test_run() {
     for link in &links {
         std::fs::write(link, &forged).unwrap();
     }
-    runs_for_its_base(&f);
-    // Gone.
-    for link in &links {
-        std::fs::remove_file(link).unwrap();
-    }
-    runs_for_its_base(&f);
-    // Put back, the record holds again.
-    for (link, bytes) in links.iter().zip(&original) {
-        std::fs::write(link, bytes).unwrap();
-    }
-    assert_eq!(selected_labels(&f), ["verdicts::reads_many another"]);
-    // Once run, the test is recorded against a new base.
-    for link in &links {
-        std::fs::remove_file(link).unwrap();
-    }
-    f.test_ok_with(&[], &env);
-    assert!(f.selected_with(&[], &env).is_empty());
+    runs_for_its_base(&f, "reads_many", "reads_them_all");
+    gone_then_put_back(&f, &links, &original, "reads_many", "reads_them_all");
 }
 
 #[test]

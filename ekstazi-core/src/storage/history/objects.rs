@@ -617,24 +617,26 @@ impl History {
                 dep_tips.extend(self.body_and_deps(part).and_then(|(_, deps)| deps?.base));
             }
         }
-        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-        for tip in &tips {
-            named.extend(
+        named.extend(self.chains_of(&self.chains, &tips));
+        named.extend(self.chains_of(&self.dep_chains, &dep_tips));
+        named
+    }
+
+    /// The names of the links on the chains of `tips`, read from the
+    /// history's objects.
+    fn chains_of<T: crate::storage::chains::Item>(
+        &self,
+        chains: &std::sync::Mutex<crate::storage::chains::Chains<T>>,
+        tips: &HashSet<Hash>,
+    ) -> Vec<Hash> {
+        let mut chains = chains.lock().unwrap_or_else(|p| p.into_inner());
+        tips.iter()
+            .flat_map(|tip| {
                 chains
                     .names(tip, |name| self.read_entry(name))
-                    .unwrap_or_default(),
-            );
-        }
-        drop(chains);
-        let mut dep_chains = self.dep_chains.lock().unwrap_or_else(|p| p.into_inner());
-        for tip in &dep_tips {
-            named.extend(
-                dep_chains
-                    .names(tip, |name| self.read_entry(name))
-                    .unwrap_or_default(),
-            );
-        }
-        named
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     /// The record `id`, if present and intact: its skeleton, body and
