@@ -1,13 +1,17 @@
 //! A record as its file in the state directory holds it.
 //!
 //! ```text
-//! magic "EKZT" | format version | body length | zstd(body) | digest
-//! magic "EKZW" | format version | body length | dictionary's name
+//! magic "EKZ2" | format version | body length | zstd(body) | digest
+//! magic "EKZ3" | format version | body length | dictionary's name
 //!              | zstd(body, with the dictionary) | digest
 //! body: postcard (the record without its executed functions and its
 //!                 dependencies, per code dependency its functions as
-//!                 an `FnSet`), then its dependencies as a `DepSet`
+//!                 an `FnSet`), then its dependencies as a `DepSet`,
+//!                 the sets' bitsets as they are (`Packing::Raw`)
 //! ```
+//! Files written before have the magics `EKZT` and `EKZW`, bitsets
+//! compressed one by one, and dependencies inline or as a set; they are
+//! read as they are.
 //! Once the state holds enough records, new ones are compressed with a
 //! dictionary trained from the first (`dicts`); a record whose dictionary
 //! cannot be read does not decode ([`DecodeError::MissingDictionary`]).
@@ -29,11 +33,14 @@ use crate::files::sealed::{DecodeError, open_raw, seal};
 use crate::model::dep::Hash;
 use crate::model::record::{MAX_RECORD_BYTES, Record};
 use crate::storage::dicts::{self, Dicts};
-use crate::storage::fn_sets::{DEPS_KEY, DepSet, DepSets, FnSet, FnSets, base_key};
+use crate::storage::fn_sets::{DEPS_KEY, DepSet, DepSets, FnSet, FnSets, Packing, base_key};
 use serde::{Deserialize, Serialize};
 
-const MAGIC: &[u8; 4] = b"EKZT";
-const DICT_MAGIC: &[u8; 4] = b"EKZW";
+const MAGIC: &[u8; 4] = b"EKZ2";
+const DICT_MAGIC: &[u8; 4] = b"EKZ3";
+/// Magics of files whose sets' bitsets are compressed one by one.
+const ZSTD_SETS_MAGIC: &[u8; 4] = b"EKZT";
+const ZSTD_SETS_DICT_MAGIC: &[u8; 4] = b"EKZW";
 
 #[derive(Serialize, Deserialize)]
 struct Body {
@@ -59,16 +66,17 @@ pub(crate) fn encode(record: &Record, bases: Bases<'_>, dicts: &Dicts) -> Vec<u8
     record.deps.dedup();
     let deps = bases
         .deps
-        .encode(DEPS_KEY, std::mem::take(&mut record.deps));
+        .encode_packed(DEPS_KEY, std::mem::take(&mut record.deps), Packing::Raw);
     let sets = bases.functions;
     let binary = &record.binary;
     let sets = record
         .code
         .iter_mut()
         .map(|code| {
-            sets.encode(
+            sets.encode_packed(
                 &base_key(binary, &code.unit),
                 std::mem::take(&mut code.functions),
+                Packing::Raw,
             )
         })
         .collect();
@@ -87,7 +95,7 @@ pub(crate) fn encode(record: &Record, bases: Bases<'_>, dicts: &Dicts) -> Vec<u8
 /// Decodes and checks a record file's bytes, its functions read from
 /// their bases.
 pub(crate) fn decode(bytes: &[u8], bases: Bases<'_>, dicts: &Dicts) -> Result<Record, DecodeError> {
-    let (body, deps) = body_of(bytes, dicts)?;
+    let (body, deps, packing) = body_of(bytes, dicts)?;
     let Body {
         mut record,
         sets: functions,
@@ -100,34 +108,62 @@ pub(crate) fn decode(bytes: &[u8], bases: Bases<'_>, dicts: &Dicts) -> Result<Re
     for (code, set) in record.code.iter_mut().zip(&functions) {
         code.functions = bases
             .functions
-            .decode(set)
+            .decode_packed(set, packing)
             .ok_or(DecodeError::MissingBase)?;
     }
     if let Some(deps) = deps {
         if !record.deps.is_empty() {
             return Err(DecodeError::BadBody);
         }
-        record.deps = bases.deps.decode(&deps).ok_or(DecodeError::MissingBase)?;
+        record.deps = bases
+            .deps
+            .decode_packed(&deps, packing)
+            .ok_or(DecodeError::MissingBase)?;
     }
     record.validate()?;
     Ok(record)
 }
 
-fn body_of(bytes: &[u8], dicts: &Dicts) -> Result<(Body, Option<DepSet>), DecodeError> {
-    parsed(&unpacked(bytes, dicts)?)
+/// A record file's body, the dependencies' set after it, and how the
+/// sets' bitsets are kept.
+type Parts = (Body, Option<DepSet>, Packing);
+
+fn body_of(bytes: &[u8], dicts: &Dicts) -> Result<Parts, DecodeError> {
+    let (body, packing) = unpacked(bytes, dicts)?;
+    let (body, deps) = parsed(&body)?;
+    // Written with its bitsets as they are, a record always has its
+    // dependencies as a set.
+    if packing == Packing::Raw && deps.is_none() {
+        return Err(DecodeError::BadBody);
+    }
+    Ok((body, deps, packing))
 }
 
-/// A record file's body, its seal checked, decompressed within bounds.
-fn unpacked(bytes: &[u8], dicts: &Dicts) -> Result<Vec<u8>, DecodeError> {
-    if !bytes.starts_with(DICT_MAGIC) {
-        return crate::files::sealed::unpack(open_raw(MAGIC, bytes)?, MAX_RECORD_BYTES)
-            .ok_or(DecodeError::BadBody);
+/// A record file's body, its seal checked, decompressed within bounds,
+/// and how its sets' bitsets are kept (by its magic).
+fn unpacked(bytes: &[u8], dicts: &Dicts) -> Result<(Vec<u8>, Packing), DecodeError> {
+    let layouts = [
+        (MAGIC, DICT_MAGIC, Packing::Raw),
+        (ZSTD_SETS_MAGIC, ZSTD_SETS_DICT_MAGIC, Packing::Zstd),
+    ];
+    for (plain, framed, packing) in layouts {
+        if bytes.starts_with(plain) {
+            let body = crate::files::sealed::unpack(open_raw(plain, bytes)?, MAX_RECORD_BYTES)
+                .ok_or(DecodeError::BadBody)?;
+            return Ok((body, packing));
+        }
+        if bytes.starts_with(framed) {
+            let (name, packed) =
+                dicts::unframe(open_raw(framed, bytes)?).ok_or(DecodeError::BadBody)?;
+            let dict = dicts.get(name).ok_or(DecodeError::MissingDictionary)?;
+            let limit = usize::try_from(MAX_RECORD_BYTES).map_err(|_| DecodeError::BadBody)?;
+            let body =
+                dicts::decompress(&(*name, dict), packed, limit).ok_or(DecodeError::BadBody)?;
+            return Ok((body, packing));
+        }
     }
-    let (name, packed) =
-        dicts::unframe(open_raw(DICT_MAGIC, bytes)?).ok_or(DecodeError::BadBody)?;
-    let dict = dicts.get(name).ok_or(DecodeError::MissingDictionary)?;
-    let limit = usize::try_from(MAX_RECORD_BYTES).map_err(|_| DecodeError::BadBody)?;
-    dicts::decompress(&(*name, dict), packed, limit).ok_or(DecodeError::BadBody)
+    // Not one of ours: the error opening it as the newest says why.
+    Err(open_raw(MAGIC, bytes).err().unwrap_or(DecodeError::BadBody))
 }
 
 /// The body, and the dependencies' set after it (none in a record
@@ -148,7 +184,7 @@ fn parsed(body: &[u8]) -> Result<(Body, Option<DepSet>), DecodeError> {
 /// encoded, how many its set of dependencies, and how many the whole body
 /// takes before compression (for `eval state`), if it is intact.
 pub fn sizes(bytes: &[u8], dicts: &Dicts) -> Option<(usize, usize, usize)> {
-    let body = unpacked(bytes, dicts).ok()?;
+    let (body, _) = unpacked(bytes, dicts).ok()?;
     let (parsed, deps) = parsed(&body).ok()?;
     let deps = match deps {
         Some(deps) => postcard::to_stdvec(&deps).ok()?.len(),
@@ -165,7 +201,7 @@ pub fn sizes(bytes: &[u8], dicts: &Dicts) -> Option<(usize, usize, usize)> {
 /// dependencies (for collecting the links no record needs), if it is
 /// intact.
 pub(crate) fn bases(bytes: &[u8], dicts: &Dicts) -> Option<(Vec<Hash>, Option<Hash>)> {
-    let (body, deps) = body_of(bytes, dicts).ok()?;
+    let (body, deps, _) = body_of(bytes, dicts).ok()?;
     Some((
         body.sets.into_iter().filter_map(|set| set.base).collect(),
         deps.and_then(|deps| deps.base),
@@ -175,7 +211,10 @@ pub(crate) fn bases(bytes: &[u8], dicts: &Dicts) -> Option<(Vec<Hash>, Option<Ha
 /// The dictionary a record file names, if any (for collecting the
 /// dictionaries no record needs).
 pub(crate) fn dictionary(bytes: &[u8]) -> Option<Hash> {
-    dicts::unframe(open_raw(DICT_MAGIC, bytes).ok()?).map(|(name, _)| *name)
+    let framed = open_raw(DICT_MAGIC, bytes)
+        .or_else(|_| open_raw(ZSTD_SETS_DICT_MAGIC, bytes))
+        .ok()?;
+    dicts::unframe(framed).map(|(name, _)| *name)
 }
 
 #[cfg(test)]
@@ -276,8 +315,33 @@ mod tests {
             sets: Vec::new(),
         })
         .unwrap();
-        let inline = seal(MAGIC, &zstd::bulk::compress(&body, 3).unwrap());
-        assert_eq!(decode(&inline, again.bases(), &dicts), Ok(old));
+        let inline = seal(ZSTD_SETS_MAGIC, &zstd::bulk::compress(&body, 3).unwrap());
+        assert_eq!(decode(&inline, again.bases(), &dicts), Ok(old.clone()));
+        // Under the newest magics, a record always has its dependencies'
+        // set.
+        let unset = seal(MAGIC, &zstd::bulk::compress(&body, 3).unwrap());
+        assert_eq!(
+            decode(&unset, again.bases(), &dicts),
+            Err(DecodeError::BadBody)
+        );
+        // Written with bitsets compressed one by one (the magics before),
+        // a record reads as it was.
+        let mut with_deps = old;
+        with_deps.deps = record(0..60).deps;
+        with_deps.sort_deps();
+        let mut bare = with_deps.clone();
+        let set = again.deps.encode(DEPS_KEY, std::mem::take(&mut bare.deps));
+        let mut zstd_sets = postcard::to_stdvec(&Body {
+            record: bare,
+            sets: Vec::new(),
+        })
+        .unwrap();
+        postcard::to_io(&set, &mut zstd_sets).unwrap();
+        let before = seal(
+            ZSTD_SETS_MAGIC,
+            &zstd::bulk::compress(&zstd_sets, 3).unwrap(),
+        );
+        assert_eq!(decode(&before, again.bases(), &dicts), Ok(with_deps));
         // Dependencies both inline and in a set: not ours.
         let mut both = body.clone();
         postcard::to_io(&DepSet::default(), &mut both).unwrap();

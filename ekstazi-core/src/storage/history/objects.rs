@@ -27,7 +27,9 @@ use crate::model::dep::Hash;
 use crate::model::record::Record;
 use crate::storage::chains::{MAX_BASE, ids_at, set_bits};
 use crate::storage::dicts::{self, Dict};
-use crate::storage::fn_sets::{DEPS_KEY, DepSet, DepSets, FnSet, Order, base_key, items_of};
+use crate::storage::fn_sets::{
+    DEPS_KEY, DepSet, DepSets, FnSet, Order, Packing, base_key, items_of,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -516,7 +518,7 @@ impl History {
             let tip = chains.resolve(base, |name| self.read_entry(name))?;
             chains.path_to(tip)
         };
-        items_of(&path, set)
+        items_of(&path, set, Packing::Zstd)
     }
 
     /// The history's copy of the dictionary `name`, read once.
@@ -564,7 +566,7 @@ impl History {
             let tip = chains.resolve(set.base.as_ref()?, |name| self.read_entry(name))?;
             chains.path_to(tip)
         };
-        items_of(&path, set)
+        items_of(&path, set, Packing::Zstd)
     }
 
     /// A span's functions, read from the history's copy of its base; `None`
