@@ -5,9 +5,9 @@
 //! into parts (`cut`) and putting them back ([`History::assemble`]).
 //!
 //! A long list is kept as its record file keeps it: a set over its
-//! program's base (`storage::fn_sets`), a compressed bitset over the
-//! base's positions up to the link holding the last of them, which it
-//! names. The history keeps copies of the links among its objects, so that
+//! program's base (`storage::fn_sets`), a bitset over the base's
+//! positions up to the link holding the last of them, which it names,
+//! compressed with the dictionary bodies are. The history keeps copies of the links among its objects, so that
 //! its records outlive the store's base. Ids no base holds are cut by
 //! their first byte, each chunk its ids end to end.
 //!
@@ -71,9 +71,17 @@ const SPAN_MAGIC: &[u8; 4] = b"EKZQ";
 /// A list's ids a base holds, as a set over it ([`FnSet`]).
 const SET_MAGIC: &[u8; 4] = b"EKZA";
 
-/// How hard a set's bitset is compressed: as hard as record files do. On
-/// coreutils, level 19 saved 0.24 MB of 5.65 and took 4 s longer to file
-/// 4 903 records.
+/// The same, compressed with the dictionary bodies are, its bitset as it
+/// is (`Packing::Raw`): every test's bitset begins alike, which the
+/// dictionary holds. A set compressed alone (`SET_MAGIC`) is written when
+/// there is no dictionary.
+const PACKED_SET_MAGIC: &[u8; 4] = b"EKZ4";
+/// A packed set unpacks to at most this much: a whole base's bitset.
+const MAX_SET_BYTES: usize = MAX_BASE / 8 + (64 << 10);
+
+/// How hard a set's bitset is compressed alone: as hard as record files
+/// did. On coreutils, level 19 saved 0.24 MB of 5.65 and took 4 s longer
+/// to file 4 903 records.
 const SET_LEVEL: i32 = 3;
 
 /// Per program (`binary\nunit`, as `fn_sets` keys bases), the base its
@@ -103,8 +111,13 @@ struct Span {
 /// over the base up to the link holding the last of them; then the ids
 /// `order` does not place, cut by first byte ([`buckets`]), each chunk its
 /// ids end to end. The same list and order always cut the same way. Also
-/// the index in `order.links()` of the last link the set needs.
-fn chunks_of(functions: Vec<FnId>, order: Option<&Order>) -> io::Result<(Vec<Vec<u8>>, usize)> {
+/// the index in `order.links()` of the last link the set needs. The set
+/// is compressed with `dict` when there is one.
+fn chunks_of(
+    functions: Vec<FnId>,
+    order: Option<&Order>,
+    dict: Option<&Dict>,
+) -> io::Result<(Vec<Vec<u8>>, usize)> {
     let mut placed: Vec<usize> = Vec::new();
     let mut rest = Vec::new();
     for function in functions {
@@ -125,15 +138,24 @@ fn chunks_of(functions: Vec<FnId>, order: Option<&Order>) -> io::Result<(Vec<Vec
         for p in placed {
             bits[p / 8] |= 1 << (p % 8);
         }
-        let set = FnSet {
-            base: order.links().nth(link),
-            bits: zstd::bulk::compress(&bits, SET_LEVEL)?,
+        let base = order.links().nth(link);
+        let raw = postcard::to_stdvec(&FnSet {
+            base,
+            bits,
             extra: Vec::new(),
-        };
-        chunks.push(crate::files::sealed::seal(
-            SET_MAGIC,
-            &postcard::to_stdvec(&set).map_err(io::Error::other)?,
-        ));
+        })
+        .map_err(io::Error::other)?;
+        match dict.and_then(|dict| dicts::framed(dict, &raw)) {
+            Some(framed) => chunks.push(crate::files::sealed::seal(PACKED_SET_MAGIC, &framed)),
+            None => {
+                let mut set: FnSet = postcard::from_bytes(&raw).map_err(io::Error::other)?;
+                set.bits = zstd::bulk::compress(&set.bits, SET_LEVEL)?;
+                chunks.push(crate::files::sealed::seal(
+                    SET_MAGIC,
+                    &postcard::to_stdvec(&set).map_err(io::Error::other)?,
+                ));
+            }
+        }
     }
     let cut = buckets(rest.len());
     let mut pieces: Vec<Vec<u8>> = vec![Vec::new(); cut];
@@ -272,7 +294,8 @@ pub(super) fn cut(
         }
         body.functions.push(Vec::new());
         let key = base_key(&binary, &code.unit);
-        let (pieces, last_link) = chunks_of(std::mem::take(&mut code.functions), orders.get(&key))?;
+        let (pieces, last_link) =
+            chunks_of(std::mem::take(&mut code.functions), orders.get(&key), dict)?;
         if orders.contains_key(&key) {
             links.push((key, last_link));
         }
@@ -300,7 +323,10 @@ pub(super) fn cut(
         None => (BODY_MAGIC, PACKED_BODY_MAGIC),
     };
     let framed = dict.and_then(|dict| dicts::framed(dict, &bytes));
-    let mut uses_dict = framed.is_some();
+    let mut uses_dict = framed.is_some()
+        || sealed_chunks
+            .iter()
+            .any(|(_, chunk)| chunk.starts_with(PACKED_SET_MAGIC));
     let body = match framed {
         Some(framed) => crate::files::sealed::seal(packed, &framed),
         None => crate::files::sealed::seal(plain, &bytes),
@@ -541,8 +567,11 @@ impl History {
             return None;
         }
         let Ok(ids) = crate::files::sealed::open_raw(CHUNK_MAGIC, &sealed) else {
+            if let Some(set) = self.packed_set(&sealed) {
+                return self.set(&set, Packing::Raw);
+            }
             if let Ok(set) = crate::files::sealed::open::<FnSet>(SET_MAGIC, &sealed) {
-                return self.set(&set);
+                return self.set(&set, Packing::Zstd);
             }
             return self.span(&crate::files::sealed::open(SPAN_MAGIC, &sealed).ok()?);
         };
@@ -560,13 +589,24 @@ impl History {
     /// A set's functions, read from the history's copy of its base, in
     /// ascending order; `None` if a link is missing or damaged, or the set
     /// does not fit the base.
-    fn set(&self, set: &FnSet) -> Option<Vec<FnId>> {
+    fn set(&self, set: &FnSet, packing: Packing) -> Option<Vec<FnId>> {
         let path = {
             let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
             let tip = chains.resolve(set.base.as_ref()?, |name| self.read_entry(name))?;
             chains.path_to(tip)
         };
-        items_of(&path, set, Packing::Zstd)
+        items_of(&path, set, packing)
+    }
+
+    /// A set compressed with a dictionary (sealed bytes checked by the
+    /// caller), decompressed with the history's copy of it.
+    fn packed_set(&self, sealed: &[u8]) -> Option<FnSet> {
+        let inner = crate::files::sealed::open_raw(PACKED_SET_MAGIC, sealed).ok()?;
+        let (name, packed) = dicts::unframe(inner)?;
+        let dict = (*name, self.dict(name)?);
+        let bytes = dicts::decompress(&dict, packed, MAX_SET_BYTES)?;
+        let (set, rest) = postcard::take_from_bytes(&bytes).ok()?;
+        rest.is_empty().then_some(set)
     }
 
     /// A span's functions, read from the history's copy of its base; `None`
@@ -604,10 +644,14 @@ impl History {
                 tips.extend(set.base);
                 continue;
             }
+            if let Some(set) = self.packed_set(&sealed) {
+                tips.extend(set.base);
+            }
             for magic in [
                 PACKED_BODY_MAGIC,
                 PACKED_DEPS_BODY_MAGIC,
                 PACKED_SKELETON_MAGIC,
+                PACKED_SET_MAGIC,
             ] {
                 if let Ok(inner) = crate::files::sealed::open_raw(magic, &sealed)
                     && let Some((dict, _)) = dicts::unframe(inner)
