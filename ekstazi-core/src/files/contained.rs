@@ -520,8 +520,13 @@ mod tests {
         assert_eq!(fs::read_to_string(user.join("precious")).unwrap(), "keep");
     }
 
+    /// Held by the tests that take the process's list of removed links,
+    /// so that one does not take what another is about to look for.
+    static TAKING: Mutex<()> = Mutex::new(());
+
     #[test]
     fn a_linked_directory_is_replaced_not_written_through() {
+        let _taking = TAKING.lock().unwrap_or_else(PoisonError::into_inner);
         let (_tmp, state, user) = setup();
         let dir = state.path().join("v11/bin");
         fs::create_dir_all(dir.parent().unwrap()).unwrap();
@@ -529,7 +534,8 @@ mod tests {
         state.write_atomic(&dir.join("rec"), b"x").unwrap();
         untouched(&user);
         assert!(fs::symlink_metadata(&dir).unwrap().is_dir());
-        // Other tests of this process note theirs in the same list.
+        // Other tests of this process note theirs in the same list (one
+        // that takes it holds `TAKING`).
         assert!(take_removed().contains(&dir));
         assert_eq!(state.read_bounded(&dir.join("rec"), 8).unwrap(), b"x");
     }
@@ -556,6 +562,7 @@ mod tests {
 
     #[test]
     fn a_linked_or_special_file_is_not_opened_through() {
+        let _taking = TAKING.lock().unwrap_or_else(PoisonError::into_inner);
         let (_tmp, state, user) = setup();
         let log = state.path().join("runs.log");
         fs::create_dir_all(state.path()).unwrap();
