@@ -65,11 +65,23 @@ pub struct Function {
 /// ([`crate::files::sealed::unpack_sealed`]): a forged one costs reading
 /// no more than this, never holding it.
 const MAX_SEGMENT_BYTES: u64 = 256 << 20;
+/// Segments that list each entry's id ([`Entry`]), as they were written
+/// before: read, no longer written (but by tests of lying segments).
 const MAGIC: &[u8; 4] = b"EKZF";
+/// Segments whose entries are (name, stable name's hash, fingerprint):
+/// an id is those two hashed ([`id_of`]), so it is computed when read,
+/// not kept. On coreutils the ids were 0.6 MB of a 4.3 MB table,
+/// incompressible, and a table read checked each against its hash anyway.
+const UNLISTED_MAGIC: &[u8; 4] = b"EKZ5";
 
 #[derive(Serialize, Deserialize)]
 struct Segment<N = String> {
     entries: Vec<(FnId, N, u64, Fp)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Unlisted<N = String> {
+    entries: Vec<(N, u64, Fp)>,
 }
 
 /// A segment's entry: id, mangled name, stable name's hash, fingerprint.
@@ -503,7 +515,16 @@ fn read_segment<N: serde::de::DeserializeOwned>(
     path: &Path,
 ) -> Option<Segment<N>> {
     let packed = state.read_bounded(path, MAX_SEGMENT_BYTES).ok()?;
-    let bytes = crate::files::sealed::unpack_sealed(MAGIC, &packed, MAX_SEGMENT_BYTES).ok()?;
+    let unpack = |magic| crate::files::sealed::unpack_sealed(magic, &packed, MAX_SEGMENT_BYTES);
+    let bytes = unpack(UNLISTED_MAGIC).or_else(|_| unpack(MAGIC)).ok()?;
+    if let Ok(unlisted) = crate::files::sealed::open::<Unlisted<N>>(UNLISTED_MAGIC, &bytes) {
+        let entries = unlisted
+            .entries
+            .into_iter()
+            .map(|(name, stable, fp)| (id_of(stable, &fp), name, stable, fp))
+            .collect();
+        return Some(Segment { entries });
+    }
     crate::files::sealed::open(MAGIC, &bytes).ok()
 }
 
@@ -514,9 +535,26 @@ fn write_segment(
     dir: &Path,
     entries: Vec<Entry>,
 ) -> Result<PathBuf, (io::Error, Vec<Entry>)> {
+    // Entries whose id is not their hash's are kept with it, as before:
+    // only tests of what a lying segment does write them.
+    let listed = entries
+        .iter()
+        .any(|(id, _, stable, fp)| *id != id_of(*stable, fp));
     let segment = Segment { entries };
-    let body = postcard::to_stdvec(&segment).expect("a segment always serialises");
-    let sealed = crate::files::sealed::seal(MAGIC, &body);
+    let sealed = if listed {
+        let body = postcard::to_stdvec(&segment).expect("a segment always serialises");
+        crate::files::sealed::seal(MAGIC, &body)
+    } else {
+        let unlisted = Unlisted {
+            entries: segment
+                .entries
+                .iter()
+                .map(|(_, name, stable, fp)| (name.as_str(), *stable, *fp))
+                .collect(),
+        };
+        let body = postcard::to_stdvec(&unlisted).expect("a segment always serialises");
+        crate::files::sealed::seal(UNLISTED_MAGIC, &body)
+    };
     let name = blake3::hash(&sealed).to_hex();
     let path = dir.join(&name[..32]);
     match state.write_atomic(&path, &crate::files::sealed::pack(&sealed)) {
