@@ -624,10 +624,12 @@ impl Store {
 }
 
 /// `EKZS` before snapshots mapped coverage flags, not entry addresses, to
-/// functions, and `EKZL` before a snapshot named the build it describes
-/// inside its seal: a snapshot of an old kind is not read (`EKZF` names the
-/// function table's segments). Neither is used again.
-const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZB";
+/// functions, `EKZL` before a snapshot named the build it describes
+/// inside its seal, and `EKZB` before it kept its addresses as differences:
+/// a snapshot of an old kind is not read (a cache: the build is
+/// fingerprinted again), and `EKZS` and `EKZL` are not used again (`EKZF`
+/// names the function table's segments, `EKZB` the history's bodies).
+const SNAPSHOT_MAGIC: &[u8; 4] = b"EKZ6";
 /// A snapshot unpacks to at most this much (coreutils' multicall program:
 /// about 20 MB); more is not one of ours, and is refused while streamed.
 const MAX_SNAPSHOT_BYTES: u64 = 512 << 20;

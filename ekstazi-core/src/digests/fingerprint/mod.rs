@@ -84,7 +84,9 @@ pub struct Snapshot {
     pub fps: Vec<Fp>,
     /// Coverage flag address of each instrumented function → index into
     /// `names`, sorted by address: how coverage (the flags a process set)
-    /// maps to functions.
+    /// maps to functions. Stored as differences from the address before
+    /// ([`ascending_addresses`]).
+    #[serde(with = "ascending_addresses")]
     pub flags: Vec<(u64, u32)>,
     /// A hash of each instrumented function's [`stable_name`] → index into
     /// `names`, sorted: finds a function again after a rebuild that renamed
@@ -100,6 +102,42 @@ pub struct Snapshot {
     /// `environ`): a test that executes one depends on every variable.
     pub environment_walkers: Vec<u32>,
     pub stats: Stats,
+}
+
+/// Addresses sorted ascending, stored as the difference from the one
+/// before: small numbers, in one or two bytes each where an address took
+/// three or four (on coreutils' multicall program, 0.44 MB of a 3.4 MB
+/// snapshot compressed, 0.23 MB so). An address below the one before is
+/// not one of ours.
+mod ascending_addresses {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(flags: &[(u64, u32)], s: S) -> Result<S::Ok, S::Error> {
+        let mut last = 0;
+        let steps: Vec<(u64, u32)> = flags
+            .iter()
+            .map(|&(at, index)| {
+                let step = at.wrapping_sub(last);
+                last = at;
+                (step, index)
+            })
+            .collect();
+        steps.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, u32)>, D::Error> {
+        let steps = Vec::<(u64, u32)>::deserialize(d)?;
+        let mut last: u64 = 0;
+        steps
+            .into_iter()
+            .map(|(step, index)| {
+                last = last
+                    .checked_add(step)
+                    .ok_or_else(|| serde::de::Error::custom("an address past the end"))?;
+                Ok((last, index))
+            })
+            .collect()
+    }
 }
 
 /// Counts for diagnostics and benchmarks.
@@ -509,6 +547,19 @@ pub(crate) fn hash_of_stable_name(stable: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_are_kept_as_differences_and_read_back() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Flags(#[serde(with = "ascending_addresses")] Vec<(u64, u32)>);
+        let flags = Flags(vec![(0x5a_0000, 3), (0x5a_0010, 0), (0x5a_1000, 1)]);
+        let bytes = postcard::to_stdvec(&flags).unwrap();
+        assert!(bytes.len() < postcard::to_stdvec(&flags.0).unwrap().len());
+        assert_eq!(postcard::from_bytes::<Flags>(&bytes).unwrap(), flags);
+        // Steps that pass the last address: not one of ours.
+        let past = postcard::to_stdvec(&vec![(u64::MAX, 0u32), (2, 1)]).unwrap();
+        assert!(postcard::from_bytes::<Flags>(&past).is_err());
+    }
 
     #[test]
     fn crate_hashes_leave_and_scope_disambiguators_stay() {
