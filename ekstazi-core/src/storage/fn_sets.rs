@@ -1,5 +1,6 @@
-//! Executed functions kept once per program, not once per test
-//! ([`FnSets`], [`FnSet`]).
+//! Executed functions kept once per program, and dependencies once per
+//! workspace, not once per test ([`Sets`]: [`FnSets`] and [`FnSet`],
+//! [`DepSets`] and [`DepSet`]).
 //!
 //! A record lists the functions its test executed, 8 bytes an id. On
 //! coreutils that was 77 % of the records' bytes: each test ran about
@@ -12,6 +13,9 @@
 //! ```text
 //! .sets/<digest>   a link: sealed (the link before it, more ids)
 //! .sets/heads      per program, the link new records are written against
+//! .deps/<digest>   likewise, of dependencies (a path or variable with its
+//! .deps/heads      checksum): on coreutils, 4 903 records named 6 550
+//!                  distinct ones 214 000 times
 //! ```
 //! A base is a chain of links, each adding ids to the one before: a run
 //! that meets new functions adds a link, and records written before and
@@ -100,7 +104,8 @@ impl Order {
 pub struct Set<T> {
     /// The link whose chain is the base, if any.
     pub base: Option<Hash>,
-    /// A bitset over the base's positions, zstd-compressed.
+    /// A bitset over the base's positions, zstd-compressed or as it is
+    /// ([`Packing`]: the container says which).
     pub bits: Vec<u8>,
     /// Items kept as they are: a short set's, or those its base lacks.
     pub extra: Vec<T>,
