@@ -557,7 +557,7 @@ fn write_segment(
     };
     let name = blake3::hash(&sealed).to_hex();
     let path = dir.join(&name[..32]);
-    match state.write_atomic(&path, &crate::files::sealed::pack(&sealed)) {
+    match state.write_atomic(&path, &crate::files::sealed::pack_kept(&sealed)) {
         Ok(()) => Ok(path),
         Err(e) => Err((e, segment.entries)),
     }

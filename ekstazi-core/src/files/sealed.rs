@@ -144,6 +144,17 @@ pub(crate) fn pack(sealed: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(sealed, 0).expect("compressing to memory cannot fail")
 }
 
+/// zstd's level for what is written once and kept long, [`pack_kept`].
+pub(crate) const KEPT_LEVEL: i32 = 9;
+
+/// [`pack`], harder, for what is written once and kept as long as its
+/// build or its records (code snapshots, function table segments): on
+/// coreutils' multicall program, a 17.0 MB snapshot took 3.10 MB at
+/// level 9 against 3.41 MB at 3, in 0.25 s against 0.06 s.
+pub(crate) fn pack_kept(sealed: &[u8]) -> Vec<u8> {
+    zstd::bulk::compress(sealed, KEPT_LEVEL).expect("compressing to memory cannot fail")
+}
+
 /// Decompresses packed bytes, refusing anything that would exceed `limit`.
 pub(crate) fn unpack(packed: &[u8], limit: u64) -> Option<Vec<u8>> {
     thread_local! {

@@ -196,7 +196,9 @@ pub(crate) fn unframe(framed: &[u8]) -> Option<(&Hash, &[u8])> {
 
 /// `body` compressed with `dict`: one compressor per thread and
 /// dictionary, since loading a dictionary costs more than compressing a
-/// record.
+/// record. At level 9, as what is kept long is: coreutils' 4 903 record
+/// bodies (38.7 MB) took 4.46 MB against 4.79 MB at level 3, in 0.47 s
+/// against 0.06 s on one core.
 fn compress(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
     thread_local! {
         static COMPRESSOR: Cached<zstd::bulk::Compressor<'static>> = const { RefCell::new(None) };
@@ -204,7 +206,7 @@ fn compress(dict: &Dict, body: &[u8]) -> Option<Vec<u8>> {
     with_cached(
         &COMPRESSOR,
         dict,
-        |d| zstd::bulk::Compressor::with_dictionary(3, d),
+        |d| zstd::bulk::Compressor::with_dictionary(crate::files::sealed::KEPT_LEVEL, d),
         |c| c.compress(body).ok(),
     )
 }

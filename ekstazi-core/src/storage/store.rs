@@ -537,7 +537,7 @@ impl Store {
         let body = postcard::to_stdvec(&(id, snapshot)).map_err(io::Error::other)?;
         self.state.write_atomic(
             &self.snapshot_path(id),
-            &crate::files::sealed::pack(&crate::files::sealed::seal(SNAPSHOT_MAGIC, &body)),
+            &crate::files::sealed::pack_kept(&crate::files::sealed::seal(SNAPSHOT_MAGIC, &body)),
         )
     }
 
