@@ -538,7 +538,7 @@ fn a_records_dictionary_missing_or_forged_makes_its_test_run() {
             .map(|e| e.unwrap())
             .filter(|e| !e.path().parent().unwrap().ends_with(".dicts"))
             .filter(|e| e.path().parent().unwrap().ends_with("verdicts%3A%3Aalike"))
-            .map(|e| std::fs::read(e.path()).unwrap().starts_with(b"EKZW"))
+            .map(|e| std::fs::read(e.path()).unwrap().starts_with(b"EKZ3"))
             .partition(|named| *named);
     let compressed_with_it = compressed_with_it.len();
     // (Records compressed in parallel with the training go without; the
