@@ -4,7 +4,8 @@
 //!
 //! A link is sealed (the link before it, more items) and named by its
 //! seal's digest; each kind of item ([`Item`]) seals its links with its
-//! own magic, so that a link of one kind is never read as the other. The store keeps links as files in `.sets/`, and the history
+//! own magic, so that a link of one kind is never read as the other. The
+//! store keeps links as files in `.sets/` and `.deps/`, and the history
 //! keeps copies of them among its objects, so that a record it filed
 //! outlives the store's base. Both read them through [`Chains`], given a
 //! way to fetch a link's bytes by name.
@@ -59,6 +60,7 @@ impl Item for Dep {
         deps.windows(2).all(|w| w[0] != w[1]).then_some(deps)
     }
 }
+
 /// At most this many ids in a base (a bitset of 512 KiB): a chain this
 /// long is not extended, a new one is started.
 pub(crate) const MAX_BASE: usize = 4 << 20;

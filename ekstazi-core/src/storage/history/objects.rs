@@ -138,17 +138,15 @@ fn chunks_of(
         for p in placed {
             bits[p / 8] |= 1 << (p % 8);
         }
-        let base = order.links().nth(link);
-        let raw = postcard::to_stdvec(&FnSet {
-            base,
+        let mut set = FnSet {
+            base: order.links().nth(link),
             bits,
             extra: Vec::new(),
-        })
-        .map_err(io::Error::other)?;
+        };
+        let raw = postcard::to_stdvec(&set).map_err(io::Error::other)?;
         match dict.and_then(|dict| dicts::framed(dict, &raw)) {
             Some(framed) => chunks.push(crate::files::sealed::seal(PACKED_SET_MAGIC, &framed)),
             None => {
-                let mut set: FnSet = postcard::from_bytes(&raw).map_err(io::Error::other)?;
                 set.bits = zstd::bulk::compress(&set.bits, SET_LEVEL)?;
                 chunks.push(crate::files::sealed::seal(
                     SET_MAGIC,
