@@ -197,6 +197,17 @@ impl<T: Item> Chains<T> {
         parent
     }
 
+    /// The chain of the link `name`, first to last ([`Chains::resolve`],
+    /// then [`Chains::path_to`]).
+    pub(crate) fn path_named(
+        &mut self,
+        name: &Hash,
+        read: impl Fn(&Hash) -> Option<Vec<u8>>,
+    ) -> Option<Arc<[Arc<Link<T>>]>> {
+        let tip = self.resolve(name, read)?;
+        Some(self.path_to(tip))
+    }
+
     /// The links of `tip`'s chain, first to last, kept for the next set of
     /// the same base.
     pub(crate) fn path_to(&mut self, tip: usize) -> Arc<[Arc<Link<T>>]> {

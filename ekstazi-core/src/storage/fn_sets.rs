@@ -408,15 +408,11 @@ impl<T: Item> Sets<T> {
 
     /// [`Sets::decode`] of a set whose bitset is kept as `packing` says.
     pub fn decode_packed(&self, set: &Set<T>, packing: Packing) -> Option<Vec<T>> {
-        let Some(base) = &set.base else {
-            return T::canonical(set.extra.clone());
-        };
-        let path = {
-            let mut inner = self.lock();
-            let tip = self.resolve(&mut inner, base)?;
-            inner.chains.path_to(tip)
-        };
-        items_of(&path, set, packing)
+        decode_with(set, packing, |base| {
+            self.lock()
+                .chains
+                .path_named(base, |name| self.link_file(name))
+        })
     }
 
     /// The names of the links on the chain of `name`, first to last, if it
@@ -459,6 +455,20 @@ pub enum Packing {
     /// records' sets of functions took 3.2 MB so, against 4.3 MB
     /// compressed one by one.
     Raw,
+}
+
+/// The items `set` stands for, in their one order, its base's chain
+/// given by `path_of` (wherever its links are kept); `None` when the
+/// chain cannot be had, or the set does not fit it.
+pub(crate) fn decode_with<T: Item>(
+    set: &Set<T>,
+    packing: Packing,
+    path_of: impl FnOnce(&Hash) -> Option<Arc<[Arc<Link<T>>]>>,
+) -> Option<Vec<T>> {
+    match &set.base {
+        None => T::canonical(set.extra.clone()),
+        Some(base) => items_of(&path_of(base)?, set, packing),
+    }
 }
 
 /// The items `set` stands for against the base made of `path` (its

@@ -25,10 +25,10 @@ use crate::model::code_dep::FnId;
 use crate::model::dep::Dep;
 use crate::model::dep::Hash;
 use crate::model::record::Record;
-use crate::storage::chains::{MAX_BASE, ids_at, set_bits};
+use crate::storage::chains::{Chains, Item, Link, MAX_BASE, ids_at, set_bits};
 use crate::storage::dicts::{self, Dict};
 use crate::storage::fn_sets::{
-    DEPS_KEY, DepSet, DepSets, FnSet, Order, Packing, base_key, items_of,
+    DEPS_KEY, DepSet, DepSets, FnSet, Order, Packing, base_key, decode_with, items_of,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -232,12 +232,17 @@ impl Body {
 /// A body's bytes as kept: the body, then (`with_deps`) its dependencies'
 /// set, and nothing more.
 fn parse_body(bytes: &[u8], with_deps: bool) -> Option<(Body, Option<DepSet>)> {
-    let (body, rest) = postcard::take_from_bytes(bytes).ok()?;
     if !with_deps {
-        return rest.is_empty().then_some((body, None));
+        return Some((whole(bytes)?, None));
     }
-    let (deps, rest) = postcard::take_from_bytes(rest).ok()?;
-    rest.is_empty().then_some((body, Some(deps)))
+    let (body, rest) = postcard::take_from_bytes(bytes).ok()?;
+    Some((body, Some(whole(rest)?)))
+}
+
+/// A value that is the whole of `bytes`, nothing after it.
+fn whole<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    let (value, rest) = postcard::take_from_bytes(bytes).ok()?;
+    rest.is_empty().then_some(value)
 }
 
 /// A record's id in the history, its long lists cut by the ids' first
@@ -476,16 +481,7 @@ impl History {
         }
         let skeleton: Skeleton =
             match crate::files::sealed::open_raw(PACKED_SKELETON_MAGIC, &sealed) {
-                Ok(inner) => {
-                    let (name, packed) = dicts::unframe(inner)?;
-                    let dict = (*name, self.dict(name)?);
-                    let bytes = dicts::decompress(&dict, packed, MAX_SKELETON_BYTES)?;
-                    let (skeleton, rest) = postcard::take_from_bytes(&bytes).ok()?;
-                    if !rest.is_empty() {
-                        return None;
-                    }
-                    skeleton
-                }
+                Ok(framed) => whole(&self.unframed(framed, MAX_SKELETON_BYTES)?)?,
                 Err(_) => crate::files::sealed::open(SKELETON_MAGIC, &sealed).ok()?,
             };
         // Its programs' paths are resolved before the record is whole.
@@ -512,37 +508,53 @@ impl History {
         if !named(&sealed, id) {
             return None;
         }
+        self.body_and_deps_in(&sealed)
+    }
+
+    /// [`History::body_and_deps`] of sealed bytes already read and checked.
+    fn body_and_deps_in(&self, sealed: &[u8]) -> Option<(Body, Option<DepSet>)> {
         let open_raw = crate::files::sealed::open_raw;
         for (magic, with_deps) in [(BODY_MAGIC, false), (DEPS_BODY_MAGIC, true)] {
-            if let Ok(bytes) = open_raw(magic, &sealed) {
+            if let Ok(bytes) = open_raw(magic, sealed) {
                 return parse_body(bytes, with_deps);
             }
         }
-        let (inner, with_deps) = match open_raw(PACKED_BODY_MAGIC, &sealed) {
-            Ok(inner) => (inner, false),
-            Err(_) => (open_raw(PACKED_DEPS_BODY_MAGIC, &sealed).ok()?, true),
+        let (framed, with_deps) = match open_raw(PACKED_BODY_MAGIC, sealed) {
+            Ok(framed) => (framed, false),
+            Err(_) => (open_raw(PACKED_DEPS_BODY_MAGIC, sealed).ok()?, true),
         };
-        let (name, packed) = dicts::unframe(inner)?;
+        parse_body(&self.unframed(framed, MAX_BODY_BYTES)?, with_deps)
+    }
+
+    /// Bytes compressed with a dictionary, framed with its name
+    /// (`dicts::framed`), decompressed with the history's copy of it
+    /// within `limit`.
+    fn unframed(&self, framed: &[u8], limit: usize) -> Option<Vec<u8>> {
+        let (name, packed) = dicts::unframe(framed)?;
         let dict = (*name, self.dict(name)?);
-        parse_body(
-            &dicts::decompress(&dict, packed, MAX_BODY_BYTES)?,
-            with_deps,
-        )
+        dicts::decompress(&dict, packed, limit)
+    }
+
+    /// The chain of the link `name` in `chains`, its links read from the
+    /// history's objects.
+    fn path_named<T: Item>(
+        &self,
+        chains: &std::sync::Mutex<Chains<T>>,
+        name: &Hash,
+    ) -> Option<Arc<[Arc<Link<T>>]>> {
+        chains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .path_named(name, |name| self.read_entry(name))
     }
 
     /// The dependencies `set` stands for, read from the history's copy of
     /// its base; `None` if a link is missing or damaged, or the set does
     /// not fit the base.
     fn deps_of(&self, set: &DepSet) -> Option<Vec<Dep>> {
-        let Some(base) = &set.base else {
-            return <Dep as crate::storage::chains::Item>::canonical(set.extra.clone());
-        };
-        let path = {
-            let mut chains = self.dep_chains.lock().unwrap_or_else(|p| p.into_inner());
-            let tip = chains.resolve(base, |name| self.read_entry(name))?;
-            chains.path_to(tip)
-        };
-        items_of(&path, set, Packing::Zstd)
+        decode_with(set, Packing::Zstd, |base| {
+            self.path_named(&self.dep_chains, base)
+        })
     }
 
     /// The history's copy of the dictionary `name`, read once.
@@ -588,23 +600,15 @@ impl History {
     /// ascending order; `None` if a link is missing or damaged, or the set
     /// does not fit the base.
     fn set(&self, set: &FnSet, packing: Packing) -> Option<Vec<FnId>> {
-        let path = {
-            let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-            let tip = chains.resolve(set.base.as_ref()?, |name| self.read_entry(name))?;
-            chains.path_to(tip)
-        };
+        let path = self.path_named(&self.chains, set.base.as_ref()?)?;
         items_of(&path, set, packing)
     }
 
     /// A set compressed with a dictionary (sealed bytes checked by the
     /// caller), decompressed with the history's copy of it.
     fn packed_set(&self, sealed: &[u8]) -> Option<FnSet> {
-        let inner = crate::files::sealed::open_raw(PACKED_SET_MAGIC, sealed).ok()?;
-        let (name, packed) = dicts::unframe(inner)?;
-        let dict = (*name, self.dict(name)?);
-        let bytes = dicts::decompress(&dict, packed, MAX_SET_BYTES)?;
-        let (set, rest) = postcard::take_from_bytes(&bytes).ok()?;
-        rest.is_empty().then_some(set)
+        let framed = crate::files::sealed::open_raw(PACKED_SET_MAGIC, sealed).ok()?;
+        whole(&self.unframed(framed, MAX_SET_BYTES)?)
     }
 
     /// A span's functions, read from the history's copy of its base; `None`
@@ -613,11 +617,7 @@ impl History {
         if span.bits.len() > MAX_BASE / 8 {
             return None;
         }
-        let path = {
-            let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-            let tip = chains.resolve(&span.link, |name| self.read_entry(name))?;
-            chains.path_to(tip)
-        };
+        let path = self.path_named(&self.chains, &span.link)?;
         let count = span.bits.iter().map(|b| b.count_ones() as usize).sum();
         ids_at(&path, set_bits(&span.bits, span.start as usize), count)
     }
@@ -630,10 +630,7 @@ impl History {
     pub(super) fn named_by_parts(&self, parts: &HashSet<Hash>) -> HashSet<Hash> {
         let (mut tips, mut dep_tips) = (HashSet::new(), HashSet::new());
         let mut named = HashSet::new();
-        for (part, sealed) in parts
-            .iter()
-            .filter_map(|part| Some((part, self.read_entry(part)?)))
-        {
+        for sealed in parts.iter().filter_map(|part| self.read_entry(part)) {
             if let Ok(span) = crate::files::sealed::open::<Span>(SPAN_MAGIC, &sealed) {
                 tips.insert(span.link);
                 continue;
@@ -658,7 +655,10 @@ impl History {
                 }
             }
             if sealed.starts_with(DEPS_BODY_MAGIC) || sealed.starts_with(PACKED_DEPS_BODY_MAGIC) {
-                dep_tips.extend(self.body_and_deps(part).and_then(|(_, deps)| deps?.base));
+                dep_tips.extend(
+                    self.body_and_deps_in(&sealed)
+                        .and_then(|(_, deps)| deps?.base),
+                );
             }
         }
         named.extend(self.chains_of(&self.chains, &tips));
@@ -668,9 +668,9 @@ impl History {
 
     /// The names of the links on the chains of `tips`, read from the
     /// history's objects.
-    fn chains_of<T: crate::storage::chains::Item>(
+    fn chains_of<T: Item>(
         &self,
-        chains: &std::sync::Mutex<crate::storage::chains::Chains<T>>,
+        chains: &std::sync::Mutex<Chains<T>>,
         tips: &HashSet<Hash>,
     ) -> Vec<Hash> {
         let mut chains = chains.lock().unwrap_or_else(|p| p.into_inner());
