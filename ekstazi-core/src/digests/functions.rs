@@ -66,7 +66,8 @@ pub struct Function {
 /// no more than this, never holding it.
 const MAX_SEGMENT_BYTES: u64 = 256 << 20;
 /// Segments that list each entry's id ([`Entry`]), as they were written
-/// before: read, no longer written (but by tests of lying segments).
+/// before: read, no longer written (but by tests of lying segments,
+/// `write_segment_as_is`).
 const MAGIC: &[u8; 4] = b"EKZF";
 /// Segments whose entries are (name, stable name's hash, fingerprint):
 /// an id is those two hashed ([`id_of`]), so it is computed when read,
@@ -535,39 +536,34 @@ fn write_segment(
     dir: &Path,
     entries: Vec<Entry>,
 ) -> Result<PathBuf, (io::Error, Vec<Entry>)> {
-    // Entries whose id is not their hash's are kept with it, as before:
-    // only tests of what a lying segment does write them.
-    let listed = entries
-        .iter()
-        .any(|(id, _, stable, fp)| *id != id_of(*stable, fp));
-    let segment = Segment { entries };
-    let sealed = if listed {
-        let body = postcard::to_stdvec(&segment).expect("a segment always serialises");
-        crate::files::sealed::seal(MAGIC, &body)
-    } else {
-        let unlisted = Unlisted {
-            entries: segment
-                .entries
-                .iter()
-                .map(|(_, name, stable, fp)| (name.as_str(), *stable, *fp))
-                .collect(),
-        };
-        let body = postcard::to_stdvec(&unlisted).expect("a segment always serialises");
-        crate::files::sealed::seal(UNLISTED_MAGIC, &body)
+    // Every entry the table holds hashes to its id (`Inner::add`), so the
+    // id is left out and computed again when read.
+    let unlisted = Unlisted {
+        entries: entries
+            .iter()
+            .map(|(_, name, stable, fp)| (name.as_str(), *stable, *fp))
+            .collect(),
     };
-    let name = blake3::hash(&sealed).to_hex();
-    let path = dir.join(&name[..32]);
-    match state.write_atomic(&path, &crate::files::sealed::pack_kept(&sealed)) {
-        Ok(()) => Ok(path),
-        Err(e) => Err((e, segment.entries)),
-    }
+    let body = postcard::to_stdvec(&unlisted).expect("a segment always serialises");
+    let sealed = crate::files::sealed::seal(UNLISTED_MAGIC, &body);
+    write_sealed(state, dir, &sealed).map_err(|e| (e, entries))
 }
 
-/// Writes a segment as it is given, true or not: for tests of what a
-/// lying segment does elsewhere.
+/// Writes a sealed segment, named by its content.
+fn write_sealed(state: &StateDir, dir: &Path, sealed: &[u8]) -> io::Result<PathBuf> {
+    let name = blake3::hash(sealed).to_hex();
+    let path = dir.join(&name[..32]);
+    state.write_atomic(&path, &crate::files::sealed::pack_kept(sealed))?;
+    Ok(path)
+}
+
+/// Writes a segment as it is given, true or not, its ids listed as
+/// segments did before: for tests of what a lying segment does elsewhere.
 #[cfg(test)]
 pub(crate) fn write_segment_as_is(dir: &Path, entries: Vec<Entry>) {
-    write_segment(&StateDir::new(dir), dir, entries).unwrap();
+    let body = postcard::to_stdvec(&Segment { entries }).expect("a segment always serialises");
+    let sealed = crate::files::sealed::seal(MAGIC, &body);
+    write_sealed(&StateDir::new(dir), dir, &sealed).unwrap();
 }
 
 #[cfg(test)]
