@@ -130,6 +130,12 @@ impl Sum {
     }
 }
 
+/// Puts dependencies in the one order records, their files and the
+/// history keep them: by target.
+pub fn sort(deps: &mut [Dep]) {
+    deps.sort_by(|a, b| a.target.cmp(&b.target));
+}
+
 /// One dependency: a target and its checksum when the test ran.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Dep {

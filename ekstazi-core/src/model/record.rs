@@ -151,7 +151,7 @@ impl Record {
     /// record file gives back (`storage::record_file`), so that a record
     /// made and the same record read are equal.
     pub fn sort_deps(&mut self) {
-        self.deps.sort_by(|a, b| a.target.cmp(&b.target));
+        crate::model::dep::sort(&mut self.deps);
     }
 
     /// Serialises the record with header and digest.

@@ -54,9 +54,9 @@ impl Item for FnId {
 impl Item for Dep {
     const LINK_MAGIC: &'static [u8; 4] = b"EKZJ";
 
-    /// By target, as records are written (`Record::sort_deps`).
+    /// By target, as records are written (`model::dep::sort`).
     fn canonical(mut deps: Vec<Dep>) -> Option<Vec<Dep>> {
-        deps.sort_by(|a, b| a.target.cmp(&b.target));
+        crate::model::dep::sort(&mut deps);
         deps.windows(2).all(|w| w[0] != w[1]).then_some(deps)
     }
 }

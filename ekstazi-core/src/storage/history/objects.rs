@@ -313,7 +313,7 @@ pub(super) fn cut(
     // Sorted and deduplicated as a record file keeps them, so that a
     // record filed and the same record read give one body.
     let dep_set = deps.map(|deps| {
-        body.deps.sort_by(|a, b| a.target.cmp(&b.target));
+        crate::model::dep::sort(&mut body.deps);
         body.deps.dedup();
         deps.encode(DEPS_KEY, std::mem::take(&mut body.deps))
     });
