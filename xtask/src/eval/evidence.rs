@@ -131,11 +131,82 @@ pub fn retest_all_in(
     })
 }
 
+/// `id` run again alone under `cargo test`, `runs` times, at the commit
+/// checked out in `dir`: its outcome each time (`ok`, `FAILED`, ..., or
+/// `not run`). A miss whose test gives its previous outcome back here
+/// changed with the run, not with the commit: the replay tells it apart.
+pub fn rerun_alone(
+    dir: &Path,
+    cargo_args: &[String],
+    id: &TestId,
+    runs: usize,
+    limit: Duration,
+    log: &Path,
+) -> Result<Vec<String>> {
+    let keys = executable_keys(cargo(
+        dir,
+        &["test", "--no-run", "--message-format=json"],
+        cargo_args,
+    ))?;
+    let mut args = cargo_args.to_vec();
+    if !args.iter().any(|a| a == "--") {
+        args.push("--".to_owned());
+    }
+    args.extend(["--exact".to_owned(), id.1.clone()]);
+    let mut outcomes = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        empty_private_tmp(dir)?;
+        // `--tests`: the test executables alone, not the doctests, which
+        // the evaluation leaves out.
+        let merged = merged_output(
+            cargo(dir, &["test", "--no-fail-fast", "--tests"], &args),
+            "Doc-tests ",
+            limit,
+        )?;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, merged.text.as_bytes()))?;
+        let found = parse_cargo_test(&merged.text, &keys);
+        outcomes.push(found.get(id).cloned().unwrap_or_else(|| "not run".to_owned()));
+    }
+    Ok(outcomes)
+}
+
+/// The content of every test executable a report lists, by binary key:
+/// which of them a commit changed is what the selection's cost is
+/// measured against.
+pub fn binary_digests(report: &Report) -> HashMap<String, blake3::Hash> {
+    use rayon::prelude::*;
+    report
+        .binaries
+        .par_iter()
+        .filter_map(|b| {
+            let mut hasher = blake3::Hasher::new();
+            hasher
+                .update_reader(std::fs::File::open(&b.path).ok()?)
+                .ok()?;
+            Some((b.binary.clone(), hasher.finalize()))
+        })
+        .collect()
+}
+
 /// What `cargo ekstazi test --report-json` wrote.
 #[derive(Deserialize)]
 pub struct Report {
     pub timings: BTreeMap<String, f64>,
+    /// The test executables the run listed (an older tool's report may
+    /// leave them out).
+    #[serde(default)]
+    pub binaries: Vec<ReportBinary>,
     pub tests: Vec<ReportTest>,
+}
+
+#[derive(Deserialize)]
+pub struct ReportBinary {
+    pub binary: String,
+    pub path: PathBuf,
 }
 
 #[derive(Deserialize)]

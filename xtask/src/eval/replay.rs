@@ -5,7 +5,11 @@
 //! must have been selected.
 //!
 //! Per commit and granularity it records tests available, tests selected
-//! and why, build, test and end-to-end times of both, and misses. Each
+//! and why, build, test and end-to-end times of both, the test executables
+//! whose content the commit changed (what the selection's cost is measured
+//! against), and misses. A missed test runs again alone under `cargo test`
+//! at the same commit: when its previous outcome comes back, the miss is
+//! counted "not reproduced", a change the run made and not the commit. Each
 //! granularity has its own state directory and target directory (binary
 //! granularity would otherwise reuse the build `cargo test` just made and
 //! look free), so every side pays for its own incremental build. Output in
@@ -26,6 +30,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
+
+/// How many times a missed test runs again alone, to tell a change of
+/// outcome the commit made from one the run made.
+const RERUNS: usize = 3;
 
 pub struct ReplayArgs {
     /// The project, where results go, the tool, the cargo options and the
@@ -77,6 +85,8 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     // Per granularity, the retest-all outcomes at the commit its state was
     // last recorded at (a commit whose run failed recorded nothing).
     let mut previous: HashMap<String, HashMap<TestId, String>> = HashMap::new();
+    // Per granularity, the test executables' digests at that commit.
+    let mut binaries_before: HashMap<String, HashMap<String, blake3::Hash>> = HashMap::new();
     let mut not_built: Vec<String> = Vec::new();
     let mut ekstazi_failed: Vec<String> = Vec::new();
     let logs = args.project.out.join("logs");
@@ -157,11 +167,13 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 continue;
             };
             let selected = report.selected();
+            let digests = evidence::binary_digests(&report);
 
             // Safety: every test whose retest-all outcome changed since the
             // previous commit that built (or that is new) must have been
             // selected.
             let mut misses = 0;
+            let mut not_reproduced = 0;
             let mut changed = 0;
             if let Some(previous) = previous.get(granularity) {
                 for (id, outcome) in &retest.outcomes {
@@ -175,9 +187,26 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                     changed += usize::from(before.is_some());
                     if !selected.contains_key(id) && report.knows(id) {
                         misses += 1;
+                        let again = evidence::rerun_alone(
+                            &scratch,
+                            &args.project.cargo_args,
+                            id,
+                            RERUNS,
+                            args.project.timeout,
+                            &logs.join(format!("{i:03}-{short}-{granularity}-rerun.log")),
+                        )
+                        .unwrap_or_else(|e| vec![format!("not run again ({e})")]);
+                        let came_back = before.is_some_and(|b| again.contains(b));
+                        not_reproduced += usize::from(came_back);
                         let detail = format!(
-                            "commit {commit} ({subject}), granularity {granularity}: went {} -> {outcome} under cargo test but cargo-ekstazi did not select it",
-                            before.map_or("(new)", String::as_str)
+                            "commit {commit} ({subject}), granularity {granularity}: went {} -> {outcome} under cargo test but cargo-ekstazi did not select it\nrun again alone under cargo test at this commit, {RERUNS} times: {}{}",
+                            before.map_or("(new)", String::as_str),
+                            again.join(", "),
+                            if came_back {
+                                " (its previous outcome came back: not reproduced)"
+                            } else {
+                                ""
+                            }
                         );
                         evidence::report_miss(
                             &args.project.out.join("misses"),
@@ -211,18 +240,32 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 ekstazi_recording: run.recording,
                 changed_outcomes: changed,
                 misses,
+                misses_not_reproduced: not_reproduced,
+                binaries: digests.len(),
+                binaries_changed: digests
+                    .iter()
+                    .filter(|(key, digest)| {
+                        binaries_before
+                            .get(granularity)
+                            .and_then(|before| before.get(*key))
+                            != Some(*digest)
+                    })
+                    .count(),
                 ekstazi_only_failures,
                 reasons: evidence::format_kinds(&report.reason_kinds()),
             };
             eprintln!(
-                "  {granularity}: {}/{} selected ({:.1}%), {:.1}s vs cargo test {:.1}s{}",
+                "  {granularity}: {}/{} selected ({:.1}%), {:.1}s vs cargo test {:.1}s, selection {:.2}s, {} of {} test executables changed{}",
                 row.selected,
                 row.tests,
                 row.share(),
                 row.ekstazi_total,
                 row.retest_total(),
+                row.ekstazi_selection,
+                row.binaries_changed,
+                row.binaries,
                 if misses > 0 {
-                    format!(", {misses} MISSES")
+                    format!(", {misses} MISSES ({not_reproduced} not reproduced alone)")
                 } else {
                     String::new()
                 }
@@ -231,6 +274,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 rows.entry(granularity.clone()).or_default().push(row);
             }
             previous.insert(granularity.clone(), retest.outcomes.clone());
+            binaries_before.insert(granularity.clone(), digests);
         }
         // Write the results so far: a long replay can be read (and
         // plotted) while it runs.

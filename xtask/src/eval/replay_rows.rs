@@ -34,6 +34,14 @@ pub struct Row {
     /// Tests whose retest-all outcome differs from the previous commit's.
     pub changed_outcomes: usize,
     pub misses: usize,
+    /// Of the misses, those whose test gave its previous outcome back when
+    /// run again alone under `cargo test` at the same commit: the change of
+    /// outcome came with the run, not with the commit.
+    pub misses_not_reproduced: usize,
+    /// Test executables the run listed, and how many of them differ in
+    /// content from the previous commit's (new ones included).
+    pub binaries: usize,
+    pub binaries_changed: usize,
     /// Selected tests that failed under cargo-ekstazi but passed under
     /// `cargo test` (flaky when run one per process).
     pub ekstazi_only_failures: usize,
@@ -52,7 +60,7 @@ impl Row {
     }
 }
 
-pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons,ekstazi_recording_s";
+pub const CSV_HEADER: &str = "commit,subject,tests,selected,share,retest_build_s,retest_test_s,retest_doctests_s,ekstazi_total_s,ekstazi_build_s,ekstazi_selection_s,ekstazi_run_s,changed_outcomes,misses,ekstazi_only_failures,reasons,ekstazi_recording_s,misses_not_reproduced,binaries,binaries_changed";
 
 /// The figures of a replay, one line per granularity.
 pub fn summary_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>) -> String {
@@ -83,10 +91,20 @@ pub fn summary_table(granularities: &[String], rows: &HashMap<String, Vec<Row>>)
             100.0 * stats::mean(&test_time),
             stats::mean(&cost),
             rows.iter().map(|r| r.changed_outcomes).sum::<usize>(),
-            rows.iter().map(|r| r.misses).sum::<usize>()
+            misses_cell(rows)
         );
     }
     out
+}
+
+/// The misses, and how many of them did not come back when their test ran
+/// again alone at the same commit.
+fn misses_cell(rows: &[Row]) -> String {
+    let misses: usize = rows.iter().map(|r| r.misses).sum();
+    match rows.iter().map(|r| r.misses_not_reproduced).sum::<usize>() {
+        0 => misses.to_string(),
+        gone => format!("{misses} ({gone} not reproduced alone)"),
+    }
 }
 
 /// A commit "rebuilds" when its plain build took longer than this: below
@@ -146,7 +164,7 @@ pub fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     for r in rows {
         writeln!(
             csv,
-            "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.2},{},{},{},{},{:.2}",
+            "{},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.2},{},{},{},{},{:.2},{},{},{}",
             r.commit,
             quote(&r.subject),
             r.tests,
@@ -163,7 +181,10 @@ pub fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
             r.misses,
             r.ekstazi_only_failures,
             quote(&r.reasons),
-            r.ekstazi_recording
+            r.ekstazi_recording,
+            r.misses_not_reproduced,
+            r.binaries,
+            r.binaries_changed
         )?;
     }
     std::fs::write(path, csv)?;
@@ -204,6 +225,10 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>> {
             misses: int(13),
             ekstazi_only_failures: int(14),
             reasons: f[15].clone(),
+            // Nor have they the columns after it.
+            misses_not_reproduced: f.get(17).map_or(0, |_| int(17)),
+            binaries: f.get(18).map_or(0, |_| int(18)),
+            binaries_changed: f.get(19).map_or(0, |_| int(19)),
         });
     }
     Ok(rows)
@@ -250,6 +275,9 @@ mod tests {
             ekstazi_recording: 0.0,
             changed_outcomes: 1,
             misses: 0,
+            misses_not_reproduced: 0,
+            binaries: 7,
+            binaries_changed: 2,
             ekstazi_only_failures: 0,
             reasons: "function changed (3); new (1)".into(),
         };
@@ -264,6 +292,7 @@ mod tests {
         assert_eq!(back[0].reasons, row.reasons);
         assert_eq!(back[0].selected, 3);
         assert_eq!(back[0].ekstazi_selection, 0.25);
+        assert_eq!((back[0].binaries, back[0].binaries_changed), (7, 2));
     }
 
     #[test]
@@ -283,6 +312,9 @@ mod tests {
             ekstazi_recording: 0.0,
             changed_outcomes: 0,
             misses: 0,
+            misses_not_reproduced: 0,
+            binaries: 1,
+            binaries_changed: 1,
             ekstazi_only_failures: 0,
             reasons: String::new(),
         };
