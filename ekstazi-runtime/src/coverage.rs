@@ -144,8 +144,10 @@ pub fn report_constructors() {
     }
 }
 
-/// Writes the covered functions and `Q`; called once, at exit (and before
-/// an `exec` replaces the process image).
+/// Writes the covered functions and `Q`: at exit, and before an `exec`
+/// replaces the process image (`hooks::exec`). A process whose `exec`
+/// failed writes again at exit: its second `Q` closes nothing, and its
+/// functions join the first's.
 ///
 /// Every process the shim is loaded into calls it, most with nothing to
 /// write: the checks come first, and the work, with its stack of a chunk of

@@ -403,3 +403,36 @@ fn a_linker_map_gives_way_to_the_extents_it_held() {
         "{selected:?}"
     );
 }
+
+/// A test that starts a program through a `fork` of its own process (as
+/// `Command` does with a `pre_exec` closure) depends on what its process
+/// and that child executed, not on its whole test binary: the child writes
+/// its coverage before its `exec` replaces it.
+#[test]
+fn a_forked_child_that_execs_keeps_its_coverage() {
+    let f = Fixture::new("spawned");
+    assert_eq!(f.test_ok(&[]).ran().len(), 2);
+    let labels = |selected: Vec<(String, Vec<String>)>| -> Vec<String> {
+        selected.into_iter().map(|(label, _)| label).collect()
+    };
+    // Code neither ran: only the test that executed it.
+    f.edit(
+        "src/lib.rs",
+        "black_box(3)",
+        "black_box(3) + 0 * black_box(4)",
+    );
+    assert_eq!(labels(f.selected(&[])), ["spawned::spawn no_spawn"]);
+    f.test_ok(&[]);
+    // Code only the child ran, before its `exec`.
+    f.edit(
+        "src/lib.rs",
+        "black_box(2)",
+        "black_box(2) + 0 * black_box(5)",
+    );
+    let selected = f.selected(&[]);
+    assert_eq!(labels(selected.clone()), ["spawned::spawn pre_exec_spawn"]);
+    assert!(
+        selected[0].1.iter().any(|r| r.contains("in_child")),
+        "{selected:?}"
+    );
+}

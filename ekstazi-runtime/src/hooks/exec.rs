@@ -537,6 +537,16 @@ unsafe fn search(file: *const c_char) {
     }
 }
 
+/// Before an `exec` replaces this process's image: its coverage is written
+/// now (with `Q`), or it goes with the image. A process `fork`ed from a
+/// test's own (as `Command` does with a `pre_exec` closure) ran the test
+/// binary's code until here; without this, that test depended on its whole
+/// binary. Outside the guard: writing the coverage enters it itself. When
+/// the `exec` fails, the process goes on and reports again at exit.
+fn replacing_image() {
+    crate::coverage::flush();
+}
+
 /// Runs `describe` (recording what is about to run) and returns the child's
 /// environment, unless this process is not traced or the shim itself is
 /// calling; `errno` is left as it was.
@@ -578,6 +588,7 @@ pub unsafe extern "C" fn execve(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        replacing_image();
         let env = before(envp, || program(libc::AT_FDCWD, path));
         real(path, argv, env.envp)
     }
@@ -604,6 +615,7 @@ pub unsafe extern "C" fn execvpe(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        replacing_image();
         let env = before(envp, || {
             if !file.is_null() {
                 search(file)
@@ -634,6 +646,7 @@ pub unsafe extern "C" fn fexecve(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        replacing_image();
         let env = before(envp, || program_fd(fd));
         real(fd, argv, env.envp)
     }
@@ -654,6 +667,7 @@ pub unsafe extern "C" fn execveat(
     };
     // SAFETY: the caller's contract is libc's.
     unsafe {
+        replacing_image();
         let env = before(envp, || {
             if flags & libc::AT_EMPTY_PATH != 0 && (path.is_null() || *path == 0) {
                 program_fd(dirfd);

@@ -169,7 +169,12 @@ pub fn rerun_alone(
             .open(log)
             .and_then(|mut f| std::io::Write::write_all(&mut f, merged.text.as_bytes()))?;
         let found = parse_cargo_test(&merged.text, &keys);
-        outcomes.push(found.get(id).cloned().unwrap_or_else(|| "not run".to_owned()));
+        outcomes.push(
+            found
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| "not run".to_owned()),
+        );
     }
     Ok(outcomes)
 }
