@@ -534,6 +534,9 @@ pub enum HistoryAction {
         json: bool,
     },
     /// Write the records, the function table and the history to one file (a zstd-compressed tar)
+    ///
+    /// With EKSTAZI_SIGNING_KEY set, the file is signed: its signature is
+    /// written beside it, as FILE.sig.
     Export {
         /// Where to write it
         file: PathBuf,
@@ -541,11 +544,21 @@ pub enum HistoryAction {
     /// Add the records and history of an exported file to the state directory
     ///
     /// Everything in the file is checked before it is kept; where both hold
-    /// a record of a test, the newer run wins, as with merge-state.
+    /// a record of a test, the newer run wins, as with merge-state. When
+    /// `[history] trusted-keys` lists keys, the file must be signed by one
+    /// of them, for this project, or nothing of it is imported.
     Import {
         /// The exported file
         file: PathBuf,
+        /// Its signature [default: FILE.sig]
+        #[arg(long, value_name = "PATH")]
+        signature: Option<PathBuf>,
     },
+    /// Make a key pair to sign exported states with
+    ///
+    /// Prints the secret key, for CI's secrets (EKSTAZI_SIGNING_KEY), and
+    /// the public key, for `[history] trusted-keys` in .config/ekstazi.toml.
+    Keygen,
 }
 
 /// How a run that records treats the state directory (`test`, `nextest`).

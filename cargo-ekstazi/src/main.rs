@@ -12,7 +12,7 @@
 //! [`git`] the repository and the worktrees of other commits.
 //!
 //! Layers, each importing only those before it: [`cli`], [`style`],
-//! [`seal_key`] and [`processes`];
+//! [`secrets`] and [`processes`];
 //! [`cargo`] and [`git`]; [`run`]; [`session`]; [`output`]; [`pipeline`];
 //! [`commands`], which nothing imports.
 
@@ -24,7 +24,7 @@ mod output;
 mod pipeline;
 mod processes;
 mod run;
-mod seal_key;
+mod secrets;
 mod session;
 mod style;
 
@@ -57,7 +57,7 @@ fn report_removed_links() {
 
 fn main() -> ExitCode {
     // First: it takes a variable out of the environment.
-    seal_key::take();
+    secrets::take();
     // nextest's target runner (`cargo ekstazi nextest`): first, because
     // nextest runs it in the environment of the instrumented build, which
     // would make this process the rustc wrapper.

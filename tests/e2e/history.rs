@@ -243,6 +243,109 @@ fn the_history_is_bounded_and_damage_is_no_record() {
     );
 }
 
+/// `history keygen`: a new key pair, as (secret, public key).
+fn keygen(f: &Fixture) -> (String, String) {
+    let made = f.run(&["history", "keygen"]);
+    assert_eq!(made.code(), Some(0), "{made:?}");
+    let line = |prefix: &str| {
+        made.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {made:?}"))
+            .to_owned()
+    };
+    let public = line("trusted-keys = [\"");
+    (
+        line("EKSTAZI_SIGNING_KEY="),
+        public.trim_end_matches("\"]").to_owned(),
+    )
+}
+
+/// A clone of `f` with no state, trusting `public`; a new repository
+/// (another project) when `new_project`.
+fn clone_trusting(f: &Fixture, public: &str, new_project: bool) -> (tempfile::TempDir, Fixture) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(f.path(), dir.path(), false);
+    let mut g = Fixture::at(dir.path());
+    if new_project {
+        std::fs::remove_dir_all(g.file(".git")).unwrap();
+        g = g.in_git();
+    }
+    g.write(
+        ".config/ekstazi.toml",
+        &format!("[history]\ntrusted-keys = [\"{public}\"]\n"),
+    );
+    (dir, g)
+}
+
+#[test]
+fn a_signed_export_is_imported_where_its_key_is_trusted_and_nowhere_else() {
+    let f = Fixture::new("history").in_git();
+    f.test_ok(&[]);
+    let (secret, public) = keygen(&f);
+    let (other_secret, _) = keygen(&f);
+    let export = |name: &str, secret: &str| {
+        let archive = f.file(name);
+        let run = f.run_with(
+            &["history", "export", archive.to_str().unwrap()],
+            &[("EKSTAZI_SIGNING_KEY", secret)],
+        );
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        archive
+    };
+    let archive = export("state.tar.zst", &secret);
+    let untrusted = export("untrusted.tar.zst", &other_secret);
+    assert!(f.file("state.tar.zst.sig").is_file());
+
+    // A key that is not one is refused before anything is written.
+    let bad = f.run_with(
+        &["history", "export", "bad.tar.zst"],
+        &[("EKSTAZI_SIGNING_KEY", "12")],
+    );
+    assert_ne!(bad.code(), Some(0), "{bad:?}");
+    assert!(
+        bad.stderr.contains("does not hold a signing key"),
+        "{bad:?}"
+    );
+    assert!(!f.file("bad.tar.zst").exists());
+
+    let (_dir, g) = clone_trusting(&f, &public, false);
+    let everything = selected(&g, &[]);
+    assert!(!everything.is_empty());
+    let refused = |file: &std::path::Path, why: &str| {
+        let run = g.run(&["history", "import", file.to_str().unwrap()]);
+        assert_ne!(run.code(), Some(0), "{run:?}");
+        assert!(run.stderr.contains(why), "{why:?} in {run:?}");
+        assert_eq!(selected(&g, &[]), everything, "nothing of it was kept");
+    };
+    // Changed after signing.
+    let mut bytes = std::fs::read(&archive).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(g.file("changed.tar.zst"), bytes).unwrap();
+    std::fs::copy(f.file("state.tar.zst.sig"), g.file("changed.tar.zst.sig")).unwrap();
+    refused(&g.file("changed.tar.zst"), "does not match");
+    // Not signed.
+    std::fs::copy(&archive, g.file("unsigned.tar.zst")).unwrap();
+    refused(&g.file("unsigned.tar.zst"), "it is not signed");
+    // Signed by a key the project does not list.
+    refused(&untrusted, "not among the trusted keys");
+
+    // Signed by the trusted key: imported, and its records hold.
+    let import = g.run(&["history", "import", archive.to_str().unwrap()]);
+    assert_eq!(import.code(), Some(0), "{import:?}");
+    assert!(
+        import.stdout.contains(&format!("is signed by {public}")),
+        "{import:?}"
+    );
+    assert!(selected(&g, &[]).is_empty());
+
+    // Another project (other root commits) trusting the same key refuses it.
+    let (_dir, h) = clone_trusting(&f, &public, true);
+    let run = h.run(&["history", "import", archive.to_str().unwrap()]);
+    assert_ne!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("another project"), "{run:?}");
+}
+
 #[test]
 fn the_history_travels_by_export_and_import_and_shards_merge() {
     let f = Fixture::new("history").in_git();

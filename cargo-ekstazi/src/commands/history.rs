@@ -5,27 +5,43 @@ use crate::cli::{HistoryAction, HistoryArgs};
 use crate::git::repo::Repo;
 use crate::style::{self, BOLD, DIM};
 use anyhow::{Context, Result};
+use ekstazi_core::files::signed::{self, Kind};
 use ekstazi_core::model::record::Outcome;
+use ekstazi_core::options::config::Config;
 use ekstazi_core::storage::history::Manifest;
 use ekstazi_core::storage::store::Store;
 use serde::Serialize;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn run(args: HistoryArgs) -> Result<ExitCode> {
+    let action = args.action.unwrap_or(HistoryAction::List { json: false });
+    if let HistoryAction::Keygen = action {
+        return keygen();
+    }
     let (root, state) = match &args.state_dir {
-        Some(dir) => (None, std::path::absolute(dir)?),
+        // The workspace, where there is one, still names the project and
+        // the keys it trusts.
+        Some(dir) => (
+            super::workspace_state_dir(args.manifest_path.as_deref())
+                .ok()
+                .map(|(root, _)| root),
+            std::path::absolute(dir)?,
+        ),
         None => {
             let (root, state) = super::workspace_state_dir(args.manifest_path.as_deref())?;
             (Some(root), state)
         }
     };
     let store = Store::new(&state);
-    match args.action.unwrap_or(HistoryAction::List { json: false }) {
+    match action {
         HistoryAction::List { json } => list(&store, root, json),
-        HistoryAction::Export { file } => export(&store, &file),
-        HistoryAction::Import { file } => import(&store, &file),
+        HistoryAction::Export { file } => export(&store, root.as_deref(), &file),
+        HistoryAction::Import { file, signature } => {
+            import(&store, root.as_deref(), &file, signature.as_deref())
+        }
+        HistoryAction::Keygen => unreachable!("answered above"),
     }
 }
 
@@ -160,7 +176,9 @@ fn current_size(store: &Store) -> (usize, u64) {
     (records.len(), bytes)
 }
 
-fn export(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
+fn export(store: &Store, root: Option<&Path>, file: &Path) -> Result<ExitCode> {
+    // A bad key is reported before anything is written.
+    let key = crate::secrets::signing_key()?;
     let _lock = store
         .lock(false, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
@@ -174,10 +192,40 @@ fn export(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
         file.display(),
         human(written)
     );
+    if let Some(key) = key {
+        let sig = signature_path(file);
+        let digest = digest_of(std::fs::File::open(file)?)?;
+        let signed = signed::sign(&key, Kind::Archive, &project(root), &digest);
+        write_whole(&sig, &signed).with_context(|| format!("cannot write {}", sig.display()))?;
+        println!(
+            "cargo-ekstazi: signed by {} ({})",
+            key.public(),
+            sig.display()
+        );
+        if ekstazi_core::files::sealed::keyed() {
+            style::warn(format!(
+                "the state is sealed with {}: a reader without that secret refuses its files, \
+                 signed or not",
+                crate::secrets::SEAL_KEY
+            ));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
+fn import(
+    store: &Store,
+    root: Option<&Path>,
+    file: &Path,
+    signature: Option<&Path>,
+) -> Result<ExitCode> {
+    let trusted = match root {
+        Some(root) => Config::load(root)?
+            .history
+            .trusted_keys()
+            .map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
     let _lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
@@ -186,7 +234,30 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
         .prefix(IMPORT_PREFIX)
         .tempdir_in(store.root())
         .context("cannot make a scratch directory in the state directory")?;
-    let counted = ekstazi_core::storage::archive::unpack(file, scratch.path())
+    // The bytes checked are the bytes unpacked: a copy of the file, made
+    // as it is hashed, so that the file cannot change in between.
+    let copy = tempfile::Builder::new()
+        .prefix(IMPORT_PREFIX)
+        .tempfile_in(store.root())
+        .context("cannot make a scratch file in the state directory")?;
+    let digest = {
+        let mut hasher = blake3::Hasher::new();
+        let mut source = std::fs::File::open(file)
+            .with_context(|| format!("cannot import {}", file.display()))?;
+        std::io::copy(&mut source, &mut Tee(&mut hasher, copy.as_file()))
+            .with_context(|| format!("cannot import {}", file.display()))?;
+        hasher.finalize()
+    };
+    if let Some(signer) = check_signature(
+        root,
+        &trusted,
+        file,
+        signature.map_or_else(|| signature_path(file), Path::to_path_buf),
+        &digest,
+    )? {
+        println!("cargo-ekstazi: {} is signed by {signer}", file.display());
+    }
+    let counted = ekstazi_core::storage::archive::unpack(copy.path(), scratch.path())
         .with_context(|| format!("cannot import {}", file.display()))?;
     let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(scratch.path()))
         .with_context(|| format!("cannot import {}", file.display()))?;
@@ -211,6 +282,105 @@ fn import(store: &Store, file: &std::path::Path) -> Result<ExitCode> {
             "not imported: {why} (the tests concerned run next time)"
         ));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Checks the signature of an archive to import, whose bytes hash to
+/// `digest`. With trusted keys, one of them must have signed it for this
+/// project; without, a signature present must still hold. The signer, if
+/// the file is signed.
+fn check_signature(
+    root: Option<&Path>,
+    trusted: &[signed::PublicKey],
+    file: &Path,
+    sig: PathBuf,
+    digest: &blake3::Hash,
+) -> Result<Option<signed::PublicKey>> {
+    let refused = |why: String| {
+        anyhow::anyhow!(
+            "{} is not imported: {why}; nothing of it was kept, and the tests run as before",
+            file.display()
+        )
+    };
+    let bytes = match std::fs::read(&sig) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && trusted.is_empty() => {
+            return Ok(None);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refused(format!(
+                "it is not signed ({} not found), and [history] trusted-keys lists the keys \
+                 whose signature it must carry",
+                sig.display()
+            )));
+        }
+        Err(e) => return Err(refused(format!("cannot read {}: {e}", sig.display()))),
+    };
+    signed::check(&bytes, trusted, Kind::Archive, &project(root), digest)
+        .map(Some)
+        .map_err(|e| refused(e.to_string()))
+}
+
+/// Where an archive's signature is: `FILE.sig`.
+fn signature_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".sig");
+    PathBuf::from(name)
+}
+
+/// This project's name in a signature: its repository's root commits.
+fn project(root: Option<&Path>) -> String {
+    root.map_or_else(String::new, |root| {
+        signed::project_of_roots(&crate::git::repo::root_commits(root))
+    })
+}
+
+/// Writes `bytes` to `path` whole or not at all: a temporary file beside
+/// it, renamed into place.
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+fn digest_of(mut file: std::fs::File) -> Result<blake3::Hash> {
+    let mut hasher = blake3::Hasher::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hasher.finalize())
+}
+
+/// Writes to a file and a hash at once.
+struct Tee<'a>(&'a mut blake3::Hasher, &'a std::fs::File);
+
+impl std::io::Write for Tee<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = (&mut self.1).write(bytes)?;
+        self.0.update(&bytes[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        (&mut self.1).flush()
+    }
+}
+
+/// `history keygen`: a new key pair, the secret for CI, the public key
+/// for the project's configuration.
+fn keygen() -> Result<ExitCode> {
+    let key = signed::SigningKey::generate()?;
+    println!(
+        "# The secret key: keep it in CI's secrets as {}, nowhere else.",
+        crate::secrets::SIGNING_KEY
+    );
+    println!("{}={}", crate::secrets::SIGNING_KEY, key.secret_hex());
+    println!("# The public key: list it in .config/ekstazi.toml.");
+    println!("[history]");
+    println!("trusted-keys = [\"{}\"]", key.public());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -142,6 +142,15 @@ pub fn asks_full_run(dir: &Path) -> bool {
     })
 }
 
+/// The root commits of the repository containing `dir` (those with no
+/// parent that `HEAD` reaches): what names the project in a signature.
+/// None outside a repository.
+pub fn root_commits(dir: &Path) -> Vec<String> {
+    git(dir, &["rev-list", "--max-parents=0", "HEAD"])
+        .map(|out| out.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
 fn is_clean(dir: &Path) -> Option<bool> {
     git(dir, &["status", "--porcelain", "--untracked-files=no"]).map(|s| s.is_empty())
 }

@@ -186,7 +186,7 @@ impl Worktree {
         let report = state.path().join("report.json");
         let mut command = Command::new(std::env::current_exe()?);
         clean_environment(&mut command);
-        crate::seal_key::hand_on(&mut command);
+        crate::secrets::hand_on(&mut command);
         command
             // Its verdicts and records at once: what it filed is merged
             // as soon as it ends.

@@ -88,7 +88,7 @@ pub fn spawn(state_dir: &Path, failed: &[String]) -> Result<PathBuf> {
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let me = std::env::current_exe().context("cannot find cargo-ekstazi's own executable")?;
     let mut command = Command::new(me);
-    crate::seal_key::hand_on(&mut command);
+    crate::secrets::hand_on(&mut command);
     command
         .args(std::env::args_os().skip(1))
         .env(ENV, &failed_file)

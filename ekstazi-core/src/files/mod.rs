@@ -1,6 +1,7 @@
 //! How every file cargo-ekstazi keeps is written and read: the seal each
 //! one is wrapped in ([`sealed`]: `seal`, `open`, `pack`, `unpack`,
-//! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the one way a file
+//! [`sealed::FORMAT_VERSION`], [`sealed::DecodeError`]), the signature a
+//! reader checks without a secret ([`signed`]: Ed25519), the one way a file
 //! is replaced (`write_atomic`: a temporary file, then a rename; for the
 //! many records of a run, `Replacer`, which exchanges a spare file into
 //! place instead of making and deleting one per file), [`contained`]:
@@ -16,6 +17,7 @@
 pub mod contained;
 pub mod identity;
 pub mod sealed;
+pub mod signed;
 mod spare;
 
 pub(crate) use spare::Replacer;

@@ -131,6 +131,23 @@ pub struct HistoryConfig {
     pub enabled: Option<bool>,
     /// How many commits with records are kept (unset: 100).
     pub commits: Option<usize>,
+    /// The public keys whose signature an imported state must carry
+    /// (`ed25519:<64 hex digits>` each; see `files::signed`). Empty: an
+    /// import is taken on the word of whoever handed it over, as before.
+    pub trusted_keys: Vec<String>,
+}
+
+impl HistoryConfig {
+    /// The trusted keys, parsed.
+    pub fn trusted_keys(&self) -> Result<Vec<crate::files::signed::PublicKey>, String> {
+        self.trusted_keys
+            .iter()
+            .map(|key| {
+                crate::files::signed::PublicKey::parse(key)
+                    .map_err(|e| format!("[history] trusted-keys: {e}"))
+            })
+            .collect()
+    }
 }
 
 /// `[run]`: how tests are run; every key optional (see [`crate::options::settings`]).
@@ -340,6 +357,13 @@ impl Config {
         config
             .ignore
             .compile(workspace)
+            .map_err(|message| ConfigError::Invalid {
+                path: path.clone(),
+                message,
+            })?;
+        config
+            .history
+            .trusted_keys()
             .map_err(|message| ConfigError::Invalid {
                 path: path.clone(),
                 message,
