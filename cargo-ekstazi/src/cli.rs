@@ -554,6 +554,28 @@ pub enum HistoryAction {
         #[arg(long, value_name = "PATH")]
         signature: Option<PathBuf>,
     },
+    /// Upload the state to the remote store, as recorded at HEAD
+    ///
+    /// Only what the store does not hold yet is uploaded (everything is
+    /// named by its content); the push's manifest goes last, signed with
+    /// EKSTAZI_SIGNING_KEY when it is set.
+    Push {
+        /// The remote store [default: `[history] remote`] [env: EKSTAZI_REMOTE]
+        #[arg(long, value_name = "URI")]
+        remote: Option<String>,
+    },
+    /// Take what the remote store holds for HEAD, or its nearest pushed ancestor
+    ///
+    /// Every push of that commit is checked (signed by a trusted key when
+    /// `[history] trusted-keys` lists any) and merged like an imported state.
+    Fetch {
+        /// The remote store [default: `[history] remote`] [env: EKSTAZI_REMOTE]
+        #[arg(long, value_name = "URI")]
+        remote: Option<String>,
+        /// Download at most this many bytes, or take nothing
+        #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+        limit: u64,
+    },
     /// Make a key pair to sign exported states with
     ///
     /// Prints the secret key, for CI's secrets (EKSTAZI_SIGNING_KEY), and

@@ -23,6 +23,7 @@ mod git;
 mod output;
 mod pipeline;
 mod processes;
+mod remote;
 mod run;
 mod secrets;
 mod session;

@@ -3,7 +3,7 @@
 //! history is bounded, damage is no record, and it travels (export/import,
 //! merged shards). Each test builds a real git repository.
 
-use crate::support::{Fixture, copy_tree, labels, test_entry};
+use crate::support::{Fixture, clone_trusting, copy_tree, keygen, labels, test_entry};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -241,41 +241,6 @@ fn the_history_is_bounded_and_damage_is_no_record() {
             .contains(&"function changed: shop::label".to_owned()),
         "{after_damage:?}"
     );
-}
-
-/// `history keygen`: a new key pair, as (secret, public key).
-fn keygen(f: &Fixture) -> (String, String) {
-    let made = f.run(&["history", "keygen"]);
-    assert_eq!(made.code(), Some(0), "{made:?}");
-    let line = |prefix: &str| {
-        made.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .unwrap_or_else(|| panic!("no {prefix:?} in {made:?}"))
-            .to_owned()
-    };
-    let public = line("trusted-keys = [\"");
-    (
-        line("EKSTAZI_SIGNING_KEY="),
-        public.trim_end_matches("\"]").to_owned(),
-    )
-}
-
-/// A clone of `f` with no state, trusting `public`; a new repository
-/// (another project) when `new_project`.
-fn clone_trusting(f: &Fixture, public: &str, new_project: bool) -> (tempfile::TempDir, Fixture) {
-    let dir = tempfile::tempdir().unwrap();
-    copy_tree(f.path(), dir.path(), false);
-    let mut g = Fixture::at(dir.path());
-    if new_project {
-        std::fs::remove_dir_all(g.file(".git")).unwrap();
-        g = g.in_git();
-    }
-    g.write(
-        ".config/ekstazi.toml",
-        &format!("[history]\ntrusted-keys = [\"{public}\"]\n"),
-    );
-    (dir, g)
 }
 
 #[test]

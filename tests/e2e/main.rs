@@ -25,6 +25,7 @@ mod options;
 mod raw_syscalls;
 mod reasons;
 mod record_index;
+mod remote;
 mod selection;
 mod shim;
 mod stability;

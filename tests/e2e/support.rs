@@ -232,6 +232,12 @@ impl Fixture {
         self
     }
 
+    /// A commit that changes nothing; its id.
+    pub fn commit_empty(&self, message: &str) -> String {
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
     /// Commits every change to tracked files; the new commit's id.
     pub fn commit(&self, message: &str) -> String {
         self.git(&["commit", "-q", "-a", "-m", message]);
@@ -570,4 +576,43 @@ pub fn with_peak_rss(mut command: Command, scratch: &Path) -> (TestRun, i64) {
         stderr: read(&err),
     };
     (run, usage.ru_maxrss)
+}
+
+/// `history keygen`: a new key pair, as (secret, public key).
+pub fn keygen(f: &Fixture) -> (String, String) {
+    let made = f.run(&["history", "keygen"]);
+    assert_eq!(made.code(), Some(0), "{made:?}");
+    let line = |prefix: &str| {
+        made.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} in {made:?}"))
+            .to_owned()
+    };
+    let public = line("trusted-keys = [\"");
+    (
+        line("EKSTAZI_SIGNING_KEY="),
+        public.trim_end_matches("\"]").to_owned(),
+    )
+}
+
+/// A clone of `f` with no state, trusting `public`; a new repository
+/// (another project) when `new_project`.
+pub fn clone_trusting(
+    f: &Fixture,
+    public: &str,
+    new_project: bool,
+) -> (tempfile::TempDir, Fixture) {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(f.path(), dir.path(), false);
+    let mut g = Fixture::at(dir.path());
+    if new_project {
+        std::fs::remove_dir_all(g.file(".git")).unwrap();
+        g = g.in_git();
+    }
+    g.write(
+        ".config/ekstazi.toml",
+        &format!("[history]\ntrusted-keys = [\"{public}\"]\n"),
+    );
+    (dir, g)
 }

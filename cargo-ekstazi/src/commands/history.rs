@@ -41,6 +41,8 @@ pub fn run(args: HistoryArgs) -> Result<ExitCode> {
         HistoryAction::Import { file, signature } => {
             import(&store, root.as_deref(), &file, signature.as_deref())
         }
+        HistoryAction::Push { remote } => push(&store, root.as_deref(), remote),
+        HistoryAction::Fetch { remote, limit } => fetch(&store, root.as_deref(), remote, limit),
         HistoryAction::Keygen => unreachable!("answered above"),
     }
 }
@@ -381,6 +383,137 @@ fn keygen() -> Result<ExitCode> {
     println!("# The public key: list it in .config/ekstazi.toml.");
     println!("[history]");
     println!("trusted-keys = [\"{}\"]", key.public());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The remote store: `--remote`, else `EKSTAZI_REMOTE`, else `[history]
+/// remote`.
+fn remote_uri(root: Option<&Path>, given: Option<String>) -> Result<String> {
+    if let Some(uri) = given.or_else(|| std::env::var("EKSTAZI_REMOTE").ok()) {
+        return Ok(uri);
+    }
+    root.map(Config::load)
+        .transpose()?
+        .and_then(|config| config.history.remote)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no remote store: give --remote, set EKSTAZI_REMOTE, or `[history] remote` in \
+                 .config/ekstazi.toml"
+            )
+        })
+}
+
+/// How long one request to a remote store may take.
+const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `history push`: the state, as recorded at `HEAD`, to the remote store.
+fn push(store: &Store, root: Option<&Path>, remote: Option<String>) -> Result<ExitCode> {
+    let uri = remote_uri(root, remote)?;
+    let key = crate::secrets::signing_key()?;
+    if ekstazi_core::files::sealed::keyed() {
+        anyhow::bail!(
+            "the state is sealed with {}: a reader without that secret would refuse all of it; \
+             push from a state without it (a signature stands in for it: {})",
+            crate::secrets::SEAL_KEY,
+            crate::secrets::SIGNING_KEY
+        );
+    }
+    let head = root
+        .and_then(Repo::at)
+        .map(|repo| repo.head)
+        .ok_or_else(|| anyhow::anyhow!("history push needs a git repository: it pushes at HEAD"))?;
+    let _lock = store
+        .lock(false, true)
+        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    let clock = std::time::Instant::now();
+    let remote = crate::remote::Remote::open(&uri, REMOTE_TIMEOUT)?;
+    let pushed = remote
+        .push(store, &project(root), &head, key.as_ref())
+        .with_context(|| format!("cannot push to {uri}"))?;
+    println!(
+        "cargo-ekstazi: pushed {} files at {} to {uri}: {} uploaded ({}), the rest already there; \
+         manifest {}{} in {:.2}s",
+        pushed.files,
+        &head[..head.len().min(12)],
+        pushed.uploaded,
+        human(pushed.uploaded_bytes),
+        human(pushed.manifest_bytes),
+        key.map_or_else(
+            || ", unsigned".to_owned(),
+            |key| format!(", signed by {}", key.public())
+        ),
+        clock.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `history fetch`: what the remote store holds for `HEAD` or its nearest
+/// pushed ancestor, checked and merged.
+fn fetch(
+    store: &Store,
+    root: Option<&Path>,
+    remote: Option<String>,
+    limit: u64,
+) -> Result<ExitCode> {
+    let uri = remote_uri(root, remote)?;
+    let trusted = match root {
+        Some(root) => Config::load(root)?
+            .history
+            .trusted_keys()
+            .map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
+    let ancestry = root.map_or_else(Vec::new, |root| crate::git::repo::ancestry(root, 1000));
+    if ancestry.is_empty() {
+        anyhow::bail!("history fetch needs a git repository: it fetches for HEAD");
+    }
+    let _lock = store
+        .lock(true, true)
+        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    remove_killed_imports(store);
+    let scratch = tempfile::Builder::new()
+        .prefix(IMPORT_PREFIX)
+        .tempdir_in(store.root())
+        .context("cannot make a scratch directory in the state directory")?;
+    let clock = std::time::Instant::now();
+    let remote = crate::remote::Remote::open(&uri, REMOTE_TIMEOUT)?;
+    let Some(fetched) = remote
+        .fetch(
+            store,
+            &ancestry,
+            &trusted,
+            &project(root),
+            scratch.path(),
+            limit,
+        )
+        .with_context(|| format!("nothing was taken from {uri}"))?
+    else {
+        println!("cargo-ekstazi: {uri} holds no push of HEAD or of its ancestors");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let (mut added, mut replaced, mut kept) = (0, 0, 0);
+    for push in &fetched.pushes {
+        let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(push))
+            .with_context(|| format!("cannot merge what {uri} holds"))?;
+        added += merged.added;
+        replaced += merged.replaced;
+        kept += merged.kept;
+        for why in merged.refused.lines() {
+            style::warn(format!(
+                "not taken: {why} (the tests concerned run next time)"
+            ));
+        }
+    }
+    let pushes = fetched.pushes.len();
+    println!(
+        "cargo-ekstazi: fetched {pushes} push{} of {} from {uri}: {} files downloaded ({}) in \
+         {:.2}s; {added} records added, {replaced} newer, {kept} kept",
+        if pushes == 1 { "" } else { "es" },
+        &fetched.commit[..fetched.commit.len().min(12)],
+        fetched.downloaded,
+        human(fetched.downloaded_bytes),
+        clock.elapsed().as_secs_f64(),
+    );
     Ok(ExitCode::SUCCESS)
 }
 

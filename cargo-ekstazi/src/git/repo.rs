@@ -151,6 +151,16 @@ pub fn root_commits(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `HEAD` and its first-parent ancestors, nearest first, at most `n`.
+pub fn ancestry(dir: &Path, n: usize) -> Vec<String> {
+    git(
+        dir,
+        &["rev-list", "--first-parent", "-n", &n.to_string(), "HEAD"],
+    )
+    .map(|out| out.lines().map(str::to_owned).collect())
+    .unwrap_or_default()
+}
+
 fn is_clean(dir: &Path) -> Option<bool> {
     git(dir, &["status", "--porcelain", "--untracked-files=no"]).map(|s| s.is_empty())
 }

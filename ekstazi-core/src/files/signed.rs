@@ -36,12 +36,15 @@ use std::fmt;
 pub enum Kind {
     /// A whole exported state (`history export`).
     Archive,
+    /// A push's manifest in a remote store (`storage::remote`).
+    Push,
 }
 
 impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Archive => "archive",
+            Kind::Push => "push",
         }
     }
 }

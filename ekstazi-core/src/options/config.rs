@@ -135,6 +135,9 @@ pub struct HistoryConfig {
     /// (`ed25519:<64 hex digits>` each; see `files::signed`). Empty: an
     /// import is taken on the word of whoever handed it over, as before.
     pub trusted_keys: Vec<String>,
+    /// A remote store to push to and fetch from (an OpenDAL URI:
+    /// `s3://bucket/prefix`, `file:///srv/ekstazi`, ...).
+    pub remote: Option<String>,
 }
 
 impl HistoryConfig {

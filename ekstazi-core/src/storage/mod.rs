@@ -23,6 +23,7 @@ pub mod history;
 pub mod merge_state;
 pub mod record_file;
 pub mod record_index;
+pub mod remote;
 pub mod run_log;
 pub mod snapshots;
 pub mod store;

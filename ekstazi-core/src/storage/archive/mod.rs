@@ -70,13 +70,36 @@ pub enum ArchiveError {
     TooLarge(String),
 }
 
-/// Writes the store's records and history to `to`.
-pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
+/// The files an export holds, by path relative to the store's root
+/// (`v12/...`), in order: what `history export` writes, and what a push to
+/// a remote store holds (`storage::remote`). Each is read with
+/// [`read_exported`].
+pub(crate) fn exported_paths(store: &Store) -> io::Result<Vec<String>> {
     let version = format!("v{FORMAT_VERSION}");
     let root = store.root().join(&version);
     let mut files = Vec::new();
     collect(store.state(), &root, Path::new(&version), &mut files)?;
+    let mut files: Vec<String> = files
+        .into_iter()
+        .filter_map(|path| Some(path.to_str()?.to_owned()))
+        .collect();
     files.sort();
+    Ok(files)
+}
+
+/// One of [`exported_paths`], read: never through a link (a planted one
+/// would export what it points to); `None` when it went since it was
+/// listed (a concurrent run's housekeeping).
+pub(crate) fn read_exported(store: &Store, relative: &str) -> Option<Vec<u8>> {
+    store
+        .state()
+        .read_bounded(&store.root().join(relative), MAX_BYTES)
+        .ok()
+}
+
+/// Writes the store's records and history to `to`.
+pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
+    let files = exported_paths(store)?;
     let parent = to.parent().filter(|p| !p.as_os_str().is_empty());
     let mut counted = Counted::default();
     crate::files::write_atomic_with(parent.unwrap_or(Path::new(".")), to, |out| {
@@ -84,11 +107,7 @@ pub fn export(store: &Store, to: &Path) -> io::Result<Counted> {
         let mut tar = tar::Builder::new(encoder);
         tar.mode(tar::HeaderMode::Deterministic);
         for relative in files {
-            let path = store.root().join(&relative);
-            // Not through a link (a planted one would export what it
-            // points to); removed since it was listed: a concurrent run's
-            // housekeeping.
-            let Ok(bytes) = store.state().read_bounded(&path, MAX_BYTES) else {
+            let Some(bytes) = read_exported(store, &relative) else {
                 continue;
             };
             let mut header = tar::Header::new_gnu();
@@ -207,7 +226,7 @@ fn other_version(path: &Path) -> Option<String> {
 /// Whether `path` is one a store of this format uses: every component a
 /// name the store writes (see the module's layout), nothing that climbs,
 /// roots or links.
-fn is_store_path(path: &Path) -> bool {
+pub(crate) fn is_store_path(path: &Path) -> bool {
     let mut parts = Vec::new();
     for component in path.components() {
         let std::path::Component::Normal(part) = component else {
