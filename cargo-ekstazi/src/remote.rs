@@ -38,12 +38,138 @@ pub struct PushReport {
 }
 
 /// What a fetch took, before merging.
-pub struct Fetched {
-    pub commit: String,
+struct Fetched {
+    commit: String,
     /// Each push, as a state directory of its own to merge.
-    pub pushes: Vec<std::path::PathBuf>,
+    pushes: Vec<std::path::PathBuf>,
+    /// The manifests taken, by their names in the store.
+    taken: Vec<String>,
+    downloaded: usize,
+    downloaded_bytes: u64,
+}
+
+/// What to fetch, and within what.
+#[derive(Clone, Copy)]
+pub struct FetchRequest<'a> {
+    pub uri: &'a str,
+    /// `HEAD` and its ancestors, nearest first.
+    pub ancestry: &'a [String],
+    pub trusted: &'a [PublicKey],
+    pub project: &'a str,
+    /// At most this many bytes downloaded, or nothing taken.
+    pub limit: u64,
+    /// The whole fetch's time.
+    pub within: Duration,
+}
+
+/// What a fetch took and merged.
+pub struct FetchSummary {
+    pub commit: String,
+    pub pushes: usize,
     pub downloaded: usize,
     pub downloaded_bytes: u64,
+    pub added: usize,
+    pub replaced: usize,
+    pub kept: usize,
+    /// What the merge did not take, and why.
+    pub refused: Vec<String>,
+}
+
+/// The manifests this state took already, so that a run fetches nothing
+/// twice: a note of the store's own, which lost or forged costs a fetch
+/// again or a record not taken (its test runs), nothing else.
+const FETCHED: &str = "remote-fetched";
+
+/// How many taken manifests the note keeps.
+const FETCHED_KEPT: usize = 1000;
+
+/// Takes what the remote store holds for the nearest pushed commit of
+/// `request.ancestry` into `store`, each push checked and then merged as a
+/// shard's state is. `None` when there is nothing new: no push of
+/// `ancestry`, or every push of the nearest already taken.
+pub fn fetch_into_store(store: &Store, request: &FetchRequest<'_>) -> Result<Option<FetchSummary>> {
+    let _lock = store
+        .lock(true, true)
+        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    let notes = store.root().join(FETCHED);
+    let noted = store
+        .state()
+        .read_bounded(&notes, 1 << 20)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let already: HashSet<String> = noted.lines().map(str::to_owned).collect();
+    let into = scratch(store)?;
+    let remote = Remote::open(request.uri, request.within)?;
+    let Some(fetched) = remote.fetch(store, request, &already, into.path())? else {
+        return Ok(None);
+    };
+    if fetched.taken.is_empty() {
+        return Ok(None);
+    }
+    let mut summary = FetchSummary {
+        commit: fetched.commit,
+        pushes: fetched.pushes.len(),
+        downloaded: fetched.downloaded,
+        downloaded_bytes: fetched.downloaded_bytes,
+        added: 0,
+        replaced: 0,
+        kept: 0,
+        refused: Vec::new(),
+    };
+    for push in &fetched.pushes {
+        let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(push))
+            .with_context(|| format!("cannot merge what {} holds", request.uri))?;
+        summary.added += merged.added;
+        summary.replaced += merged.replaced;
+        summary.kept += merged.kept;
+        summary.refused.extend(merged.refused.lines());
+    }
+    let mut lines: Vec<&str> = noted.lines().collect();
+    lines.extend(fetched.taken.iter().map(String::as_str));
+    let start = lines.len().saturating_sub(FETCHED_KEPT);
+    let _ = store
+        .state()
+        .write_atomic(&notes, (lines[start..].join("\n") + "\n").as_bytes());
+    Ok(Some(summary))
+}
+
+/// One line on what a fetch took.
+pub fn describe(uri: &str, fetched: &FetchSummary, took: Duration) -> String {
+    format!(
+        "cargo-ekstazi: fetched {} push{} of {} from {uri}: {} files downloaded ({:.1} KiB) in \
+         {:.2}s; {} records added, {} newer, {} kept",
+        fetched.pushes,
+        if fetched.pushes == 1 { "" } else { "es" },
+        &fetched.commit[..fetched.commit.len().min(12)],
+        fetched.downloaded,
+        fetched.downloaded_bytes as f64 / 1024.0,
+        took.as_secs_f64(),
+        fetched.added,
+        fetched.replaced,
+        fetched.kept,
+    )
+}
+
+/// An import's or a fetch's scratch directory in the state directory.
+const SCRATCH_PREFIX: &str = ".import";
+
+/// A new scratch directory in the state directory, to unpack or fetch a
+/// state into before merging it; those of imports and fetches that were
+/// killed are removed first (the caller holds the state's lock, so no
+/// other is running).
+pub fn scratch(store: &Store) -> Result<tempfile::TempDir> {
+    if let Ok(Some(entries)) = store.state().read_dir(store.root()) {
+        for entry in entries {
+            if entry.name.to_string_lossy().starts_with(SCRATCH_PREFIX) {
+                // A link is removed as a link, never followed.
+                let _ = store.state().remove(&store.root().join(&entry.name));
+            }
+        }
+    }
+    tempfile::Builder::new()
+        .prefix(SCRATCH_PREFIX)
+        .tempdir_in(store.root())
+        .context("cannot make a scratch directory in the state directory")
 }
 
 impl Remote {
@@ -159,16 +285,22 @@ impl Remote {
     /// into `into` (an empty directory: a state directory per push, then
     /// merged); at most `max_bytes` downloaded. `None` when no commit of
     /// `ancestry` was pushed.
-    pub fn fetch(
+    fn fetch(
         &self,
         store: &Store,
-        ancestry: &[String],
-        trusted: &[PublicKey],
-        project: &str,
+        request: &FetchRequest<'_>,
+        already: &HashSet<String>,
         into: &Path,
-        max_bytes: u64,
     ) -> Result<Option<Fetched>> {
-        self.runtime.block_on(async {
+        let FetchRequest {
+            ancestry,
+            trusted,
+            project,
+            limit: max_bytes,
+            within,
+            ..
+        } = *request;
+        let fetching = async {
             let pushed: HashSet<String> = self
                 .op
                 .list(&layout::commits_dir())
@@ -182,15 +314,17 @@ impl Remote {
                 return Ok(None);
             };
             let mut manifests = Vec::new();
+            let mut taken = Vec::new();
             for entry in self
                 .op
                 .list(&layout::commit_dir(commit))
                 .await
                 .context("cannot list the remote store's pushes")?
             {
-                if entry.path().ends_with('/') {
+                if entry.path().ends_with('/') || already.contains(entry.path()) {
                     continue;
                 }
+                taken.push(entry.path().to_owned());
                 let size = self.op.stat(entry.path()).await?.content_length();
                 if size > layout::MAX_MANIFEST_BYTES {
                     return Err(anyhow!(
@@ -203,12 +337,22 @@ impl Remote {
                     .map_err(|e| anyhow!("a push of {commit} is refused: {e}"))?;
                 manifests.push(manifest);
             }
+            if manifests.is_empty() {
+                return Ok(Some(Fetched {
+                    commit: commit.to_owned(),
+                    pushes: Vec::new(),
+                    taken,
+                    downloaded: 0,
+                    downloaded_bytes: 0,
+                }));
+            }
             // Each push whole in a directory of its own, merged one after
             // the other as shards are; a file the state already holds,
             // byte for byte, copied from it, and every other blob
             // downloaded once.
-            let dirs: Vec<std::path::PathBuf> =
-                (0..manifests.len()).map(|i| into.join(i.to_string())).collect();
+            let dirs: Vec<std::path::PathBuf> = (0..manifests.len())
+                .map(|i| into.join(i.to_string()))
+                .collect();
             let mut wanted: Vec<&Pushed> = Vec::new();
             let mut later: Vec<(usize, &Pushed)> = Vec::new();
             let mut asked = HashSet::new();
@@ -264,9 +408,20 @@ impl Remote {
             Ok(Some(Fetched {
                 commit: commit.to_owned(),
                 pushes: dirs,
+                taken,
                 downloaded,
                 downloaded_bytes,
             }))
+        };
+        self.runtime.block_on(async {
+            tokio::time::timeout(within, fetching)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(anyhow!(
+                        "the remote store did not answer within {:.0}s",
+                        within.as_secs_f64()
+                    ))
+                })
         })
     }
 }

@@ -51,12 +51,25 @@ fn a_fresh_clone_fetches_what_ci_pushed_and_runs_nothing() {
     let files = count_before(&first, "files at");
     assert_eq!(count_before(&first, "uploaded"), files, "{first}");
 
+    // A clone that names the remote fetches before it selects, unless
+    // told not to; once taken, a push is not fetched again.
     let (_dir, g) = clone_trusting(&f, &public, false);
-    assert!(!selected(&g).is_empty());
-    let fetch = g.run(&["history", "fetch", "--remote", &remote]);
-    assert_eq!(fetch.code(), Some(0), "{fetch:?}");
-    assert!(fetch.stdout.contains("fetched 1 push"), "{fetch:?}");
-    assert!(selected(&g).is_empty(), "{fetch:?}");
+    g.write(
+        ".config/ekstazi.toml",
+        &format!("[history]\ntrusted-keys = [\"{public}\"]\nremote = \"{remote}\"\n"),
+    );
+    let everything: BTreeSet<String> = g
+        .selected(&["--offline"])
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    assert!(!everything.is_empty());
+    let fetching = g.run(&["list"]);
+    assert!(fetching.stderr.contains("fetched 1 push"), "{fetching:?}");
+    assert!(fetching.stdout.contains("0 of"), "{fetching:?}");
+    let again = g.run(&["list"]);
+    assert!(!again.stderr.contains("fetched"), "{again:?}");
+    assert!(selected(&g).is_empty());
 
     // Pushing again moves only what changed: nothing, then what one run
     // at a new commit wrote.
@@ -197,6 +210,16 @@ fn two_pushes_at_once_both_reach_the_remote_and_a_store_that_is_down_costs_nothi
     assert_eq!(fetch.code(), Some(0), "{fetch:?}");
     assert!(fetch.stdout.contains("fetched 2 pushes"), "{fetch:?}");
     assert!(selected(&g).is_empty(), "both shards' records: {fetch:?}");
+
+    // A run whose remote store is down warns and selects on the records
+    // at hand.
+    g.write(
+        ".config/ekstazi.toml",
+        "[history]\nremote = \"s3://bucket?endpoint=http://127.0.0.1:9&region=us-east-1&access_key_id=a&secret_access_key=b\"\n",
+    );
+    let run = g.test_ok(&[]);
+    assert!(run.stderr.contains("nothing was fetched"), "{run:?}");
+    assert!(run.ran().is_empty(), "{run:?}");
 
     // A store nobody answers for: an error, quickly, and the state as it was.
     let down = "s3://bucket?endpoint=http://127.0.0.1:9&region=us-east-1&access_key_id=a&secret_access_key=b";

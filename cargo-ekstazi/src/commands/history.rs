@@ -231,16 +231,11 @@ fn import(
     let _lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
-    remove_killed_imports(store);
-    let scratch = tempfile::Builder::new()
-        .prefix(IMPORT_PREFIX)
-        .tempdir_in(store.root())
-        .context("cannot make a scratch directory in the state directory")?;
+    let scratch = crate::remote::scratch(store)?;
     // The bytes checked are the bytes unpacked: a copy of the file, made
     // as it is hashed, so that the file cannot change in between.
     let copy = tempfile::Builder::new()
-        .prefix(IMPORT_PREFIX)
-        .tempfile_in(store.root())
+        .tempfile_in(scratch.path())
         .context("cannot make a scratch file in the state directory")?;
     let digest = {
         let mut hasher = blake3::Hasher::new();
@@ -259,9 +254,12 @@ fn import(
     )? {
         println!("cargo-ekstazi: {} is signed by {signer}", file.display());
     }
-    let counted = ekstazi_core::storage::archive::unpack(copy.path(), scratch.path())
+    // Beside the copy, so that both go with the scratch directory.
+    let unpacked = scratch.path().join("state");
+    std::fs::create_dir(&unpacked)?;
+    let counted = ekstazi_core::storage::archive::unpack(copy.path(), &unpacked)
         .with_context(|| format!("cannot import {}", file.display()))?;
-    let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(scratch.path()))
+    let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(&unpacked))
         .with_context(|| format!("cannot import {}", file.display()))?;
     println!(
         "cargo-ekstazi: imported {}: {} records added, {} newer, {} kept; {} commits of history; \
@@ -332,8 +330,8 @@ fn signature_path(file: &Path) -> PathBuf {
 
 /// This project's name in a signature: its repository's root commits.
 fn project(root: Option<&Path>) -> String {
-    root.map_or_else(String::new, |root| {
-        signed::project_of_roots(&crate::git::repo::root_commits(root))
+    root.and_then(Repo::at).map_or_else(String::new, |repo| {
+        signed::project_of_roots(&repo.root_commits())
     })
 }
 
@@ -463,75 +461,40 @@ fn fetch(
             .map_err(anyhow::Error::msg)?,
         None => Vec::new(),
     };
-    let ancestry = root.map_or_else(Vec::new, |root| crate::git::repo::ancestry(root, 1000));
+    let ancestry = root
+        .and_then(Repo::at)
+        .map_or_else(Vec::new, |repo| repo.ancestry(1000));
     if ancestry.is_empty() {
         anyhow::bail!("history fetch needs a git repository: it fetches for HEAD");
     }
-    let _lock = store
-        .lock(true, true)
-        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
-    remove_killed_imports(store);
-    let scratch = tempfile::Builder::new()
-        .prefix(IMPORT_PREFIX)
-        .tempdir_in(store.root())
-        .context("cannot make a scratch directory in the state directory")?;
     let clock = std::time::Instant::now();
-    let remote = crate::remote::Remote::open(&uri, REMOTE_TIMEOUT)?;
-    let Some(fetched) = remote
-        .fetch(
-            store,
-            &ancestry,
-            &trusted,
-            &project(root),
-            scratch.path(),
-            limit,
-        )
+    let request = crate::remote::FetchRequest {
+        uri: &uri,
+        ancestry: &ancestry,
+        trusted: &trusted,
+        project: &project(root),
+        limit,
+        within: REMOTE_TIMEOUT,
+    };
+    let Some(fetched) = crate::remote::fetch_into_store(store, &request)
         .with_context(|| format!("nothing was taken from {uri}"))?
     else {
-        println!("cargo-ekstazi: {uri} holds no push of HEAD or of its ancestors");
+        println!(
+            "cargo-ekstazi: {uri} holds no push of HEAD or of its ancestors that this state \
+             has not taken"
+        );
         return Ok(ExitCode::SUCCESS);
     };
-    let (mut added, mut replaced, mut kept) = (0, 0, 0);
-    for push in &fetched.pushes {
-        let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(push))
-            .with_context(|| format!("cannot merge what {uri} holds"))?;
-        added += merged.added;
-        replaced += merged.replaced;
-        kept += merged.kept;
-        for why in merged.refused.lines() {
-            style::warn(format!(
-                "not taken: {why} (the tests concerned run next time)"
-            ));
-        }
-    }
-    let pushes = fetched.pushes.len();
     println!(
-        "cargo-ekstazi: fetched {pushes} push{} of {} from {uri}: {} files downloaded ({}) in \
-         {:.2}s; {added} records added, {replaced} newer, {kept} kept",
-        if pushes == 1 { "" } else { "es" },
-        &fetched.commit[..fetched.commit.len().min(12)],
-        fetched.downloaded,
-        human(fetched.downloaded_bytes),
-        clock.elapsed().as_secs_f64(),
+        "{}",
+        crate::remote::describe(&uri, &fetched, clock.elapsed())
     );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// An import's scratch directory in the state directory.
-const IMPORT_PREFIX: &str = ".import";
-
-/// Removes the scratch directories of imports that were killed: an import
-/// holds the state directory's lock, so under it no other is running.
-fn remove_killed_imports(store: &Store) {
-    let Ok(Some(entries)) = store.state().read_dir(store.root()) else {
-        return;
-    };
-    for entry in entries {
-        if entry.name.to_string_lossy().starts_with(IMPORT_PREFIX) {
-            // A link is removed as a link, never followed.
-            let _ = store.state().remove(&store.root().join(&entry.name));
-        }
+    for why in &fetched.refused {
+        style::warn(format!(
+            "not taken: {why} (the tests concerned run next time)"
+        ));
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Bytes for people: `812 B`, `4.1 KiB`, `61.2 MiB`.

@@ -53,6 +53,20 @@ impl Repo {
         head_and_status(&self.dir).is_some_and(|(head, _, clean)| clean && head == self.head)
     }
 
+    /// The root commits (those with no parent that `HEAD` reaches): what
+    /// names the project in a signature.
+    pub fn root_commits(&self) -> Vec<String> {
+        lines(git(&self.dir, &["rev-list", "--max-parents=0", "HEAD"]))
+    }
+
+    /// `HEAD` and its first-parent ancestors, nearest first, at most `n`.
+    pub fn ancestry(&self, n: usize) -> Vec<String> {
+        lines(git(
+            &self.dir,
+            &["rev-list", "--first-parent", "-n", &n.to_string(), "HEAD"],
+        ))
+    }
+
     /// The top directory of the work tree.
     pub fn toplevel(&self) -> Option<PathBuf> {
         let dir = git(&self.dir, &["rev-parse", "--show-toplevel"])?;
@@ -142,27 +156,13 @@ pub fn asks_full_run(dir: &Path) -> bool {
     })
 }
 
-/// The root commits of the repository containing `dir` (those with no
-/// parent that `HEAD` reaches): what names the project in a signature.
-/// None outside a repository.
-pub fn root_commits(dir: &Path) -> Vec<String> {
-    git(dir, &["rev-list", "--max-parents=0", "HEAD"])
-        .map(|out| out.lines().map(str::to_owned).collect())
-        .unwrap_or_default()
-}
-
-/// `HEAD` and its first-parent ancestors, nearest first, at most `n`.
-pub fn ancestry(dir: &Path, n: usize) -> Vec<String> {
-    git(
-        dir,
-        &["rev-list", "--first-parent", "-n", &n.to_string(), "HEAD"],
-    )
-    .map(|out| out.lines().map(str::to_owned).collect())
-    .unwrap_or_default()
-}
-
 fn is_clean(dir: &Path) -> Option<bool> {
     git(dir, &["status", "--porcelain", "--untracked-files=no"]).map(|s| s.is_empty())
+}
+
+fn lines(out: Option<String>) -> Vec<String> {
+    out.map(|out| out.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 /// Runs git in `dir`; its standard output, if it succeeded.

@@ -32,12 +32,14 @@ pub fn prepare(request: Request) -> Result<Session> {
     Session::prepare(request)
 }
 
-/// Says when there are no records to select from; for a command that
+/// Fetches from the remote store, if one is set; says when there are no
+/// records to select from; for a command that
 /// records (`records`), takes the state directory's lock unless the
 /// options say not to record (`None`: nothing is recorded); then notes
 /// records of other formats and binaries that fall back to binary
 /// granularity.
 pub fn open_records(session: &mut Session, records: bool) -> Result<Option<StoreLock>> {
+    records::fetch_remote(session);
     records::note_missing_records(session);
     records::note_parents_without_records(session);
     let settings = &session.options.settings;

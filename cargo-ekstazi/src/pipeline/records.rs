@@ -287,6 +287,62 @@ pub fn note_missing_records(session: &Session) {
 /// At a merge, says which parents have no records filed: selecting
 /// against every parent ("at least as few as Sᵏ") needs each parent's, and
 /// without them the selection is against the others' alone.
+/// How long a run waits for the remote store before it selects on the
+/// records at hand.
+const FETCH_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Before selecting: what the remote store (`[history] remote`) holds for
+/// `HEAD` or its nearest pushed ancestor, unless `--offline`, `[history]
+/// fetch = false` or `--no-history`. A remote that is down, slow or holds
+/// what cannot be checked costs a warning, never the run: it selects on
+/// the records at hand.
+pub fn fetch_remote(session: &Session) {
+    let settings = &session.options.settings;
+    let (Some(uri), Some(repo)) = (settings.remote.as_deref(), session.repo.as_ref()) else {
+        return;
+    };
+    if !settings.fetch || !settings.history || settings.forceall {
+        return;
+    }
+    let clock = std::time::Instant::now();
+    let trusted = session
+        .options
+        .config
+        .history
+        .trusted_keys()
+        .unwrap_or_default();
+    let ancestry = repo.ancestry(1000);
+    let project = ekstazi_core::files::signed::project_of_roots(&repo.root_commits());
+    let request = crate::remote::FetchRequest {
+        uri,
+        ancestry: &ancestry,
+        trusted: &trusted,
+        project: &project,
+        limit: ekstazi_core::storage::archive::MAX_BYTES,
+        within: FETCH_WITHIN,
+    };
+    match crate::remote::fetch_into_store(&session.store, &request) {
+        Ok(Some(fetched)) => {
+            style::note(
+                crate::remote::describe(uri, &fetched, clock.elapsed())
+                    .trim_start_matches("cargo-ekstazi: ")
+                    .to_owned(),
+            );
+            for why in &fetched.refused {
+                style::warn(format!(
+                    "not taken from {uri}: {why} (the tests concerned run)"
+                ));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => style::warn(format!(
+            "nothing was fetched from {uri} ({:#}); selecting on the records at hand \
+             (--offline skips the fetch)",
+            e
+        )),
+    }
+}
+
 pub fn note_parents_without_records(session: &Session) {
     let settings = &session.options.settings;
     let Some(repo) = session.repo.as_ref().filter(|r| r.parents.len() >= 2) else {

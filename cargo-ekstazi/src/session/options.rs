@@ -108,6 +108,10 @@ impl Options {
 pub fn resolve(request: Request, ws: &Workspace) -> Result<(Options, Option<Repo>)> {
     let mut config = Config::load(&ws.root)?;
     let mut settings = resolve_settings(request.layer, &config, &ws.root)?;
+    // Cargo's `--offline` (or `--frozen`) keeps this run off the network too.
+    if request.cargo.offline || request.cargo.frozen {
+        settings.fetch = false;
+    }
     let repo = settings.history.then(|| Repo::at(&ws.root)).flatten();
     if !settings.forceall && !settings.skipme {
         let asked = match &repo {

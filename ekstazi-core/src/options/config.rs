@@ -138,6 +138,8 @@ pub struct HistoryConfig {
     /// A remote store to push to and fetch from (an OpenDAL URI:
     /// `s3://bucket/prefix`, `file:///srv/ekstazi`, ...).
     pub remote: Option<String>,
+    /// Fetch from the remote store before selecting (unset: on).
+    pub fetch: Option<bool>,
 }
 
 impl HistoryConfig {

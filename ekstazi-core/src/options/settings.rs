@@ -31,6 +31,8 @@
 //! | CI shard | `--partition` | | `EKSTAZI_PARTITION` |
 //! | records kept per commit | `--no-history` | `[history] enabled` | `EKSTAZI_HISTORY` |
 //! | commits kept | | `[history] commits` | `EKSTAZI_HISTORY_COMMITS` |
+//! | the remote store | | `[history] remote` | `EKSTAZI_REMOTE` |
+//! | fetching from it before selecting | `--offline` (cargo's) | `[history] fetch` | `EKSTAZI_FETCH` |
 //! | doctests | `--doc`/`--no-doc` | | |
 //!
 //! Lists in the environment are comma-separated; booleans are `1`/`true`/
@@ -162,6 +164,8 @@ pub struct Layer {
     pub doctests: Option<Doctests>,
     pub history: Option<bool>,
     pub history_commits: Option<usize>,
+    pub remote: Option<String>,
+    pub fetch: Option<bool>,
     /// Command line only (an evaluation aid): the records filed under this
     /// commit are the only ones.
     pub vouch_only_from: Option<String>,
@@ -262,6 +266,8 @@ impl Layer {
                 .transpose()?,
             doctests: None,
             history: flag("EKSTAZI_HISTORY")?,
+            remote: get("EKSTAZI_REMOTE").filter(|v| !v.is_empty()),
+            fetch: flag("EKSTAZI_FETCH")?,
             history_commits: parsed("EKSTAZI_HISTORY_COMMITS")
                 .map(|v| {
                     v.and_then(|v| match v.trim().parse::<usize>() {
@@ -336,6 +342,8 @@ impl Layer {
             partition: None,
             doctests: None,
             history: config.history.enabled,
+            remote: config.history.remote.clone(),
+            fetch: config.history.fetch,
             history_commits: config
                 .history
                 .commits
@@ -389,6 +397,11 @@ pub struct Settings {
     pub history: bool,
     /// How many commits with records are kept.
     pub history_commits: usize,
+    /// The remote store records are fetched from before selecting (an
+    /// OpenDAL URI), if any.
+    pub remote: Option<String>,
+    /// Fetch from the remote store before selecting.
+    pub fetch: bool,
     /// Select as if the records filed under this commit were the only ones
     /// (`cargo xtask eval replay --graph` measures the history paper's S¹ and Sᵏ so).
     pub vouch_only_from: Option<String>,
@@ -446,6 +459,8 @@ impl Settings {
             doctests: first!(doctests).unwrap_or_default(),
             history: first!(history).unwrap_or(true),
             history_commits: first!(history_commits).unwrap_or(DEFAULT_HISTORY_COMMITS),
+            remote: first!(remote),
+            fetch: first!(fetch).unwrap_or(true),
             vouch_only_from: cli.vouch_only_from.clone(),
         })
     }
