@@ -118,7 +118,7 @@ pub fn fetch_into_store(store: &Store, request: &FetchRequest<'_>) -> Result<Opt
     };
     for push in &fetched.pushes {
         let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(push))
-            .with_context(|| format!("cannot merge what {} holds", request.uri))?;
+            .with_context(|| format!("cannot merge what {} holds", shown(request.uri)))?;
         summary.added += merged.added;
         summary.replaced += merged.replaced;
         summary.kept += merged.kept;
@@ -133,8 +133,15 @@ pub fn fetch_into_store(store: &Store, request: &FetchRequest<'_>) -> Result<Opt
     Ok(Some(summary))
 }
 
+/// A remote store's URI as it is shown: without its options (`?...`),
+/// where a team may have put a key.
+pub fn shown(uri: &str) -> &str {
+    uri.split_once('?').map_or(uri, |(shown, _)| shown)
+}
+
 /// One line on what a fetch took.
 pub fn describe(uri: &str, fetched: &FetchSummary, took: Duration) -> String {
+    let uri = shown(uri);
     format!(
         "cargo-ekstazi: fetched {} push{} of {} from {uri}: {} files downloaded ({:.1} KiB) in \
          {:.2}s; {} records added, {} newer, {} kept",
@@ -178,7 +185,7 @@ impl Remote {
     pub fn open(uri: &str, timeout: Duration) -> Result<Remote> {
         opendal::install_default();
         let op = opendal::Operator::from_uri(uri)
-            .with_context(|| format!("cannot use the remote store {uri}"))?
+            .with_context(|| format!("cannot use the remote store {}", shown(uri)))?
             .layer(opendal::layers::RetryLayer::new().with_max_times(2))
             .layer(
                 opendal::layers::TimeoutLayer::new()

@@ -230,3 +230,111 @@ fn two_pushes_at_once_both_reach_the_remote_and_a_store_that_is_down_costs_nothi
     assert!(clock.elapsed().as_secs() < 60, "{:?}", clock.elapsed());
     assert!(selected(&g).is_empty());
 }
+
+/// An S3-compatible server (moto's, from PyPI: `tests/services/s3-server`),
+/// on a free port of this machine, with one bucket; killed when dropped.
+struct S3Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl S3Server {
+    fn start() -> S3Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/services/s3-server");
+        let child = std::process::Command::new(script)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = S3Server { child, port };
+        // The first start installs it: minutes on a slow machine.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        while server.request("PUT", "/ekstazi") != Some(200) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the S3 server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        server
+    }
+
+    /// A bare HTTP request; its status.
+    fn request(&self, method: &str, path: &str) -> Option<u16> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .ok()?;
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).ok()?;
+        reply.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    fn uri(&self) -> String {
+        format!(
+            "s3://ekstazi/team?endpoint=http://127.0.0.1:{}&region=us-east-1",
+            self.port
+        )
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The credentials the S3 service reads, as a team's CI would set them.
+const CREDENTIALS: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "ekstazi"),
+    ("AWS_SECRET_ACCESS_KEY", "ekstazi-secret"),
+];
+
+#[test]
+fn an_s3_store_carries_signed_records_and_its_loss_costs_a_warning() {
+    let mut server = S3Server::start();
+    let remote = server.uri();
+    let f = Fixture::new("history").in_git();
+    f.test_ok(&[]);
+    let (secret, public) = keygen(&f);
+    let mut env = CREDENTIALS.to_vec();
+    env.push(("EKSTAZI_SIGNING_KEY", &secret));
+    let pushed = f.run_with(&["history", "push", "--remote", &remote], &env);
+    assert_eq!(pushed.code(), Some(0), "{pushed:?}");
+    assert!(pushed.stdout.contains("signed by"), "{pushed:?}");
+    // The URI's options are not printed: a team may put a key there.
+    assert!(!pushed.stdout.contains("endpoint="), "{pushed:?}");
+
+    let (_dir, g) = clone_trusting(&f, &public, false);
+    g.write(
+        ".config/ekstazi.toml",
+        &format!("[history]\ntrusted-keys = [\"{public}\"]\nremote = \"{remote}\"\n"),
+    );
+    let listed = g.run_with(&["list"], &CREDENTIALS);
+    assert!(listed.stderr.contains("fetched 1 push"), "{listed:?}");
+    assert!(g.selected_with(&[], &CREDENTIALS).is_empty(), "{listed:?}");
+
+    // The server goes away: a fresh clone warns and runs everything.
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+    let (_dir, h) = clone_trusting(&f, &public, false);
+    h.write(
+        ".config/ekstazi.toml",
+        &format!("[history]\ntrusted-keys = [\"{public}\"]\nremote = \"{remote}\"\n"),
+    );
+    let run = h.run_with(&["test"], &CREDENTIALS);
+    assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("nothing was fetched"), "{run:?}");
+    assert!(!run.ran().is_empty(), "{run:?}");
+}

@@ -427,12 +427,13 @@ fn push(store: &Store, root: Option<&Path>, remote: Option<String>) -> Result<Ex
     let remote = crate::remote::Remote::open(&uri, REMOTE_TIMEOUT)?;
     let pushed = remote
         .push(store, &project(root), &head, key.as_ref())
-        .with_context(|| format!("cannot push to {uri}"))?;
+        .with_context(|| format!("cannot push to {}", crate::remote::shown(&uri)))?;
     println!(
-        "cargo-ekstazi: pushed {} files at {} to {uri}: {} uploaded ({}), the rest already there; \
+        "cargo-ekstazi: pushed {} files at {} to {}: {} uploaded ({}), the rest already there; \
          manifest {}{} in {:.2}s",
         pushed.files,
         &head[..head.len().min(12)],
+        crate::remote::shown(&uri),
         pushed.uploaded,
         human(pushed.uploaded_bytes),
         human(pushed.manifest_bytes),
@@ -477,11 +478,12 @@ fn fetch(
         within: REMOTE_TIMEOUT,
     };
     let Some(fetched) = crate::remote::fetch_into_store(store, &request)
-        .with_context(|| format!("nothing was taken from {uri}"))?
+        .with_context(|| format!("nothing was taken from {}", crate::remote::shown(&uri)))?
     else {
         println!(
-            "cargo-ekstazi: {uri} holds no push of HEAD or of its ancestors that this state \
-             has not taken"
+            "cargo-ekstazi: {} holds no push of HEAD or of its ancestors that this state \
+             has not taken",
+            crate::remote::shown(&uri)
         );
         return Ok(ExitCode::SUCCESS);
     };

@@ -301,6 +301,7 @@ pub fn fetch_remote(session: &Session) {
     let (Some(uri), Some(repo)) = (settings.remote.as_deref(), session.repo.as_ref()) else {
         return;
     };
+    let shown = crate::remote::shown(uri);
     if !settings.fetch || !settings.history || settings.forceall {
         return;
     }
@@ -330,13 +331,13 @@ pub fn fetch_remote(session: &Session) {
             );
             for why in &fetched.refused {
                 style::warn(format!(
-                    "not taken from {uri}: {why} (the tests concerned run)"
+                    "not taken from {shown}: {why} (the tests concerned run)"
                 ));
             }
         }
         Ok(None) => {}
         Err(e) => style::warn(format!(
-            "nothing was fetched from {uri} ({:#}); selecting on the records at hand \
+            "nothing was fetched from {shown} ({:#}); selecting on the records at hand \
              (--offline skips the fetch)",
             e
         )),
