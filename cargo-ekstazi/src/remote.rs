@@ -1,7 +1,8 @@
 //! The remote store's transport: `history push` and `history fetch` over
-//! OpenDAL (`s3://`, `gcs://`, `azblob://`, `ghac://`, `webdav://`,
-//! `file://`, ...: the URI names the service, each service's usual
-//! environment variables its credentials). What a push holds and whether a
+//! OpenDAL (`s3://`, `gcs://`, `azblob://`, `webdav://`, `file://`: the URI
+//! names the service, each service's usual environment variables its
+//! credentials). A store that cannot list what it holds (the GitHub
+//! Actions cache service) is refused when opened. What a push holds and whether a
 //! fetched manifest is taken are `ekstazi_core::storage::remote`'s.
 //!
 //! A push uploads the blobs the remote does not list, then its manifest;
@@ -192,6 +193,14 @@ impl Remote {
                     .with_timeout(timeout)
                     .with_io_timeout(timeout),
             );
+        // A push finds what the store holds, and a fetch the pushes of a
+        // commit, by listing them.
+        if !op.info().capability().list {
+            anyhow::bail!(
+                "the remote store {} cannot list what it holds, which a push and a fetch need",
+                shown(uri)
+            );
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
