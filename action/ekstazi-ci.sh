@@ -271,6 +271,8 @@ run() {
     done
     ((restored > 0)) || warn "no state was restored: every test runs (the next run will have this one's)"
 
+    # The remote store: every run fetches from it before selecting.
+    [[ -z ${INPUT_REMOTE:-} ]] || export EKSTAZI_REMOTE=$INPUT_REMOTE
     local command=${INPUT_COMMAND:-test}
     local report="$dir/report.json" junit="$dir/junit.xml" listing="$dir/list.json"
     rm -f "$report" "$junit" "$listing"
@@ -320,7 +322,23 @@ run() {
     else
         output junit ""
     fi
+    # A push to the default branch shares what it recorded. A push that
+    # fails costs a warning: the run's verdicts stand.
+    if [[ -n ${INPUT_REMOTE:-} ]] && pushes_to_remote; then
+        cargo ekstazi history --state-dir "$STATE_DIR" push ||
+            warn "the records were not pushed to the remote store (see above)"
+    fi
     return "$status"
+}
+
+# Whether this run pushes its records to the remote store: a push to the
+# default branch.
+pushes_to_remote() {
+    [[ ${GITHUB_EVENT_NAME:-push} == push ]] || return 1
+    local default_branch=${INPUT_DEFAULT_BRANCH:-}
+    [[ -n $default_branch ]] || default_branch=$(event_field .repository.default_branch)
+    [[ -n $default_branch ]] || default_branch=main
+    [[ ${GITHUB_REF:-} == "refs/heads/$default_branch" ]]
 }
 
 summary_line() {

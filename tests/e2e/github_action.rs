@@ -547,6 +547,7 @@ fn the_action_declares_its_inputs_and_uses_the_keys_the_script_writes() {
         "upload-junit",
         "command",
         "install",
+        "remote",
     ] {
         assert!(
             inputs.contains(input),
@@ -645,4 +646,40 @@ fn a_failure_fails_the_job_is_summarised_and_saved_and_nextest_runs_the_selectio
     let pr = job_ok(&f, &cache, &event);
     assert_eq!(pr.output("save-key"), "", "{pr:?}");
     assert!(pr.summary.contains("| selected |"), "{pr:?}");
+}
+
+#[test]
+fn with_a_remote_store_the_default_branch_pushes_and_a_pull_request_without_a_cache_fetches() {
+    let f = Fixture::new("history").in_git();
+    let store = tempfile::tempdir().unwrap();
+    let remote = format!("file://{}", store.path().display());
+
+    // A push to another branch records, but does not share.
+    f.git(&["checkout", "-q", "-b", "topic"]);
+    let topic = job_ok(
+        &f,
+        &Cache::new(),
+        &Event::push("topic").with("INPUT_REMOTE", &remote),
+    );
+    assert!(!topic.log.contains("pushed"), "{topic:?}");
+    f.git(&["checkout", "-q", "main"]);
+
+    // A push to main records and shares.
+    let main = job_ok(
+        &f,
+        &Cache::new(),
+        &Event::push("main").with("INPUT_REMOTE", &remote),
+    );
+    assert!(main.log.contains("cargo-ekstazi: pushed"), "{main:?}");
+
+    // A pull request whose cache holds nothing (a fork's, say) fetches
+    // main's records and runs nothing it did not change.
+    let pr = job_ok(
+        &f,
+        &Cache::new(),
+        &Event::pull_request(9, "topic", "main").with("INPUT_REMOTE", &remote),
+    );
+    assert!(pr.restored.is_empty(), "{pr:?}");
+    assert!(pr.log.contains("fetched 1 push"), "{pr:?}");
+    assert!(pr.selected().is_empty(), "{pr:?}");
 }
