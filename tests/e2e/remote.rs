@@ -151,7 +151,7 @@ fn what_the_remote_cannot_vouch_for_is_refused_whole() {
     std::fs::rename(commits.join(&head), commits.join(&base)).unwrap();
     refused(&remote, &[], "but is filed under");
     std::fs::rename(commits.join(&base), commits.join(&head)).unwrap();
-    // A push cut short before its manifest: as if it never began.
+    // A manifest changed in the store: one byte of its list of files.
     let manifest = std::fs::read_dir(commits.join(&head))
         .unwrap()
         .next()
@@ -159,6 +159,12 @@ fn what_the_remote_cannot_vouch_for_is_refused_whole() {
         .unwrap()
         .path();
     let kept = std::fs::read(&manifest).unwrap();
+    let mut tampered = kept.clone();
+    *tampered.last_mut().unwrap() ^= 1;
+    std::fs::write(&manifest, &tampered).unwrap();
+    refused(&remote, &[], "does not match");
+    std::fs::write(&manifest, &kept).unwrap();
+    // A push cut short before its manifest: as if it never began.
     std::fs::remove_file(&manifest).unwrap();
     std::fs::remove_dir(commits.join(&head)).unwrap();
     let run = g.run(&["history", "fetch", "--remote", &remote]);
