@@ -1,8 +1,9 @@
 //! The remote store's transport: `history push` and `history fetch` over
-//! OpenDAL (`s3://`, `gcs://`, `azblob://`, `webdav://`, `file://`: the URI
-//! names the service, each service's usual environment variables its
-//! credentials). A store that cannot list what it holds (the GitHub
-//! Actions cache service) is refused when opened. What a push holds and whether a
+//! OpenDAL (`s3://`, `gcs://`, `azblob://`, `ghac://`, `webdav://`,
+//! `file://`: the URI names the service, each service's usual environment
+//! variables its credentials). In a store that cannot list what it holds
+//! (the GitHub Actions cache service), blobs are looked up by name and a
+//! commit's pushes are numbered. What a push holds and whether a
 //! fetched manifest is taken are `ekstazi_core::storage::remote`'s.
 //!
 //! A push uploads the blobs the remote does not list, then its manifest;
@@ -28,7 +29,22 @@ const CONCURRENCY: usize = 16;
 pub struct Remote {
     op: opendal::Operator,
     runtime: tokio::runtime::Runtime,
+    /// The store cannot list what it holds (the GitHub Actions cache
+    /// service): a blob is looked up by name, and a commit's pushes are
+    /// numbered from 0 instead of named by their content.
+    numbered: bool,
 }
+
+/// Treats any store as one that cannot list what it holds: how the way
+/// such a store is used is tested where none runs.
+const WITHOUT_LISTING: &str = "EKSTAZI_REMOTE_WITHOUT_LISTING";
+
+/// How many of `HEAD`'s ancestors a fetch looks up one by one in a store
+/// that cannot list its commits.
+const NUMBERED_PROBE: usize = 32;
+
+/// How many pushes of one commit a store that cannot list holds at most.
+const NUMBERED_PUSHES: usize = 256;
 
 /// What a push moved.
 pub struct PushReport {
@@ -45,6 +61,8 @@ struct Fetched {
     pushes: Vec<std::path::PathBuf>,
     /// The manifests taken, by their names in the store.
     taken: Vec<String>,
+    /// The pushes refused, and why.
+    refused: Vec<String>,
     downloaded: usize,
     downloaded_bytes: u64,
 }
@@ -115,7 +133,7 @@ pub fn fetch_into_store(store: &Store, request: &FetchRequest<'_>) -> Result<Opt
         added: 0,
         replaced: 0,
         kept: 0,
-        refused: Vec::new(),
+        refused: fetched.refused,
     };
     for push in &fetched.pushes {
         let merged = ekstazi_core::storage::merge_state::merge(store, &Store::new(push))
@@ -193,19 +211,23 @@ impl Remote {
                     .with_timeout(timeout)
                     .with_io_timeout(timeout),
             );
-        // A push finds what the store holds, and a fetch the pushes of a
-        // commit, by listing them.
-        if !op.info().capability().list {
+        let capability = op.info().capability();
+        if !(capability.read && capability.write && capability.stat) {
             anyhow::bail!(
-                "the remote store {} cannot list what it holds, which a push and a fetch need",
+                "the remote store {} cannot read, write and look up what it holds",
                 shown(uri)
             );
         }
+        let numbered = !capability.list || std::env::var_os(WITHOUT_LISTING).is_some();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("cannot start the remote store's runtime")?;
-        Ok(Remote { op, runtime })
+        Ok(Remote {
+            op,
+            runtime,
+            numbered,
+        })
     }
 
     /// Uploads what the state holds now, as pushed at `commit` in
@@ -219,13 +241,10 @@ impl Remote {
     ) -> Result<PushReport> {
         let files = layout::state_files(store).context("cannot read the state directory")?;
         self.runtime.block_on(async {
-            let listed = self.listed_blobs().await?;
             let missing: Vec<&Pushed> = {
                 let mut seen = HashSet::new();
-                files
-                    .iter()
-                    .filter(|f| !listed.contains(&f.blob) && seen.insert(f.blob))
-                    .collect()
+                let unique: Vec<&Pushed> = files.iter().filter(|f| seen.insert(f.blob)).collect();
+                self.not_held(unique).await?
             };
             let uploads = futures::stream::iter(missing.into_iter().map(|file| async move {
                 let Some(bytes) = layout::read_pushed(store, file) else {
@@ -269,8 +288,7 @@ impl Remote {
             };
             let encoded = layout::encode(&manifest, key);
             let manifest_bytes = encoded.len() as u64;
-            self.op
-                .write(&layout::manifest_path(commit, &encoded), encoded)
+            self.put_manifest(commit, encoded)
                 .await
                 .context("cannot upload the push's manifest")?;
             Ok(PushReport {
@@ -282,18 +300,110 @@ impl Remote {
         })
     }
 
-    /// The blobs the remote holds.
-    async fn listed_blobs(&self) -> Result<HashSet<[u8; 32]>> {
-        let entries = self
+    /// Of `files`, those whose blob the store does not hold: from one
+    /// listing, or looked up one by one where the store cannot list.
+    async fn not_held<'f>(&self, files: Vec<&'f Pushed>) -> Result<Vec<&'f Pushed>> {
+        if self.numbered {
+            let held = futures::stream::iter(files.into_iter().map(|file| async move {
+                let held = self.op.exists(&layout::blob_path(&file.blob)).await?;
+                Ok::<_, anyhow::Error>((file, held))
+            }))
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await;
+            let mut missing = Vec::new();
+            for item in held {
+                let (file, held) = item.context("cannot look up the remote store's blobs")?;
+                if !held {
+                    missing.push(file);
+                }
+            }
+            return Ok(missing);
+        }
+        let listed: HashSet<[u8; 32]> = self
             .op
             .list(&layout::blobs_dir())
             .await
             .or_else(not_found_is_empty)
-            .context("cannot list the remote store's blobs")?;
-        Ok(entries
+            .context("cannot list the remote store's blobs")?
             .iter()
             .filter_map(|e| layout::blob_of_name(e.path()))
+            .collect();
+        Ok(files
+            .into_iter()
+            .filter(|f| !listed.contains(&f.blob))
             .collect())
+    }
+
+    /// Writes a push's manifest: named by its content, or, where the store
+    /// cannot list, under the first number of its commit no push took (a
+    /// write that finds the number taken since tries the next).
+    async fn put_manifest(&self, commit: &str, encoded: Vec<u8>) -> Result<()> {
+        if !self.numbered {
+            self.op
+                .write(&layout::manifest_path(commit, &encoded), encoded)
+                .await?;
+            return Ok(());
+        }
+        let exclusive = self.op.info().capability().write_with_if_not_exists;
+        for n in 0..NUMBERED_PUSHES {
+            let path = layout::numbered_manifest_path(commit, n);
+            if self.op.exists(&path).await? {
+                continue;
+            }
+            let written = self
+                .op
+                .write_with(&path, encoded.clone())
+                .if_not_exists(exclusive)
+                .await;
+            if written.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(anyhow!("{commit} has {NUMBERED_PUSHES} pushes already"))
+    }
+
+    /// The nearest commit of `ancestry` with a push, and the names of its
+    /// pushes' manifests.
+    async fn pushes(&self, ancestry: &[String]) -> Result<Option<(String, Vec<String>)>> {
+        if self.numbered {
+            for commit in ancestry.iter().take(NUMBERED_PROBE) {
+                let mut names = Vec::new();
+                while names.len() < NUMBERED_PUSHES {
+                    let path = layout::numbered_manifest_path(commit, names.len());
+                    if !self.op.exists(&path).await? {
+                        break;
+                    }
+                    names.push(path);
+                }
+                if !names.is_empty() {
+                    return Ok(Some((commit.clone(), names)));
+                }
+            }
+            return Ok(None);
+        }
+        let pushed: HashSet<String> = self
+            .op
+            .list(&layout::commits_dir())
+            .await
+            .or_else(not_found_is_empty)
+            .context("cannot list the remote store's commits")?
+            .iter()
+            .filter_map(|e| layout::commit_of_dir(e.path()))
+            .collect();
+        let Some(commit) = layout::nearest(&pushed, ancestry) else {
+            return Ok(None);
+        };
+        let names = self
+            .op
+            .list(&layout::commit_dir(commit))
+            .await
+            .context("cannot list the remote store's pushes")?
+            .into_iter()
+            .filter(|entry| !entry.path().ends_with('/'))
+            .map(|entry| entry.path().to_owned())
+            .collect();
+        Ok(Some((commit.to_owned(), names)))
     }
 
     /// Takes what the remote holds for the nearest pushed commit of
@@ -317,47 +427,45 @@ impl Remote {
             ..
         } = *request;
         let fetching = async {
-            let pushed: HashSet<String> = self
-                .op
-                .list(&layout::commits_dir())
-                .await
-                .or_else(not_found_is_empty)
-                .context("cannot list the remote store's commits")?
-                .iter()
-                .filter_map(|e| layout::commit_of_dir(e.path()))
-                .collect();
-            let Some(commit) = layout::nearest(&pushed, ancestry) else {
+            let Some((commit, names)) = self.pushes(ancestry).await? else {
                 return Ok(None);
             };
+            let commit = commit.as_str();
             let mut manifests = Vec::new();
             let mut taken = Vec::new();
-            for entry in self
-                .op
-                .list(&layout::commit_dir(commit))
-                .await
-                .context("cannot list the remote store's pushes")?
-            {
-                if entry.path().ends_with('/') || already.contains(entry.path()) {
+            let mut refused = Vec::new();
+            for name in names {
+                if already.contains(&name) {
                     continue;
                 }
-                taken.push(entry.path().to_owned());
-                let size = self.op.stat(entry.path()).await?.content_length();
+                let size = self.op.stat(&name).await?.content_length();
                 if size > layout::MAX_MANIFEST_BYTES {
                     return Err(anyhow!(
                         "a manifest of {commit} is over {} bytes",
                         layout::MAX_MANIFEST_BYTES
                     ));
                 }
-                let bytes = self.op.read(entry.path()).await?.to_vec();
-                let manifest = layout::decode(&bytes, trusted, project, commit)
-                    .map_err(|e| anyhow!("a push of {commit} is refused: {e}"))?;
-                manifests.push(manifest);
+                let bytes = self.op.read(&name).await?.to_vec();
+                // A push that cannot be checked is refused alone, and not
+                // noted as taken: whoever can write one cannot keep the
+                // others out, and a key trusted later takes it then.
+                match layout::decode(&bytes, trusted, project, commit) {
+                    Ok(manifest) => {
+                        taken.push(name);
+                        manifests.push(manifest);
+                    }
+                    Err(e) => refused.push(format!("a push of {commit} is refused: {e}")),
+                }
             }
             if manifests.is_empty() {
+                if !refused.is_empty() {
+                    return Err(anyhow!("{}", refused.join("; ")));
+                }
                 return Ok(Some(Fetched {
                     commit: commit.to_owned(),
                     pushes: Vec::new(),
                     taken,
+                    refused,
                     downloaded: 0,
                     downloaded_bytes: 0,
                 }));
@@ -425,6 +533,7 @@ impl Remote {
                 commit: commit.to_owned(),
                 pushes: dirs,
                 taken,
+                refused,
                 downloaded,
                 downloaded_bytes,
             }))

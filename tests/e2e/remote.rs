@@ -171,11 +171,14 @@ fn what_the_remote_cannot_vouch_for_is_refused_whole() {
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(run.stdout.contains("holds no push"), "{run:?}");
     assert_eq!(selected(&g), everything);
-    // Whole again, it is taken.
+    // Whole again, it is taken; a forged push beside it is refused
+    // alone, and said so.
     std::fs::create_dir(commits.join(&head)).unwrap();
     std::fs::write(&manifest, kept).unwrap();
+    std::fs::write(commits.join(&head).join("0".repeat(64)), b"EKRP forged").unwrap();
     let run = g.run(&["history", "fetch", "--remote", &remote]);
     assert_eq!(run.code(), Some(0), "{run:?}");
+    assert!(run.stderr.contains("is refused"), "{run:?}");
     assert!(selected(&g).is_empty(), "{run:?}");
 }
 
@@ -343,4 +346,48 @@ fn an_s3_store_carries_signed_records_and_its_loss_costs_a_warning() {
     assert_eq!(run.code(), Some(0), "{run:?}");
     assert!(run.stderr.contains("nothing was fetched"), "{run:?}");
     assert!(!run.ran().is_empty(), "{run:?}");
+}
+
+/// A store that cannot list what it holds (the GitHub Actions cache
+/// service), played by a directory: blobs looked up by name, a commit's
+/// pushes numbered.
+#[test]
+fn a_store_that_cannot_list_finds_blobs_by_name_and_pushes_by_number() {
+    const WITHOUT_LISTING: (&str, &str) = ("EKSTAZI_REMOTE_WITHOUT_LISTING", "1");
+    let f = Fixture::new("history").in_git();
+    f.test_ok(&[]);
+    let (secret, public) = keygen(&f);
+    let store = tempfile::tempdir().unwrap();
+    let remote = uri(store.path());
+    let env = [WITHOUT_LISTING, ("EKSTAZI_SIGNING_KEY", &secret)];
+    let push = |env: &[(&str, &str)]| {
+        let run = f.run_with(&["history", "push", "--remote", &remote], env);
+        assert_eq!(run.code(), Some(0), "{run:?}");
+        run.stdout
+    };
+    let first = push(&env);
+    assert!(count_before(&first, "uploaded") > 0, "{first}");
+    let again = push(&env);
+    assert_eq!(count_before(&again, "uploaded"), 0, "{again}");
+    let head = f.git(&["rev-parse", "HEAD"]);
+    let numbered: BTreeSet<String> = walkdir::WalkDir::new(store.path())
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file() && e.path().to_string_lossy().contains(&head))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        numbered,
+        ["0", "1"].map(String::from).into(),
+        "{numbered:?}"
+    );
+
+    let (_dir, g) = clone_trusting(&f, &public, false);
+    let fetch = g.run_with(
+        &["history", "fetch", "--remote", &remote],
+        &[WITHOUT_LISTING],
+    );
+    assert_eq!(fetch.code(), Some(0), "{fetch:?}");
+    assert!(fetch.stdout.contains("fetched 2 pushes"), "{fetch:?}");
+    assert!(selected(&g).is_empty(), "{fetch:?}");
 }

@@ -7,6 +7,7 @@
 //! ```text
 //! <prefix>/v12/blobs/<64 hex>                  a file of a state, named by its blake3
 //! <prefix>/v12/commits/<commit id>/<64 hex>    a push: its manifest, named by its blake3
+//! <prefix>/v12/commits/<commit id>/<n>         the same, in a store that cannot list (0, 1, ...)
 //! ```
 //!
 //! - **Content-addressed, write-once.** A blob is named by its content, so
@@ -88,6 +89,12 @@ pub fn commit_dir(commit: &str) -> String {
 /// Where a push's manifest goes: under its commit, named by its bytes.
 pub fn manifest_path(commit: &str, encoded: &[u8]) -> String {
     format!("{}{}", commit_dir(commit), blake3::hash(encoded).to_hex())
+}
+
+/// Where the `n`th push of a commit goes in a store that cannot list what
+/// it holds: a reader looks the numbers up from 0 until one is missing.
+pub fn numbered_manifest_path(commit: &str, n: usize) -> String {
+    format!("{}{n}", commit_dir(commit))
 }
 
 /// The blob a listed name stands for (the last component of a blob path).
