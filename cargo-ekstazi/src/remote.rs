@@ -356,8 +356,11 @@ impl Remote {
                 .write_with(&path, encoded.clone())
                 .if_not_exists(exclusive)
                 .await;
-            if written.is_ok() {
-                return Ok(());
+            match written {
+                Ok(_) => return Ok(()),
+                // Another push took the number since: the next one.
+                Err(_) if self.op.exists(&path).await? => continue,
+                Err(e) => return Err(e.into()),
             }
         }
         Err(anyhow!("{commit} has {NUMBERED_PUSHES} pushes already"))
