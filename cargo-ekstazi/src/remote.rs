@@ -320,18 +320,31 @@ impl Remote {
             }
             return Ok(missing);
         }
-        let listed: HashSet<[u8; 32]> = self
-            .op
-            .list(&layout::blobs_dir())
-            .await
-            .or_else(not_found_is_empty)
-            .context("cannot list the remote store's blobs")?
-            .iter()
-            .filter_map(|e| layout::blob_of_name(e.path()))
-            .collect();
+        let listed = self
+            .listed(&layout::blobs_dir(), "blobs", layout::blob_of_name)
+            .await?;
         Ok(files
             .into_iter()
             .filter(|f| !listed.contains(&f.blob))
+            .collect())
+    }
+
+    /// What `parse` makes of the names listed in `dir` (`what` it holds,
+    /// for the error); nothing where nothing was written yet.
+    async fn listed<T: std::hash::Hash + Eq>(
+        &self,
+        dir: &str,
+        what: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<HashSet<T>> {
+        Ok(self
+            .op
+            .list(dir)
+            .await
+            .or_else(not_found_is_empty)
+            .with_context(|| format!("cannot list the remote store's {what}"))?
+            .iter()
+            .filter_map(|e| parse(e.path()))
             .collect())
     }
 
@@ -385,15 +398,9 @@ impl Remote {
             }
             return Ok(None);
         }
-        let pushed: HashSet<String> = self
-            .op
-            .list(&layout::commits_dir())
-            .await
-            .or_else(not_found_is_empty)
-            .context("cannot list the remote store's commits")?
-            .iter()
-            .filter_map(|e| layout::commit_of_dir(e.path()))
-            .collect();
+        let pushed = self
+            .listed(&layout::commits_dir(), "commits", layout::commit_of_dir)
+            .await?;
         let Some(commit) = layout::nearest(&pushed, ancestry) else {
             return Ok(None);
         };

@@ -211,6 +211,9 @@ fn export(store: &Store, root: Option<&Path>, file: &Path) -> Result<ExitCode> {
                 crate::secrets::SEAL_KEY
             ));
         }
+    } else {
+        // An earlier export's signature would not hold for this file.
+        let _ = std::fs::remove_file(signature_path(file));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -221,13 +224,7 @@ fn import(
     file: &Path,
     signature: Option<&Path>,
 ) -> Result<ExitCode> {
-    let trusted = match root {
-        Some(root) => Config::load(root)?
-            .history
-            .trusted_keys()
-            .map_err(anyhow::Error::msg)?,
-        None => Vec::new(),
-    };
+    let trusted = trusted_keys(root)?;
     let _lock = store
         .lock(true, true)
         .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
@@ -319,6 +316,17 @@ fn check_signature(
     signed::check(&bytes, trusted, Kind::Archive, &project(root), digest)
         .map(Some)
         .map_err(|e| refused(e.to_string()))
+}
+
+/// The keys `.config/ekstazi.toml` trusts (none outside a workspace).
+fn trusted_keys(root: Option<&Path>) -> Result<Vec<signed::PublicKey>> {
+    match root {
+        Some(root) => Config::load(root)?
+            .history
+            .trusted_keys()
+            .map_err(anyhow::Error::msg),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// Where an archive's signature is: `FILE.sig`.
@@ -455,13 +463,7 @@ fn fetch(
     limit: u64,
 ) -> Result<ExitCode> {
     let uri = remote_uri(root, remote)?;
-    let trusted = match root {
-        Some(root) => Config::load(root)?
-            .history
-            .trusted_keys()
-            .map_err(anyhow::Error::msg)?,
-        None => Vec::new(),
-    };
+    let trusted = trusted_keys(root)?;
     let ancestry = root
         .and_then(Repo::at)
         .map_or_else(Vec::new, |repo| repo.ancestry(1000));
