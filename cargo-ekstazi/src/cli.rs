@@ -576,7 +576,7 @@ pub enum HistoryAction {
         #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
         limit: u64,
     },
-    /// Make a key pair to sign exported states with
+    /// Make a key pair to sign exported states and pushes to a remote store with
     ///
     /// Prints the secret key, for CI's secrets (EKSTAZI_SIGNING_KEY), and
     /// the public key, for `[history] trusted-keys` in .config/ekstazi.toml.
