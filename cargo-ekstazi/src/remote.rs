@@ -79,6 +79,9 @@ pub struct FetchRequest<'a> {
     pub limit: u64,
     /// The whole fetch's time.
     pub within: Duration,
+    /// Wait for the state directory's lock; otherwise, when another run
+    /// holds it, fetch nothing.
+    pub wait: bool,
 }
 
 /// What a fetch took and merged.
@@ -107,9 +110,12 @@ const FETCHED_KEPT: usize = 1000;
 /// shard's state is. `None` when there is nothing new: no push of
 /// `ancestry`, or every push of the nearest already taken.
 pub fn fetch_into_store(store: &Store, request: &FetchRequest<'_>) -> Result<Option<FetchSummary>> {
-    let _lock = store
-        .lock(true, true)
-        .with_context(|| format!("cannot lock the state directory {}", store.root().display()))?;
+    let _lock = store.lock(true, request.wait).with_context(|| {
+        format!(
+            "cannot lock the state directory {} (another run holds it?)",
+            store.root().display()
+        )
+    })?;
     let notes = store.root().join(FETCHED);
     let noted = store
         .state()

@@ -478,6 +478,7 @@ fn fetch(
         project: &project(root),
         limit,
         within: REMOTE_TIMEOUT,
+        wait: true,
     };
     let Some(fetched) = crate::remote::fetch_into_store(store, &request)
         .with_context(|| format!("nothing was taken from {}", crate::remote::shown(&uri)))?

@@ -321,6 +321,9 @@ pub fn fetch_remote(session: &Session) {
         project: &project,
         limit: ekstazi_core::storage::archive::MAX_BYTES,
         within: FETCH_WITHIN,
+        // A run that only selects (`list`) never waits for another's lock;
+        // it selects on the records at hand.
+        wait: false,
     };
     match crate::remote::fetch_into_store(&session.store, &request) {
         Ok(Some(fetched)) => {
