@@ -128,9 +128,6 @@ pub fn fetch_into_store(store: &Store, request: &FetchRequest<'_>) -> Result<Opt
     let Some(fetched) = remote.fetch(store, request, &already, into.path())? else {
         return Ok(None);
     };
-    if fetched.taken.is_empty() {
-        return Ok(None);
-    }
     let mut summary = FetchSummary {
         commit: fetched.commit,
         pushes: fetched.pushes.len(),
@@ -426,7 +423,7 @@ impl Remote {
     /// `ancestry` (`HEAD` first), checked with `trusted` in `project`,
     /// into `into` (an empty directory: a state directory per push, then
     /// merged); at most `max_bytes` downloaded. `None` when no commit of
-    /// `ancestry` was pushed.
+    /// `ancestry` was pushed, or every push of the nearest was taken before.
     fn fetch(
         &self,
         store: &Store,
@@ -474,17 +471,11 @@ impl Remote {
                 }
             }
             if manifests.is_empty() {
-                if !refused.is_empty() {
-                    return Err(anyhow!("{}", refused.join("; ")));
-                }
-                return Ok(Some(Fetched {
-                    commit: commit.to_owned(),
-                    pushes: Vec::new(),
-                    taken,
-                    refused,
-                    downloaded: 0,
-                    downloaded_bytes: 0,
-                }));
+                // Every push of the nearest commit taken already, or refused.
+                return match refused.is_empty() {
+                    true => Ok(None),
+                    false => Err(anyhow!("{}", refused.join("; "))),
+                };
             }
             // Each push whole in a directory of its own, merged one after
             // the other as shards are; a file the state already holds,
