@@ -109,11 +109,7 @@ pub fn retest_all_in(
     let merged = merged_output(cargo(&["test", "--no-fail-fast"]), "Doc-tests ", limit)?;
     let text = merged.text;
     let total = clock.elapsed();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(log)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))?;
+    std::io::Write::write_all(&mut log_file(log)?, text.as_bytes())?;
     let tests = merged.until_marker.unwrap_or(total);
     let mut outcomes = parse_cargo_test(&text, &keys);
     if merged.timed_out {
@@ -163,11 +159,7 @@ pub fn rerun_alone(
             "Doc-tests ",
             limit,
         )?;
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(log)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, merged.text.as_bytes()))?;
+        std::io::Write::write_all(&mut log_file(log)?, merged.text.as_bytes())?;
         let found = parse_cargo_test(&merged.text, &keys);
         outcomes.push(
             found
