@@ -776,19 +776,24 @@ fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<Te
             current = None;
         } else if let Some(rest) = trimmed.strip_prefix("Running ") {
             current = binary_of_running_line(rest, keys);
-        } else if let (Some(key), Some(rest)) = (current, line.strip_prefix("test "))
-            && let Some((name, outcome)) = rest.rsplit_once(" ... ")
-        {
-            let outcome = outcome
-                .split(',')
-                .next()
-                .unwrap_or(outcome)
-                .trim()
-                .to_owned();
-            outcomes.insert((key.clone(), name.to_owned()), outcome);
+        } else if let (Some(key), Some((name, outcome))) = (current, result_line(line)) {
+            outcomes.insert((key.clone(), name.to_owned()), outcome.to_owned());
         }
     }
     outcomes
+}
+
+/// A test's name and outcome from libtest's `test NAME ... OUTCOME` line.
+/// The line may start with what a test wrote to the terminal without a
+/// newline and past libtest's capture (coreutils' uucore and numfmt tests:
+/// `500test tests::… ... ok`), so the last `test ` before ` ... ` starts
+/// it; a test's name has no space.
+fn result_line(line: &str) -> Option<(&str, &str)> {
+    let (head, outcome) = line.rsplit_once(" ... ")?;
+    let name = &head[head.rfind("test ")? + "test ".len()..];
+    let outcome = outcome.split(',').next().unwrap_or(outcome).trim();
+    let known = matches!(outcome, "ok" | "FAILED" | "ignored");
+    (known && !name.is_empty() && !name.contains(char::is_whitespace)).then_some((name, outcome))
 }
 
 #[cfg(test)]
@@ -818,6 +823,30 @@ test src/lib.rs - x (line 3) ... ok
         let outcomes = parse_cargo_test(&text, &keys);
         assert_eq!(outcomes.len(), 2);
         assert_eq!(outcomes[&("grep".into(), "a::c".into())], "FAILED");
+    }
+
+    #[test]
+    fn a_result_after_what_a_test_wrote_past_the_capture_is_read() {
+        let keys = grep_keys();
+        let text = RUNNING_GREP.to_owned()
+            + "\
+running 3 tests
+       500test tests::after_a_number ... ok
+checksum-error-invalid-lengthtest features::after_words ... FAILED
+test a::b ... ignored, slow
+a line of its own ... ok
+";
+        let outcomes = parse_cargo_test(&text, &keys);
+        assert_eq!(
+            outcomes[&("grep".into(), "tests::after_a_number".into())],
+            "ok"
+        );
+        assert_eq!(
+            outcomes[&("grep".into(), "features::after_words".into())],
+            "FAILED"
+        );
+        assert_eq!(outcomes[&("grep".into(), "a::b".into())], "ignored");
+        assert_eq!(outcomes.len(), 3, "{outcomes:?}");
     }
 
     #[test]
