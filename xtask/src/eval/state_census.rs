@@ -7,7 +7,8 @@
 //! (the size goal counts the current records, the bases they name, the
 //! code tables and the history); the records' encoded bytes by part (executed functions'
 //! ids, dependencies, ignored accesses, the rest); what the history takes
-//! for one commit of them, filed anew as this tool files; how many
+//! for one commit of them, filed anew as this tool files, and what the
+//! history's commits take with their manifests filed anew; how many
 //! distinct dependencies the records name; and per program, how many distinct
 //! functions all its tests executed together (its universe), how many
 //! every test (or nine in ten) executed, and what the tests' sets would
@@ -79,6 +80,7 @@ pub fn census(state: &Path) -> Result<()> {
         println!("  ignored because {why}: {count} accesses, {}", mb(*bytes));
     }
     refiled(&store, &records)?;
+    manifests_refiled(&store)?;
     let mut programs: Vec<_> = per_program.into_iter().collect();
     programs.sort();
     for (program, sets) in programs {
@@ -224,6 +226,50 @@ fn refiled(store: &Store, records: &[Record]) -> Result<()> {
         mb(usize::try_from(without_functions)?),
         mb(usize::try_from(objects.saturating_sub(without_functions))?),
         (manifests + objects) as f64 / records.len() as f64 / 1e3
+    );
+    Ok(())
+}
+
+/// The history's manifests, each filed again oldest first as this tool
+/// files them, in a copy of the history: what the history of the same
+/// commits takes as this tool would write it now (a manifest of many tests
+/// is kept as its changes over a base), whatever tool wrote the state's own.
+fn manifests_refiled(store: &Store) -> Result<()> {
+    use ekstazi_core::storage::history::History;
+    let found = store.history();
+    let scratch = tempfile::tempdir()?;
+    for entry in walkdir::WalkDir::new(found.dir()) {
+        let entry = entry?;
+        let to = scratch.path().join(entry.path().strip_prefix(found.dir())?);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&to)?;
+        } else if entry.file_type().is_file() {
+            std::fs::copy(entry.path(), &to)?;
+        }
+    }
+    let copy = History::new(scratch.path());
+    let sum = |history: &History| {
+        let (manifests, objects) = history.sizes();
+        (manifests.values().sum::<u64>(), objects)
+    };
+    let (was_manifests, was_objects) = sum(&copy);
+    let mut manifests = copy.manifests();
+    if manifests.is_empty() {
+        return Ok(());
+    }
+    manifests.reverse();
+    for manifest in &manifests {
+        copy.put_manifest(manifest)?;
+    }
+    let (manifests_now, objects_now) = sum(&copy);
+    println!(
+        "the history's {} commits, their manifests filed anew: {} (manifests {}, objects {}); as found {} (manifests {})",
+        manifests.len(),
+        mb(usize::try_from(manifests_now + objects_now)?),
+        mb(usize::try_from(manifests_now)?),
+        mb(usize::try_from(objects_now)?),
+        mb(usize::try_from(was_manifests + was_objects)?),
+        mb(usize::try_from(was_manifests)?),
     );
     Ok(())
 }

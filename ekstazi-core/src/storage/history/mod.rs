@@ -48,28 +48,21 @@
 
 use crate::model::dep::Hash;
 use crate::model::record::{Outcome, Record};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 pub mod candidates;
+mod manifests;
 pub mod objects;
 mod packs;
 
+pub(crate) use manifests::ManifestView;
+pub use manifests::{Entry, Manifest};
+
 use candidates::Candidates;
 use packs::{MAX_PACK_INDEX_BYTES, Packs};
-
-const MANIFEST_MAGIC: &[u8; 4] = b"EKZH";
-
-/// A manifest names every test of a workspace once, its binary, its name
-/// and a 34-byte record id and outcome (ripgrep's 1 165 tests: 47 KB
-/// packed); 32 MiB is a quarter of a million tests of 130 bytes each.
-/// Bounded tightly because a state directory handed over as is may hold
-/// any number of manifests, each read before its seal is known: at
-/// 256 MiB, 16 forged ones of 8 KiB each held 4.19 GB at once.
-const MAX_MANIFEST_BYTES: u64 = 32 << 20;
 
 /// Dictionaries read from the packs, by name (`None`: missing or damaged).
 type DictsRead = HashMap<Hash, Option<Arc<[u8]>>>;
@@ -108,27 +101,6 @@ pub(crate) const SWEPT: &str = ".swept";
 /// is (see [`Known::Current`]; this store's only: not exported).
 pub(crate) const CURRENT: &str = ".current";
 const CURRENT_MAGIC: &[u8; 4] = b"EKZK";
-
-/// Which record held for each test at one commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
-    /// The commit id, lowercase hex.
-    pub commit: String,
-    /// When the newest run at this commit filed it (ms since the epoch).
-    pub filed_at_ms: u64,
-    /// Sorted by (binary, test), one per test.
-    pub entries: Vec<Entry>,
-}
-
-impl Manifest {
-    /// Its entries, each under its `(binary, test)`.
-    pub fn by_test<C: FromIterator<((String, String), Entry)>>(self) -> C {
-        self.entries
-            .into_iter()
-            .map(|e| ((e.binary.clone(), e.test.clone()), e))
-            .collect()
-    }
-}
 
 /// A record to file under a commit, and what names its object already.
 pub struct Filing<'a> {
@@ -169,98 +141,6 @@ pub enum Known {
     /// the same digest, the same bytes, the same record, which the last
     /// filing may have filed already.
     Current(Hash),
-}
-
-/// One test at one commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
-    pub binary: String,
-    pub test: String,
-    /// The record's object id (the blake3 of its encoding).
-    pub record: Hash,
-    /// That record's outcome (for listings, without reading it).
-    pub outcome: Outcome,
-    /// The test ran at this commit; else a record made earlier vouched for it.
-    pub ran: bool,
-}
-
-/// A [`Manifest`] decoded in place, its strings borrowed, its entries
-/// decoded as they are iterated ([`ManifestView::entries`]): a view of a
-/// manifest of a million entries holds no vector of them.
-pub(crate) struct ManifestView<'a> {
-    pub(crate) commit: &'a str,
-    pub(crate) filed_at_ms: u64,
-    len: usize,
-    /// The entries, as encoded.
-    encoded: &'a [u8],
-}
-
-/// An [`Entry`] decoded in place.
-#[derive(Deserialize)]
-pub(crate) struct EntryView<'a> {
-    #[serde(borrow)]
-    pub(crate) binary: &'a str,
-    #[serde(borrow)]
-    pub(crate) test: &'a str,
-    pub(crate) record: Hash,
-    pub(crate) outcome: Outcome,
-    pub(crate) ran: bool,
-}
-
-impl EntryView<'_> {
-    pub(crate) fn to_owned(&self) -> Entry {
-        Entry {
-            binary: self.binary.to_owned(),
-            test: self.test.to_owned(),
-            record: self.record,
-            outcome: self.outcome,
-            ran: self.ran,
-        }
-    }
-}
-
-impl<'a> ManifestView<'a> {
-    /// The manifest filed under `commit`, if it is sealed, names that
-    /// commit and lists each test once, in order: every entry is decoded
-    /// and checked before any is used.
-    fn open(sealed: &'a [u8], commit: &str) -> Option<ManifestView<'a>> {
-        let body = crate::files::sealed::open_raw(MANIFEST_MAGIC, sealed).ok()?;
-        // A manifest's encoding: its commit, its date, then its entries
-        // (a length and each in turn), as `Manifest` is serialised.
-        let ((named, filed_at_ms, len), encoded): ((&str, u64, usize), _) =
-            postcard::take_from_bytes(body).ok()?;
-        if named != commit {
-            return None;
-        }
-        let mut rest = encoded;
-        let mut previous: Option<(&str, &str)> = None;
-        // Each entry takes bytes: a length past them fails as they end.
-        for _ in 0..len {
-            let (entry, after): (EntryView<'_>, _) = postcard::take_from_bytes(rest).ok()?;
-            let key = (entry.binary, entry.test);
-            if previous.is_some_and(|p| p >= key) {
-                return None;
-            }
-            previous = Some(key);
-            rest = after;
-        }
-        rest.is_empty().then_some(ManifestView {
-            commit: named,
-            filed_at_ms,
-            len,
-            encoded,
-        })
-    }
-
-    /// The entries, in order (checked by [`ManifestView::open`]).
-    pub(crate) fn entries(&self) -> impl Iterator<Item = EntryView<'a>> + use<'a> {
-        let mut rest = self.encoded;
-        (0..self.len).map_while(move |_| {
-            let (entry, after) = postcard::take_from_bytes(rest).ok()?;
-            rest = after;
-            Some(entry)
-        })
-    }
 }
 
 /// What [`History::prune`] removed.
@@ -378,17 +258,6 @@ impl History {
         })
     }
 
-    /// Writes a manifest as it is (filing, importing, merging).
-    pub fn put_manifest(&self, manifest: &Manifest) -> io::Result<()> {
-        let body = postcard::to_stdvec(manifest).map_err(io::Error::other)?;
-        let sealed = crate::files::sealed::seal(MANIFEST_MAGIC, &body);
-        let dir = self.commits_dir();
-        self.state.write_atomic(
-            &dir.join(&manifest.commit),
-            &crate::files::sealed::pack(&sealed),
-        )
-    }
-
     /// Each record's object id: the one it is known by, while this history
     /// holds that object; else what cutting it gives (written when new).
     /// Remembers which current record was filed as which object, for the
@@ -490,47 +359,6 @@ impl History {
             &self.dir.join(CURRENT),
             &crate::files::sealed::seal(CURRENT_MAGIC, &body),
         )
-    }
-
-    /// The manifest of a commit, if filed and intact.
-    pub fn manifest(&self, commit: &str) -> Option<Manifest> {
-        self.with_manifest(commit, |view| Manifest {
-            commit: view.commit.to_owned(),
-            filed_at_ms: view.filed_at_ms,
-            entries: view.entries().map(|e| e.to_owned()).collect(),
-        })
-    }
-
-    /// `use_` of the manifest filed under `commit`, if it is intact.
-    ///
-    /// Bounded before anything is trusted: the file is read up to
-    /// [`MAX_MANIFEST_BYTES`], and unpacked by
-    /// [`crate::files::sealed::unpack_sealed`] (a small frame at once; any
-    /// other checked as a stream, its window, length and seal, before it
-    /// is unpacked). A large one, packed or unpacked, is read and used
-    /// holding [`crate::files::sealed::one_large_at_a_time`], so that the
-    /// threads reading a history hold at most one between them.
-    pub(crate) fn with_manifest<R>(
-        &self,
-        commit: &str,
-        use_: impl FnOnce(ManifestView<'_>) -> R,
-    ) -> Option<R> {
-        use crate::files::sealed;
-        if !is_commit_id(commit) {
-            return None;
-        }
-        let path = self.commits_dir().join(commit);
-        let on_disk = self.state.file_len(&path)?;
-        let mut large = (on_disk > sealed::SMALL).then(sealed::one_large_at_a_time);
-        let packed = self.state.read_bounded(&path, MAX_MANIFEST_BYTES).ok()?;
-        if large.is_none() && !sealed::declares_small(&packed) {
-            large = Some(sealed::one_large_at_a_time());
-        }
-        let unpacked = sealed::unpack_sealed(MANIFEST_MAGIC, &packed, MAX_MANIFEST_BYTES).ok()?;
-        drop(packed);
-        let result = use_(ManifestView::open(&unpacked, commit)?);
-        drop(large);
-        Some(result)
     }
 
     /// The filed records that may vouch for a test, from every intact
@@ -1102,9 +930,13 @@ mod tests {
             filed_at_ms: 1,
             entries,
         };
-        history.put_manifest(&large).unwrap();
+        history.put_whole_manifest(&large).unwrap();
         let packed = fs::read(history.commits_dir().join(A)).unwrap();
         assert!(!crate::files::sealed::declares_small(&packed));
+        assert_eq!(history.manifest(A).as_ref(), Some(&large));
+        // Kept over a base, it reads the same: the base is the large one.
+        history.put_manifest(&large).unwrap();
+        assert!(history.base_of(A).is_some());
         assert_eq!(history.manifest(A).as_ref(), Some(&large));
         let candidates = history.candidates(None, &[]);
         let e = &large.entries[12_345];

@@ -120,25 +120,37 @@ pub(super) const SWEEP_SLACK: usize = 16;
 /// A pack's index is small (one entry per object); this is far past any.
 pub(super) const MAX_PACK_INDEX_BYTES: u64 = 64 << 20;
 
-/// A pack's index, where its data starts and the file's size, if the index
-/// is intact.
 /// The object `id` of `packs`, unpacked (unchecked).
 pub(super) fn read_object(state: &StateDir, packs: &Packs, id: &Hash) -> Option<Vec<u8>> {
-    let loc = *packs.at.get(id)?;
     let limit = crate::model::record::MAX_RECORD_BYTES;
+    with_packed(state, packs, id, limit, |packed| {
+        crate::files::sealed::unpack(packed, limit)
+    })
+}
+
+/// `use_` of the object `id`'s packed bytes, if `packs` holds it and it
+/// packs into at most `limit` bytes.
+fn with_packed<R>(
+    state: &StateDir,
+    packs: &Packs,
+    id: &Hash,
+    limit: u64,
+    use_: impl FnOnce(&[u8]) -> Option<R>,
+) -> Option<R> {
+    let loc = *packs.at.get(id)?;
     if u64::from(loc.len) > limit {
         return None;
     }
     let start = usize::try_from(loc.offset).ok()?;
     let end = start.checked_add(loc.len as usize)?;
     match &packs.maps[loc.pack as usize] {
-        Some(map) => crate::files::sealed::unpack(map.get(start..end)?, limit),
+        Some(map) => use_(map.get(start..end)?),
         None => {
             use std::os::unix::fs::FileExt;
             let file = state.open_regular(&packs.files[loc.pack as usize]).ok()?;
             let mut packed = vec![0; loc.len as usize];
             file.read_exact_at(&mut packed, loc.offset).ok()?;
-            crate::files::sealed::unpack(&packed, limit)
+            use_(&packed)
         }
     }
 }
@@ -155,6 +167,8 @@ pub(super) fn pack_index(map: &[u8]) -> Option<(u64, u64, PackIndex)> {
     Some((4 + len, map.len() as u64, index))
 }
 
+/// A pack's index, where its data starts and the file's size, if the index
+/// is intact (read from the file: a pack that could not be mapped).
 pub(super) fn read_pack_index(state: &StateDir, path: &Path) -> Option<(u64, u64, PackIndex)> {
     use std::io::Read;
     let mut file = state.open_regular(path).ok()?;
@@ -277,6 +291,18 @@ impl History {
         guard.get_or_insert_with(|| self.read_packs());
     }
 
+    /// An object's packed bytes, copied out (unchecked), if some pack
+    /// holds it and they are no more than `limit` bytes: for an object
+    /// read under a lock of its own ([`crate::files::sealed::one_large_at_a_time`]),
+    /// never taken while the pack index's lock is held.
+    pub(super) fn packed_entry(&self, id: &Hash, limit: u64) -> Option<Vec<u8>> {
+        self.read_index();
+        let guard = self.packs.read().expect("pack index lock");
+        with_packed(&self.state, guard.as_ref()?, id, limit, |packed| {
+            Some(packed.to_vec())
+        })
+    }
+
     /// An object's sealed bytes (unchecked), if some pack holds it.
     pub(super) fn read_entry(&self, id: &Hash) -> Option<Vec<u8>> {
         {
@@ -345,7 +371,17 @@ impl History {
             .collect();
         // The skeletons too: one may be compressed with a dictionary.
         let beyond = self.named_by_parts(&chunks.union(&records).copied().collect());
-        let named: HashSet<Hash> = records.into_iter().chain(chunks).chain(beyond).collect();
+        // And the bases the kept manifests are kept over.
+        let bases = manifests
+            .iter()
+            .take(keep)
+            .filter_map(|m| self.base_of(&m.commit));
+        let named: HashSet<Hash> = records
+            .into_iter()
+            .chain(chunks)
+            .chain(beyond)
+            .chain(bases)
+            .collect();
         let mut guard = self.packs.write().expect("pack index lock");
         let packs = guard.get_or_insert_with(|| self.read_packs());
         let old = std::mem::take(packs);
