@@ -405,3 +405,54 @@ fn at_a_merge_a_parent_without_filed_records_is_named() {
     let list = f.run(&["list"]);
     assert!(!list.stderr.contains("HEAD is a merge"), "{list:?}");
 }
+
+#[test]
+fn a_history_of_many_tests_keeps_what_each_commit_changed_and_still_vouches() {
+    let f = Fixture::new("many").in_git();
+    let first = f.git(&["rev-parse", "HEAD"]);
+    assert_eq!(f.test_ok(&[]).ran().len(), 80);
+    f.edit("src/tens.rs", "i / 10\n", "(i + 5) / 10\n");
+    let second = f.commit("round the tens");
+    let tens: BTreeSet<String> = (0..8)
+        .map(|t| format!("many tests::c{:02}", t * 10))
+        .collect();
+    assert_eq!(f.test_ok(&[]).ran(), tens);
+
+    // The second commit's manifest holds its 8 changes, not 80 entries of
+    // 34 bytes each (2.7 KB): the rest is read from the base it names.
+    let history = f.file(&format!(
+        ".ekstazi/v{}/.history",
+        ekstazi_core::files::sealed::FORMAT_VERSION
+    ));
+    let manifest = std::fs::metadata(history.join("commits").join(&second)).unwrap();
+    assert!(manifest.len() < 1_000, "{} bytes", manifest.len());
+    let listing = f.run(&["history", "list", "--json"]);
+    let listing: Value = serde_json::from_str(&listing.stdout).unwrap();
+    let filed: Vec<(String, u64, u64)> = listing["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let n = |k: &str| c[k].as_u64().unwrap();
+            (c["commit"].as_str().unwrap().to_owned(), n("tests"), n("ran"))
+        })
+        .collect();
+    assert_eq!(filed, [(second.clone(), 80, 8), (first.clone(), 80, 80)]);
+
+    // Reverted, the first commit's records vouch again; and in another
+    // clone, after an import, both commits' do.
+    f.git(&["revert", "--no-edit", "HEAD"]);
+    assert!(selected(&f, &[]).is_empty(), "{:?}", f.selected(&[]));
+    let archive = f.file("state.tar.zst");
+    let export = f.run(&["history", "export", archive.to_str().unwrap()]);
+    assert_eq!(export.code(), Some(0), "{export:?}");
+    let other = tempfile::tempdir().unwrap();
+    copy_tree(f.path(), other.path(), false);
+    let g = Fixture::at(other.path());
+    let import = g.run(&["history", "import", archive.to_str().unwrap()]);
+    assert_eq!(import.code(), Some(0), "{import:?}");
+    g.git(&["checkout", "-q", &second]);
+    assert!(selected(&g, &[]).is_empty(), "{:?}", g.selected(&[]));
+    g.git(&["checkout", "-q", &first]);
+    assert!(selected(&g, &[]).is_empty(), "{:?}", g.selected(&[]));
+}
