@@ -434,7 +434,11 @@ fn a_history_of_many_tests_keeps_what_each_commit_changed_and_still_vouches() {
         .iter()
         .map(|c| {
             let n = |k: &str| c[k].as_u64().unwrap();
-            (c["commit"].as_str().unwrap().to_owned(), n("tests"), n("ran"))
+            (
+                c["commit"].as_str().unwrap().to_owned(),
+                n("tests"),
+                n("ran"),
+            )
         })
         .collect();
     assert_eq!(filed, [(second.clone(), 80, 8), (first.clone(), 80, 80)]);

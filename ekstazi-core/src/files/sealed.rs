@@ -387,6 +387,36 @@ pub enum DecodeError {
 mod tests {
     use super::*;
 
+    /// Every kind of sealed bytes has a magic of its own: a kind read as
+    /// another could only fail to decode, but a shared magic is one check
+    /// fewer between a file and a wrong reading. Magics are private to
+    /// their modules, so they are found in the sources.
+    #[test]
+    fn every_magic_names_one_kind() {
+        let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        let mut seen = std::collections::HashMap::new();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (at, _) in text.match_indices("[u8; 4] = b\"") {
+                    let magic = &text[at + 12..at + 16];
+                    if let Some(other) = seen.insert(magic.to_owned(), path.clone()) {
+                        panic!("{magic} in {} and {}", other.display(), path.display());
+                    }
+                }
+            }
+        }
+        assert!(seen.len() > 20, "{seen:?}");
+    }
+
     #[test]
     fn a_keyed_seal_opens_with_its_key_only() {
         let (key, other) = ([1u8; 32], [2u8; 32]);

@@ -14,8 +14,8 @@
 //!
 //! ```text
 //! commits/<commit>   EKZH: the commit, when filed, every entry (few tests, or older tools)
-//!                    EKZV: the commit, when filed, its base's name, the changes over it
-//! packs/<digest>     EKZE: a base: every entry, in order
+//!                    EKZL: the commit, when filed, its base's name, the changes over it
+//! packs/<digest>     EKZ7: a base: every entry, in order
 //! .base              the base the last filing wrote against (a hint for this store only)
 //! ```
 //!
@@ -37,9 +37,9 @@ use std::iter::Peekable;
 /// A manifest kept whole.
 const WHOLE_MAGIC: &[u8; 4] = b"EKZH";
 /// A manifest kept as its changes over a base.
-const CHANGES_MAGIC: &[u8; 4] = b"EKZV";
+const CHANGES_MAGIC: &[u8; 4] = b"EKZL";
 /// A base: a history object listing entries.
-const BASE_MAGIC: &[u8; 4] = b"EKZE";
+const BASE_MAGIC: &[u8; 4] = b"EKZ7";
 
 /// A manifest names every test of a workspace once, its binary, its name
 /// and a 34-byte record id and outcome (ripgrep's 1 165 tests: 47 KB
