@@ -12,13 +12,14 @@
 //! [`git`] the repository and the worktrees of other commits.
 //!
 //! Layers, each importing only those before it: [`cli`], [`style`],
-//! [`secrets`] and [`processes`];
+//! [`exit`], [`secrets`] and [`processes`];
 //! [`cargo`] and [`git`]; [`run`]; [`session`]; [`output`]; [`pipeline`];
 //! [`commands`], which nothing imports.
 
 mod cargo;
 mod cli;
 mod commands;
+mod exit;
 mod git;
 mod output;
 mod pipeline;
@@ -32,9 +33,6 @@ mod style;
 use clap::Parser;
 use cli::{CargoCli, Command};
 use std::process::ExitCode;
-
-/// The exit status of `cargo test` when tests fail or do not compile.
-const TESTS_FAILED: u8 = 101;
 
 /// Says once what the run found planted in the state directory and
 /// removed: a link (or FIFO, device) where a directory or file of the state
@@ -104,7 +102,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if e.is::<cargo::test_build::BuildFailed>() => {
             anstream::eprintln!("{}error{:#}: {e}", style::FAIL, style::FAIL);
-            ExitCode::from(TESTS_FAILED)
+            ExitCode::from(exit::TESTS_FAILED)
         }
         Err(e) => {
             anstream::eprintln!("{}error{:#}: {e:#}", style::FAIL, style::FAIL);

@@ -161,7 +161,7 @@ pub fn wrap_rustc() -> ! {
             );
         }
     }
-    std::process::exit(status.code().unwrap_or(101));
+    std::process::exit(status.code().unwrap_or(crate::exit::TESTS_FAILED.into()));
 }
 
 /// The executable this rustc invocation links, if any: a test harness

@@ -319,7 +319,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     let blamed = report.conflicts.iter().any(|c| c.kind.blames(args.strict));
     Ok(
         if blamed || (args.fail_on_untested && !report.untested.is_empty()) {
-            ExitCode::from(101)
+            ExitCode::from(crate::exit::TESTS_FAILED)
         } else {
             ExitCode::SUCCESS
         },

@@ -702,7 +702,7 @@ fn exit_code(status: ExitStatus) -> ExitCode {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-        (None, Some(signal)) => ExitCode::from(128u8.saturating_add(signal as u8)),
+        (None, Some(signal)) => ExitCode::from(crate::exit::stopped_by(signal)),
         (None, None) => ExitCode::FAILURE,
     }
 }

@@ -360,7 +360,7 @@ fn catch_signals(signal: &Arc<AtomicUsize>) -> Result<Vec<signal_hook::SigId>> {
             // `low_level::exit` is `_exit`, safe in a signal handler.
             signal_hook::low_level::register(sig, move || {
                 if seen.swap(true, Ordering::SeqCst) {
-                    signal_hook::low_level::exit(130);
+                    signal_hook::low_level::exit(crate::exit::INTERRUPTED_AGAIN.into());
                 }
                 signal.store(sig as usize, Ordering::SeqCst)
             })

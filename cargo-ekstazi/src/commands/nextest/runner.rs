@@ -132,7 +132,7 @@ pub fn exec(args: Vec<OsString>) -> ! {
                     "cargo-ekstazi: cannot make a temporary directory in {}: {e}",
                     parent.display()
                 );
-                std::process::exit(126);
+                std::process::exit(crate::exit::CANNOT_RUN.into());
             }
         }
     }
@@ -169,7 +169,7 @@ pub fn exec(args: Vec<OsString>) -> ! {
         "cargo-ekstazi: cannot run {}: {error}",
         Path::new(program).display()
     );
-    std::process::exit(126);
+    std::process::exit(crate::exit::CANNOT_RUN.into());
 }
 
 /// The environment nextest gave the runner, with what cargo-ekstazi set

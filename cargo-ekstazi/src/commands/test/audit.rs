@@ -20,10 +20,6 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 
-/// The exit status of an audit that found a miss (a failure alone is
-/// `cargo test`'s 101).
-pub const MISSED: u8 = 102;
-
 /// What the selection would have skipped, and how that turned out.
 #[derive(Debug, Default)]
 pub struct Audit {

@@ -128,7 +128,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let code = exit_code(&session, ended, &ran.tally, selected.len(), recording);
     Ok(match &audit {
         Some(audit) if !audit.missed.is_empty() && ended == Ended::Completed => {
-            ExitCode::from(audit::MISSED)
+            ExitCode::from(crate::exit::MISSED)
         }
         _ => code,
     })
@@ -500,12 +500,12 @@ fn exit_code(
             tally.interrupted,
             selected - tally.passed - tally.failed - tally.interrupted,
         ));
-        return ExitCode::from(128 + signal as u8);
+        return ExitCode::from(crate::exit::stopped_by(signal));
     }
     if tally.failed == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(crate::TESTS_FAILED)
+        ExitCode::from(crate::exit::TESTS_FAILED)
     }
 }
 

@@ -143,7 +143,7 @@ pub fn run(
     stdout.flush()?;
     let code = match tally.failed {
         0 => ExitCode::SUCCESS,
-        _ => ExitCode::from(crate::TESTS_FAILED),
+        _ => ExitCode::from(crate::exit::TESTS_FAILED),
     };
     if after == After::Nothing {
         style::note("no record was written (--no-record): the tests ran as `cargo test` runs them");
