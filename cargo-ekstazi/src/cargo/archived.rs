@@ -5,7 +5,7 @@
 //! instrumented build): a `.tar.zst` whose every entry is under `target/`.
 //! Beside the binaries it carries one more file of ours, [`MANIFEST`] at the
 //! root of the archived target directory (nextest's `archive.include` puts
-//! it there, and nextest ignores it when it unpacks). The [`Manifest`] says
+//! it there, and nextest ignores it when it unpacks). The [`BuildManifest`] says
 //! what cargo's messages said on the building machine and what no longer
 //! can be asked there: each binary's key, path and package, its build
 //! script's output, its `CARGO_BIN_EXE_*` programs, and the toolchain and
@@ -47,7 +47,7 @@ const MAX_BYTES: u64 = 64 << 30;
 /// What selection on another machine needs to know of a build that it
 /// cannot ask cargo there.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Manifest {
+pub struct BuildManifest {
     pub format: u32,
     /// cargo-ekstazi's version and its shim's digest: only the same tool
     /// reads the build and its coverage the same way.
@@ -80,7 +80,7 @@ pub struct ArchivedBinary {
     pub custom_harness: bool,
 }
 
-impl Manifest {
+impl BuildManifest {
     /// The manifest of `built`, made in `build_dir` (the instrumented
     /// build's target directory) of `ws`.
     pub fn of(
@@ -90,7 +90,7 @@ impl Manifest {
         cargo: &CargoOpts,
         tool: String,
         rustflags: String,
-    ) -> Result<Manifest> {
+    ) -> Result<BuildManifest> {
         let in_build = |path: &Path| relative(path, build_dir, "the target directory");
         let binaries = built
             .binaries
@@ -118,7 +118,7 @@ impl Manifest {
             .iter()
             .filter_map(|d| in_build(d).ok())
             .collect();
-        Ok(Manifest {
+        Ok(BuildManifest {
             format: FORMAT,
             tool,
             rustc_version: ws.rustc_version.clone(),
@@ -243,7 +243,7 @@ pub fn has_manifest(archive: &Path) -> Result<bool> {
 
 /// Unpacks the nextest archive at `archive` into `build_dir` (emptied
 /// first), and reads its manifest.
-pub fn unpack(archive: &Path, build_dir: &Path) -> Result<Manifest> {
+pub fn unpack(archive: &Path, build_dir: &Path) -> Result<BuildManifest> {
     if !archive.is_file() {
         bail!("no archive at {}", archive.display());
     }
@@ -277,7 +277,7 @@ pub fn unpack(archive: &Path, build_dir: &Path) -> Result<Manifest> {
 }
 
 /// Reads the manifest unpacked in `build_dir`.
-fn read_manifest(build_dir: &Path) -> Result<Manifest> {
+fn read_manifest(build_dir: &Path) -> Result<BuildManifest> {
     let path = build_dir.join(MANIFEST);
     let text = fs::read(&path).with_context(|| format!("it has no {MANIFEST}"))?;
     let format: serde_json::Value =

@@ -1,6 +1,6 @@
 //! Running tests: the scheduler that runs the selected tests, one process
 //! per test, `-j` at a time ([`scheduler::run_all`], configured by
-//! [`scheduler::RunConfig`], each ending as a [`scheduler::Finished`] and,
+//! [`scheduler::Schedule`], each ending as a [`scheduler::Finished`] and,
 //! once judged, a [`scheduler::RunResult`]); the runner's end of a test
 //! binary's fork server ([`fork_server`]); the runtime shim written out
 //! from this binary ([`shim`]); and cargo-ekstazi's temporary directories

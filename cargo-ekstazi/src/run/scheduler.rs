@@ -33,7 +33,7 @@ pub struct Suite<'a> {
 }
 
 /// How a run is set up.
-pub struct RunConfig {
+pub struct Schedule {
     pub jobs: usize,
     /// `None` with `--skipme`: tests run as `cargo test` would run them.
     pub shim: Option<PathBuf>,
@@ -166,7 +166,7 @@ impl Running {
 /// at once.
 pub fn run_all(
     suite: &Suite<'_>,
-    config: &RunConfig,
+    config: &Schedule,
     jobs: &[&TestCase],
     mut on_event: impl FnMut(Event),
 ) -> Result<Ended> {
@@ -238,7 +238,7 @@ pub fn run_all(
 /// each in a fresh process with its own trace and `TMPDIR`.
 fn run_retried(
     suite: &Suite<'_>,
-    config: &RunConfig,
+    config: &Schedule,
     running: &Running,
     servers: &mut Servers,
     (job, case): (usize, &TestCase),
@@ -261,7 +261,7 @@ fn run_retried(
 
 fn run_one(
     suite: &Suite<'_>,
-    config: &RunConfig,
+    config: &Schedule,
     running: &Running,
     servers: &mut Servers,
     (job, attempt): (usize, u32),
@@ -372,7 +372,7 @@ fn catch_signals(signal: &Arc<AtomicUsize>) -> Result<Vec<signal_hook::SigId>> {
 /// The watcher, until the last worker has stopped: kills every test at
 /// the signal, and a test past its timeout; reports slow tests once.
 fn watch(
-    config: &RunConfig,
+    config: &Schedule,
     running: &Running,
     working: &AtomicUsize,
     interrupted: &impl Fn() -> bool,
@@ -395,7 +395,7 @@ fn watch(
 /// the doctests under the shim.
 fn run_doctests(
     suite: &Suite<'_>,
-    config: &RunConfig,
+    config: &Schedule,
     running: &Running,
     job: usize,
     doctests: &crate::cargo::test_build::Doctests,
@@ -431,7 +431,7 @@ fn run_doctests(
 /// environment for it, its own `TMPDIR` and trace file, under the shim.
 fn test_command(
     suite: &Suite<'_>,
-    config: &RunConfig,
+    config: &Schedule,
     binary: usize,
     trace: &Path,
     tmpdir: Option<&Path>,
@@ -556,7 +556,7 @@ impl Ran {
         trace: PathBuf,
         tmpdir: Option<PathBuf>,
         partial: bool,
-        config: &RunConfig,
+        config: &Schedule,
     ) -> Finished {
         if self.killed == Some(Kill::Timeout) {
             let limit = config.timeout.unwrap_or_default().as_secs_f64();

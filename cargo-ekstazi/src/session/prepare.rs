@@ -7,7 +7,7 @@
 use super::Session;
 use super::options::{self, Options, Request};
 use super::stamped_build::{self, Provenance};
-use crate::cargo::archived::{self, Manifest};
+use crate::cargo::archived::{self, BuildManifest};
 use crate::cargo::libtest::{self, TestCase};
 use crate::cargo::test_build::{self, Built, TestBinary};
 use crate::cargo::test_env::test_env;
@@ -175,7 +175,11 @@ fn build_tests(
 /// The test binaries of a nextest archive made elsewhere, unpacked where
 /// this workspace's instrumented build goes; the cargo options become the
 /// ones the archive was built with (but for where and how cargo speaks).
-fn unpack_archive(ws: &Workspace, options: &mut Options, file: &Path) -> Result<(Built, Manifest)> {
+fn unpack_archive(
+    ws: &Workspace,
+    options: &mut Options,
+    file: &Path,
+) -> Result<(Built, BuildManifest)> {
     if options.granularity != Granularity::Function {
         anyhow::bail!(
             "an archive holds the instrumented build of function granularity, but this run \
@@ -260,7 +264,11 @@ fn stop_background_recording(state_dir: &Path) {
 
 /// What every record of this build shares; of a build unpacked from an
 /// archive, the toolchain and flags of the machine that built it.
-fn global_fingerprint(ws: &Workspace, options: &Options, archived: Option<&Manifest>) -> Global {
+fn global_fingerprint(
+    ws: &Workspace,
+    options: &Options,
+    archived: Option<&BuildManifest>,
+) -> Global {
     Global {
         rustc: archived.map_or_else(|| ws.rustc_version.clone(), |m| m.rustc_version.clone()),
         target: ws.host.clone(),

@@ -2,7 +2,7 @@
 //! the checks of `cargo ekstazi nextest run --archive-file`.
 //!
 //! `archive` builds the instrumented test binaries as `run` would, writes
-//! the build's [`Manifest`](crate::cargo::archived::Manifest) into the
+//! the build's [`BuildManifest`](crate::cargo::archived::BuildManifest) into the
 //! instrumented target directory, and has `cargo nextest archive` pack that
 //! build, the manifest included (nextest's `archive.include`, set in a tool
 //! configuration file). It selects nothing and records nothing.
@@ -19,7 +19,7 @@
 //! elsewhere.
 
 use super::{args, check_nextest, exit_code, instrumentation, wait_for};
-use crate::cargo::archived::{self, MANIFEST, Manifest};
+use crate::cargo::archived::{self, BuildManifest, MANIFEST};
 use crate::cargo::instrument;
 use crate::cli::{CargoOpts, NextestArgs};
 use crate::pipeline;
@@ -59,7 +59,7 @@ pub fn run(args: &NextestArgs, cargo: &OsString) -> Result<ExitCode> {
         );
     }
     let build = instrument::prepare_target_dir(&session.ws.target_dir, instrumentation(&session))?;
-    let manifest = Manifest::of(
+    let manifest = BuildManifest::of(
         &session.ws,
         &session.built,
         &build,

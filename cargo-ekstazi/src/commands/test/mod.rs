@@ -14,7 +14,7 @@ use crate::output::progress::Progress;
 use crate::output::report::{self, Tally};
 use crate::pipeline::{self, records::Written};
 use crate::run::background;
-use crate::run::scheduler::{self, Ended, Event, Finished, RunConfig, RunResult};
+use crate::run::scheduler::{self, Ended, Event, Finished, RunResult, Schedule};
 use crate::session::options::{Request, harness_words};
 use crate::session::recording;
 use crate::session::{Planned, Session};
@@ -247,10 +247,10 @@ impl RunDirs {
 }
 
 /// How the scheduler runs this run's tests.
-fn run_config(session: &Session, dirs: &RunDirs) -> RunConfig {
+fn run_config(session: &Session, dirs: &RunDirs) -> Schedule {
     let options = &session.options;
     let settings = &options.settings;
-    RunConfig {
+    Schedule {
         jobs: options.jobs(),
         shim: (!settings.skipme).then(|| session.shim.clone()),
         trace_dir: dirs.traces.path().to_path_buf(),
