@@ -46,6 +46,8 @@
 
 mod bench;
 mod common;
+#[cfg(test)]
+mod docs_check;
 mod eval;
 mod layout;
 mod package_check;
