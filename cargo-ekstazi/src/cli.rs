@@ -677,15 +677,15 @@ impl SelectionOpts {
     }
 }
 
-fn parse_granularity(s: &str) -> Result<Granularity, String> {
+fn parse_granularity(s: &str) -> Result<Granularity, ekstazi_core::options::errors::BadValue> {
     s.parse()
 }
 
-fn parse_external(s: &str) -> Result<External, String> {
+fn parse_external(s: &str) -> Result<External, ekstazi_core::options::errors::BadValue> {
     s.parse()
 }
 
-fn parse_partition(s: &str) -> Result<Partition, String> {
+fn parse_partition(s: &str) -> Result<Partition, ekstazi_core::options::errors::BadValue> {
     s.parse()
 }
 

@@ -101,7 +101,11 @@ impl Ignore {
     }
 
     /// Adds the configuration's patterns; an error names the bad pattern.
-    pub fn with_config(mut self, config: &Config, workspace: &Path) -> Result<Ignore, String> {
+    pub fn with_config(
+        mut self,
+        config: &Config,
+        workspace: &Path,
+    ) -> Result<Ignore, crate::options::errors::BadConfig> {
         let patterns = config.ignore.compile(workspace)?;
         self.relative = patterns.relative;
         self.absolute = patterns.absolute;
@@ -240,7 +244,6 @@ mod tests {
         assert!(!configured.ignores_in_walk(b"CI_MODE"));
         assert!(
             Config::parse("[ignore]\nenv = [\"!a[\"]\n")
-                .map_err(|e| e.to_string())
                 .and_then(|c| Ignore::defaults()
                     .with_config(&c, Path::new("/ws"))
                     .map(|_| ()))

@@ -74,6 +74,7 @@
 //! dependency. The network policy is applied when selecting, to the peers a
 //! record keeps, so changing it takes effect without rerunning anything.
 
+use crate::options::errors::BadConfig;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -144,13 +145,10 @@ pub struct HistoryConfig {
 
 impl HistoryConfig {
     /// The trusted keys, parsed.
-    pub fn trusted_keys(&self) -> Result<Vec<crate::files::signed::PublicKey>, String> {
+    pub fn trusted_keys(&self) -> Result<Vec<crate::files::signed::PublicKey>, BadConfig> {
         self.trusted_keys
             .iter()
-            .map(|key| {
-                crate::files::signed::PublicKey::parse(key)
-                    .map_err(|e| format!("[history] trusted-keys: {e}"))
-            })
+            .map(|key| Ok(crate::files::signed::PublicKey::parse(key)?))
             .collect()
     }
 }
@@ -253,8 +251,8 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not valid: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path} is not valid: {problem}")]
+    Invalid { path: PathBuf, problem: BadConfig },
 }
 
 /// A local service the workspace declares (`[[network.service]]` in
@@ -295,8 +293,8 @@ pub(crate) struct IgnorePatterns {
 
 impl IgnoreConfig {
     /// Compiles the patterns; an error names the bad pattern.
-    pub(crate) fn compile(&self, workspace: &Path) -> Result<IgnorePatterns, String> {
-        let build = |root: &Path, patterns: &[String]| -> Result<Option<Gitignore>, String> {
+    pub(crate) fn compile(&self, workspace: &Path) -> Result<IgnorePatterns, BadConfig> {
+        let build = |root: &Path, patterns: &[String]| -> Result<Option<Gitignore>, BadConfig> {
             if patterns.is_empty() {
                 return Ok(None);
             }
@@ -304,14 +302,21 @@ impl IgnoreConfig {
             for pattern in patterns {
                 builder
                     .add_line(None, pattern)
-                    .map_err(|e| format!("bad pattern {pattern:?} in ignore: {e}"))?;
+                    .map_err(|e| BadConfig::Pattern {
+                        pattern: pattern.clone(),
+                        within: "ignore",
+                        why: e.to_string(),
+                    })?;
             }
-            builder.build().map(Some).map_err(|e| e.to_string())
+            builder
+                .build()
+                .map(Some)
+                .map_err(|e| BadConfig::Patterns(e.to_string()))
         };
         let relative = build(workspace, &self.paths)?
             .map(|matcher| (crate::model::path::normalize(workspace), matcher));
         let absolute = build(Path::new("/"), &self.absolute)?;
-        let globs = |negated: bool| -> Result<Option<globset::GlobSet>, String> {
+        let globs = |negated: bool| -> Result<Option<globset::GlobSet>, BadConfig> {
             let mut set = globset::GlobSetBuilder::new();
             let mut any = false;
             for pattern in &self.env {
@@ -322,16 +327,19 @@ impl IgnoreConfig {
                 if kept != negated {
                     continue;
                 }
-                set.add(
-                    globset::Glob::new(glob)
-                        .map_err(|e| format!("bad pattern {pattern:?} in ignore.env: {e}"))?,
-                );
+                set.add(globset::Glob::new(glob).map_err(|e| BadConfig::Pattern {
+                    pattern: pattern.clone(),
+                    within: "ignore.env",
+                    why: e.to_string(),
+                })?);
                 any = true;
             }
             if !any {
                 return Ok(None);
             }
-            set.build().map(Some).map_err(|e| e.to_string())
+            set.build()
+                .map(Some)
+                .map_err(|e| BadConfig::Patterns(e.to_string()))
         };
         let env = globs(false)?;
         let env_kept = globs(true)?;
@@ -353,35 +361,40 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(source) => return Err(ConfigError::Io { path, source }),
         };
-        let config = Config::parse(&text).map_err(|message| ConfigError::Invalid {
+        let config = Config::parse(&text).map_err(|problem| ConfigError::Invalid {
             path: path.clone(),
-            message,
+            problem,
         })?;
         // Compile the patterns once here so that a bad one is reported with
         // the file's name, before anything runs.
         config
             .ignore
             .compile(workspace)
-            .map_err(|message| ConfigError::Invalid {
+            .map_err(|problem| ConfigError::Invalid {
                 path: path.clone(),
-                message,
+                problem,
             })?;
         config
             .history
             .trusted_keys()
-            .map_err(|message| ConfigError::Invalid {
+            .map_err(|problem| ConfigError::Invalid {
                 path: path.clone(),
-                message,
+                problem,
             })?;
         config
             .services(workspace)
-            .map_err(|message| ConfigError::Invalid { path, message })?;
+            .map_err(|problem| ConfigError::Invalid { path, problem })?;
         Ok(config)
     }
 
     /// Parses the configuration's text.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.message().to_owned() + &location(text, &e))
+    pub fn parse(text: &str) -> Result<Config, BadConfig> {
+        toml::from_str(text).map_err(|e| BadConfig::Syntax {
+            message: e.message().to_owned(),
+            line: e
+                .span()
+                .map(|span| text[..span.start].matches('\n').count() + 1),
+        })
     }
 
     /// A digest of the options that decide what is recorded, and how the
@@ -429,13 +442,13 @@ impl Config {
     /// The declared services, their inputs made absolute. An input may not
     /// leave the workspace: the file is shared by everyone who checks the
     /// workspace out.
-    pub fn services(&self, workspace: &Path) -> Result<Vec<Service>, String> {
+    pub fn services(&self, workspace: &Path) -> Result<Vec<Service>, BadConfig> {
         self.network
             .service
             .iter()
             .map(|s| {
                 if s.ports.is_empty() {
-                    return Err(format!("service {:?} names no port", s.name));
+                    return Err(BadConfig::ServiceWithoutPort(s.name.clone()));
                 }
                 let inputs = s
                     .inputs
@@ -451,10 +464,10 @@ impl Config {
                         if inside {
                             Ok(workspace.join(path))
                         } else {
-                            Err(format!(
-                                "service {:?}: input {input:?} is not a path inside the workspace",
-                                s.name
-                            ))
+                            Err(BadConfig::InputOutside {
+                                name: s.name.clone(),
+                                input: input.clone(),
+                            })
                         }
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -471,16 +484,6 @@ impl Config {
         NetworkPolicy {
             loopback_is_external: self.network.loopback_is_external,
         }
-    }
-}
-
-fn location(text: &str, e: &toml::de::Error) -> String {
-    match e.span() {
-        Some(span) => {
-            let line = text[..span.start].matches('\n').count() + 1;
-            format!(" (line {line})")
-        }
-        None => String::new(),
     }
 }
 
@@ -566,7 +569,8 @@ mod tests {
                 .unwrap()
                 .services(Path::new("/ws"))
                 .unwrap_err();
-            assert!(err.contains("inside the workspace"), "{err}");
+            assert!(matches!(err, BadConfig::InputOutside { .. }), "{err}");
+            assert!(err.to_string().contains("inside the workspace"), "{err}");
         }
         let no_port = Config::parse("[[network.service]]\nname = \"db\"\n").unwrap();
         assert!(no_port.services(Path::new("/ws")).is_err());
@@ -575,7 +579,9 @@ mod tests {
     #[test]
     fn the_debuginfo_is_one_of_two_words() {
         assert_eq!(Config::default().build.debuginfo, DebugInfo::LineTablesOnly);
-        let err = Config::parse("[build]\ndebuginfo = \"full\"\n").unwrap_err();
+        let err = Config::parse("[build]\ndebuginfo = \"full\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("line-tables-only") && err.contains("profile"),
             "{err}"
@@ -584,7 +590,9 @@ mod tests {
 
     #[test]
     fn typos_are_errors_with_a_line() {
-        let err = Config::parse("[network]\nloopback-is-externa = true\n").unwrap_err();
+        let err = Config::parse("[network]\nloopback-is-externa = true\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("loopback-is-externa"), "{err}");
         assert!(err.ends_with("(line 2)"), "{err}");
         assert!(Config::parse("[ignore]\npaths = \"x\"\n").is_err());

@@ -8,4 +8,5 @@
 //! model, and never capture, storage or selection, which read them.
 
 pub mod config;
+pub mod errors;
 pub mod settings;

@@ -39,6 +39,7 @@
 //! `yes`/`on` or `0`/`false`/`no`/`off` (empty is false).
 
 use crate::options::config::Config;
+use crate::options::errors::{BadValue, Expected};
 use globset::{Glob, GlobMatcher};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -65,15 +66,13 @@ impl Granularity {
 }
 
 impl FromStr for Granularity {
-    type Err = String;
+    type Err = BadValue;
 
-    fn from_str(s: &str) -> Result<Granularity, String> {
+    fn from_str(s: &str) -> Result<Granularity, BadValue> {
         match s {
             "function" => Ok(Granularity::Function),
             "binary" => Ok(Granularity::Binary),
-            other => Err(format!(
-                "`{other}` is not a granularity (expected `function` or `binary`)"
-            )),
+            other => Err(BadValue::not(other, Expected::Granularity)),
         }
     }
 }
@@ -88,15 +87,13 @@ pub enum External {
 }
 
 impl FromStr for External {
-    type Err = String;
+    type Err = BadValue;
 
-    fn from_str(s: &str) -> Result<External, String> {
+    fn from_str(s: &str) -> Result<External, BadValue> {
         match s {
             "always-run" => Ok(External::AlwaysRun),
             "select" => Ok(External::Select),
-            other => Err(format!(
-                "`{other}` is not a treatment of external tests (expected `always-run` or `select`)"
-            )),
+            other => Err(BadValue::not(other, Expected::External)),
         }
     }
 }
@@ -110,12 +107,12 @@ pub enum FullEvery {
 }
 
 impl FromStr for FullEvery {
-    type Err = String;
+    type Err = BadValue;
 
     /// `7` (runs), or a number with `m`, `h` or `d` (minutes, hours, days).
-    fn from_str(s: &str) -> Result<FullEvery, String> {
+    fn from_str(s: &str) -> Result<FullEvery, BadValue> {
         let s = s.trim();
-        let bad = || format!("`{s}` is not a count of runs or a duration such as `12h` or `7d`");
+        let bad = || BadValue::not(s, Expected::FullEvery);
         if let Ok(n) = s.parse::<usize>() {
             return if n == 0 {
                 Err(bad())
@@ -185,18 +182,18 @@ pub enum Doctests {
 
 /// An option's value could not be understood; says where it came from.
 #[derive(Debug, thiserror::Error)]
-#[error("{source_name}: {message}")]
+#[error("{source_name}: {problem}")]
 pub struct SettingsError {
     pub source_name: String,
-    pub message: String,
+    pub problem: BadValue,
 }
 
 impl Layer {
     /// The options set by `EKSTAZI_*` variables; `get` reads one variable.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Layer, SettingsError> {
-        let error = |var: &str, message: String| SettingsError {
+        let error = |var: &str, problem: BadValue| SettingsError {
             source_name: format!("environment variable {var}"),
-            message,
+            problem,
         };
         let flag = |var: &str| -> Result<Option<bool>, SettingsError> {
             get(var)
@@ -247,10 +244,7 @@ impl Layer {
                 .map(|v| {
                     v.and_then(|v| {
                         v.trim().parse::<usize>().map_err(|_| {
-                            error(
-                                "EKSTAZI_RETRIES",
-                                format!("`{v}` is not a number of reruns"),
-                            )
+                            error("EKSTAZI_RETRIES", BadValue::not(v, Expected::Reruns))
                         })
                     })
                 })
@@ -274,7 +268,7 @@ impl Layer {
                         Ok(n) if n > 0 => Ok(n),
                         _ => Err(error(
                             "EKSTAZI_HISTORY_COMMITS",
-                            format!("`{v}` is not a number of commits (at least 1)"),
+                            BadValue::not(v, Expected::Commits),
                         )),
                     })
                 })
@@ -286,9 +280,9 @@ impl Layer {
     /// The options `.config/ekstazi.toml` sets. A relative state directory
     /// is relative to the workspace root, where the file lives.
     pub fn from_config(config: &Config, workspace: &Path) -> Result<Layer, SettingsError> {
-        let error = |key: &str, message: String| SettingsError {
+        let error = |key: &str, problem: BadValue| SettingsError {
             source_name: format!("{} key {key}", crate::options::config::CONFIG_PATH),
-            message,
+            problem,
         };
         let run = &config.run;
         let seconds = |key: &str, value: Option<f64>| {
@@ -309,7 +303,7 @@ impl Layer {
             jobs: run
                 .jobs
                 .map(|j| match j {
-                    0 => Err(error("run.jobs", "must be at least 1".into())),
+                    0 => Err(error("run.jobs", BadValue::Zero)),
                     j => Ok(j),
                 })
                 .transpose()?,
@@ -348,7 +342,7 @@ impl Layer {
                 .history
                 .commits
                 .map(|n| match n {
-                    0 => Err(error("history.commits", "must be at least 1".into())),
+                    0 => Err(error("history.commits", BadValue::Zero)),
                     n => Ok(n),
                 })
                 .transpose()?,
@@ -423,10 +417,10 @@ impl Settings {
             };
         }
         let patterns = |name: &str, pick: fn(&Layer) -> &Vec<String>| {
-            TestPatterns::new(layers.iter().flat_map(|l| pick(l)).cloned()).map_err(|message| {
+            TestPatterns::new(layers.iter().flat_map(|l| pick(l)).cloned()).map_err(|problem| {
                 SettingsError {
                     source_name: name.to_owned(),
-                    message,
+                    problem,
                 }
             })
         };
@@ -475,14 +469,17 @@ pub struct TestPatterns {
 }
 
 impl TestPatterns {
-    pub fn new(patterns: impl IntoIterator<Item = String>) -> Result<TestPatterns, String> {
+    pub fn new(patterns: impl IntoIterator<Item = String>) -> Result<TestPatterns, BadValue> {
         let patterns = patterns
             .into_iter()
             .map(|p| {
-                let glob = Glob::new(&p).map_err(|e| format!("`{p}`: {e}"))?;
+                let glob = Glob::new(&p).map_err(|e| BadValue::Pattern {
+                    pattern: p.clone(),
+                    why: e.to_string(),
+                })?;
                 Ok((p, glob.compile_matcher()))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, BadValue>>()?;
         Ok(TestPatterns { patterns })
     }
 
@@ -503,34 +500,34 @@ impl TestPatterns {
     }
 }
 
-pub fn parse_bool(value: &str) -> Result<bool, String> {
+pub fn parse_bool(value: &str) -> Result<bool, BadValue> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "" | "0" | "false" | "no" | "off" => Ok(false),
-        other => Err(format!("`{other}` is not a boolean (use 1 or 0)")),
+        other => Err(BadValue::not(other, Expected::Boolean)),
     }
 }
 
 /// Seconds, fractions allowed; 0 turns the limit off.
-pub fn parse_seconds(value: &str) -> Result<f64, String> {
+pub fn parse_seconds(value: &str) -> Result<f64, BadValue> {
     let seconds: f64 = value
         .trim()
         .parse()
-        .map_err(|_| format!("`{value}` is not a number of seconds"))?;
+        .map_err(|_| BadValue::not(value, Expected::Seconds))?;
     check_seconds(seconds)
 }
 
-fn check_seconds(seconds: f64) -> Result<f64, String> {
+fn check_seconds(seconds: f64) -> Result<f64, BadValue> {
     if (0.0..1e9).contains(&seconds) {
         Ok(seconds)
     } else {
-        Err(format!("{seconds} is not a usable number of seconds"))
+        Err(BadValue::Seconds(seconds))
     }
 }
 
-pub fn parse_jobs(value: &str) -> Result<usize, String> {
+pub fn parse_jobs(value: &str) -> Result<usize, BadValue> {
     match value.trim().parse::<usize>() {
-        Ok(0) | Err(_) => Err(format!("`{value}` is not a number of jobs (at least 1)")),
+        Ok(0) | Err(_) => Err(BadValue::not(value, Expected::Jobs)),
         Ok(n) => Ok(n),
     }
 }
@@ -555,11 +552,10 @@ pub enum PartitionKind {
 }
 
 impl FromStr for Partition {
-    type Err = String;
+    type Err = BadValue;
 
-    fn from_str(s: &str) -> Result<Partition, String> {
-        let usage =
-            || format!("`{s}` is not a partition (expected hash:M/N or count:M/N, 1 <= M <= N)");
+    fn from_str(s: &str) -> Result<Partition, BadValue> {
+        let usage = || BadValue::not(s, Expected::Partition);
         let (kind, rest) = s.split_once(':').ok_or_else(usage)?;
         let kind = match kind {
             "hash" => PartitionKind::Hash,
