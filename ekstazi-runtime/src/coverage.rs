@@ -9,7 +9,7 @@
 //! the addresses (relative to the object's load address) of the flags that
 //! are set. The PC table, which says whose flag each is, is read from the
 //! file by cargo-ekstazi, not here: its addresses need not even be
-//! relocated at load time (`ekstazi_core::coverage_table`). The trace
+//! relocated at load time (`ekstazi_core::digests::coverage_table`). The trace
 //! protocol, per process:
 //!
 //! - `I` `[pid u32][path]` when a process first registers coverage (and in a

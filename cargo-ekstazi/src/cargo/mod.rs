@@ -11,7 +11,7 @@
 //! shim ([`rustdoc`]).
 //!
 //! Invariant: this folder knows nothing of records, selection or runs; it
-//! imports only `cli` and `style` from this crate.
+//! imports only `cli`, `style` and `exit` from this crate.
 
 pub mod archived;
 pub mod build_footprint;

@@ -4,7 +4,7 @@
 //! `bisect` and `merge-check`).
 //!
 //! Invariant: from the `git` command, never a library; this folder imports
-//! only `cli` and `style` from this crate.
+//! only `cli`, `style`, `secrets` and `processes` from this crate.
 
 pub mod repo;
 pub mod worktree;

@@ -11,7 +11,7 @@
 //! Invariant: running never reads or writes records and never sees the
 //! session: it is given the binaries, their environments and the tests to
 //! run ([`scheduler::Suite`]), and reports what happened. It imports
-//! `cargo`, `cli`, `style`, `secrets` and `processes` only.
+//! `cargo`, `cli`, `style`, `exit`, `secrets` and `processes` only.
 
 pub mod background;
 pub mod fork_server;

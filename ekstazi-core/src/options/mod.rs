@@ -5,7 +5,9 @@
 //! line, `EKSTAZI_*` variables and the file ([`settings::Settings`]).
 //!
 //! Invariant: options are read, not acted on: they import only the record
-//! model, and never capture, storage or selection, which read them.
+//! model and `files` (the keys trusted keys are parsed as), never capture,
+//! storage or selection, which read them. Their errors are types
+//! ([`errors`]), in the words a user reads.
 
 pub mod config;
 pub mod errors;

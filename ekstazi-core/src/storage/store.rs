@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! .ekstazi/
-//!   lock                      held by a run (exclusive) or an analysis (shared)
+//!   lock                      held by a run or a fetch (exclusive), an export or a push (shared); an analysis takes none
 //!   v12/                      one directory per record format version
 //!     <binary key>/<test>     escaped names, one record each
 //!     .code/<id>              function fingerprints of one build of a

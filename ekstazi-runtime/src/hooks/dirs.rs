@@ -5,9 +5,9 @@
 //! directory stream, as the directory's path (named from the stream's
 //! descriptor, so `fdopendir` streams are covered too). The dependency is the
 //! sorted list of entry names and kinds, which the runner computes (see
-//! `ekstazi_core::checksum::listing`), not the contents of the entries.
+//! `ekstazi_core::digests::checksum`), not the contents of the entries.
 //! Just before that first read the shim reads the directory once itself and
-//! adds a witness of what it holds (`ekstazi_core::checksum::ListingWitness`,
+//! adds a witness of what it holds (`ekstazi_core::digests::checksum::ListingWitness`,
 //! with the same per-entry hashes): when the test later changes the
 //! directory, the runner can still tell whether what it found then is what
 //! is there now.
@@ -108,7 +108,7 @@ pub(super) fn record_listing(fd: c_int) {
     observe(|_| listing(fd));
 }
 
-/// What a directory holds, as `ekstazi_core::checksum::ListingWitness`
+/// What a directory holds, as `ekstazi_core::digests::checksum::ListingWitness`
 /// sums it up. Written by hand: the hooks must not allocate, so no crate's
 /// directory reader fits.
 mod witness {

@@ -3,7 +3,7 @@
 //! The lookup is [`crate::environ`]'s, over `environ`, as glibc does it.
 //!
 //! `std::env::vars` walks `environ` itself and cannot be seen; see
-//! `ekstazi_core::env` for what is recorded instead.
+//! `ekstazi_core::capture::environment` for what is recorded instead.
 
 use super::observe;
 use crate::environ::lookup;

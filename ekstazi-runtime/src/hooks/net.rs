@@ -3,7 +3,7 @@
 //! [`super::libc_files`]'s).
 //!
 //! The shim only reports addresses; whether one is another machine is the
-//! runner's decision (`ekstazi_core::network`), so that the rule is unit-tested
+//! runner's decision (`ekstazi_core::capture::network`), so that the rule is unit-tested
 //! and configurable. A relative Unix socket path is made absolute here, while
 //! the working directory is the one the call used.
 
