@@ -20,6 +20,7 @@ pub const MAX_REQUEST: usize = 16 * 1024;
 /// Every reply's length.
 pub const REPLY_LEN: usize = 8;
 
+/// The tag that starts every request: run one test.
 pub const REQUEST: u8 = b'R';
 /// The test process was forked: its pid (and process group).
 pub const STARTED: u8 = b'P';
@@ -34,6 +35,8 @@ pub const SERVE_FD_VAR: &[u8] = b"EKSTAZI_SERVE_FD";
 
 /// A request as the server reads it.
 pub struct Request<'a> {
+    /// The test's name, which the forked child runs under `--exact`: never
+    /// empty, without NULs.
     pub name: &'a [u8],
     vars: &'a [u8],
     count: u16,

@@ -11,6 +11,8 @@
 //! shim's paths (decoders borrow from their buffer), because the shim runs
 //! inside other programs, before their `main` and inside `malloc`.
 
+#![warn(missing_docs)]
+
 pub mod fork;
 pub mod listing;
 pub mod trace;

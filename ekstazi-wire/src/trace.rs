@@ -69,9 +69,14 @@ pub const FLAG_NOFOLLOW: u8 = 2;
 pub const KIND_SHIFT: u8 = 2;
 /// The three bits of a kind, once shifted down.
 pub const KIND_MASK: u8 = 0b111;
+/// The kind of a regular file.
 pub const KIND_FILE: u8 = 1;
+/// The kind of a directory.
 pub const KIND_DIR: u8 = 2;
+/// The kind of a symbolic link (seen without following it).
 pub const KIND_SYMLINK: u8 = 3;
+/// The kind of anything else: a device, a FIFO, a socket. Zero, no kind,
+/// means the shim could not tell.
 pub const KIND_OTHER: u8 = 4;
 /// Bit 2 of the flags on events that carry no kind: a per-tag option.
 pub const FLAG_OPTION: u8 = 4;
