@@ -82,15 +82,24 @@ use std::path::{Path, PathBuf};
 /// Where the configuration lives, relative to the workspace root.
 pub const CONFIG_PATH: &str = ".config/ekstazi.toml";
 
+/// `.config/ekstazi.toml`, one field per table; an absent table is its
+/// defaults.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Config {
+    /// `[ignore]`: accesses that are not dependencies.
     pub ignore: IgnoreConfig,
+    /// `[network]`: what counts as external, and the declared services.
     pub network: NetworkConfig,
+    /// `[libraries]`: which shared libraries are dependencies.
     pub libraries: LibrariesConfig,
+    /// `[run]`: how tests are run.
     pub run: RunConfig,
+    /// `[select]`: tests that always run or are never recorded.
     pub select: SelectConfig,
+    /// `[history]`: records kept per commit, and the remote store.
     pub history: HistoryConfig,
+    /// `[build]`: how the instrumented build is made.
     pub build: BuildConfig,
 }
 
@@ -98,6 +107,8 @@ pub struct Config {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BuildConfig {
+    /// How much debug information the instrumented build keeps (default: line
+    /// tables only).
     pub debuginfo: DebugInfo,
 }
 
@@ -116,6 +127,7 @@ pub enum DebugInfo {
 }
 
 impl DebugInfo {
+    /// The value as the file spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             DebugInfo::LineTablesOnly => "line-tables-only",
@@ -157,19 +169,32 @@ impl HistoryConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RunConfig {
+    /// `function` or `binary` (checked when the settings read it).
     pub granularity: Option<String>,
+    /// How many tests run at once; 0 is refused.
     pub jobs: Option<usize>,
+    /// Seconds before a test is killed; 0 is no limit.
     pub timeout: Option<f64>,
+    /// Seconds before a running test is reported slow (unset: 60).
     pub slow_timeout: Option<f64>,
+    /// Whether each test gets an empty `TMPDIR` of its own (unset: on).
     pub private_tmpdir: Option<bool>,
+    /// Whether a binary's tests are started from a fork server (unset: on).
     pub fork_server: Option<bool>,
+    /// Whether verdicts come first and the recording after, in the background
+    /// (unset: off).
     pub verdict_first: Option<bool>,
+    /// How many times a test that failed is run again (unset: 0).
     pub retries: Option<usize>,
     /// `7` (runs) or `"7d"`, `"12h"`, `"30m"`.
     pub full_every: Option<CountOrText>,
+    /// Where records live, relative to the workspace root (unset: `.ekstazi`).
     pub state_dir: Option<PathBuf>,
+    /// Run every test and rewrite every record.
     pub forceall: Option<bool>,
+    /// Run every test as `cargo test` would: no selection, no records.
     pub skipme: Option<bool>,
+    /// Select and run, but leave every record as it is.
     pub no_record: Option<bool>,
 }
 
@@ -177,7 +202,9 @@ pub struct RunConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum CountOrText {
+    /// A number (`2`).
     Count(usize),
+    /// Text (`"7d"`).
     Text(String),
 }
 
@@ -195,7 +222,9 @@ impl std::fmt::Display for CountOrText {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SelectConfig {
+    /// Glob patterns of tests that run every time.
     pub always_run: Vec<String>,
+    /// Glob patterns of tests that run every time and are never recorded.
     pub never_record: Vec<String>,
     /// The workspace's absolute path is a dependency of every test. Records
     /// are blind to where the checkout is, so that a CI cache or a copied
@@ -205,6 +234,8 @@ pub struct SelectConfig {
     pub workspace_path: bool,
 }
 
+/// `[ignore]`: paths and environment variables whose accesses are not
+/// dependencies; part of every record's global fingerprint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IgnoreConfig {
@@ -216,9 +247,14 @@ pub struct IgnoreConfig {
     pub env: Vec<String>,
 }
 
+/// `[network]`: what counts as external, and the local services tests may
+/// reach.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NetworkConfig {
+    /// Every loopback peer counts as external, the test's own servers and
+    /// declared services too (default: only a loopback port nothing of the test
+    /// bound).
     pub loopback_is_external: bool,
     /// Unset: external tests always run (unless the command line or the
     /// environment says otherwise).
@@ -231,28 +267,44 @@ pub struct NetworkConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ServiceConfig {
+    /// The service's name, kept with the peer in the records of tests that
+    /// reach it.
     pub name: String,
+    /// The loopback ports it listens on; at least one.
     pub ports: Vec<u16>,
     /// Relative to the workspace root.
     pub inputs: Vec<String>,
 }
 
+/// `[libraries]`: which shared libraries are dependencies.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LibrariesConfig {
+    /// System shared libraries (outside the workspace, the target directory and
+    /// cargo's home) are dependencies too (default: not).
     pub system: bool,
 }
 
 /// Why the configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read (an absent file is no error: it is the
+    /// defaults).
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The configuration file's path.
         path: PathBuf,
+        /// Why reading it failed.
         source: std::io::Error,
     },
+    /// The file was read but cannot be used.
     #[error("{path} is not valid: {problem}")]
-    Invalid { path: PathBuf, problem: BadConfig },
+    Invalid {
+        /// The configuration file's path.
+        path: PathBuf,
+        /// What is wrong in it.
+        problem: BadConfig,
+    },
 }
 
 /// A local service the workspace declares (`[[network.service]]` in
@@ -262,7 +314,9 @@ pub enum ConfigError {
 /// running.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Service {
+    /// The service's name, as declared.
     pub name: String,
+    /// The loopback ports it listens on; never empty.
     pub ports: Vec<u16>,
     /// Absolute paths of files or directories (a directory: every file
     /// below it, and its listings).
@@ -480,6 +534,7 @@ impl Config {
             .collect()
     }
 
+    /// What counts as external, as `[network]` says.
     pub fn network_policy(&self) -> NetworkPolicy {
         NetworkPolicy {
             loopback_is_external: self.network.loopback_is_external,

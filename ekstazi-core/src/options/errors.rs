@@ -11,7 +11,12 @@ use std::fmt;
 pub enum BadValue {
     /// Not of the kind the option takes.
     #[error("`{value}` is not {expected}")]
-    Not { value: String, expected: Expected },
+    Not {
+        /// The value as given.
+        value: String,
+        /// What the option takes instead.
+        expected: Expected,
+    },
     /// A number of seconds out of range (negative, or past any use).
     #[error("{0} is not a usable number of seconds")]
     Seconds(f64),
@@ -20,7 +25,12 @@ pub enum BadValue {
     Zero,
     /// A test pattern that is not a glob.
     #[error("`{pattern}`: {why}")]
-    Pattern { pattern: String, why: String },
+    Pattern {
+        /// The pattern as given.
+        pattern: String,
+        /// Why it is not a glob, in the glob compiler's words.
+        why: String,
+    },
 }
 
 impl BadValue {
@@ -36,14 +46,23 @@ impl BadValue {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Expected {
+    /// `function` or `binary`.
     Granularity,
+    /// `always-run` or `select`, for external tests.
     External,
+    /// A count of runs or a duration (`[run] full-every`).
     FullEvery,
+    /// A boolean.
     Boolean,
+    /// A number of seconds.
     Seconds,
+    /// A number of jobs, at least 1.
     Jobs,
+    /// `hash:M/N` or `count:M/N`.
     Partition,
+    /// A number of reruns of a failed test.
     Reruns,
+    /// A number of commits to keep, at least 1.
     Commits,
 }
 
@@ -73,14 +92,20 @@ pub enum BadConfig {
     /// Not TOML, or not the keys and types the file takes.
     #[error("{message}{}", .line.map(|line| format!(" (line {line})")).unwrap_or_default())]
     Syntax {
+        /// The TOML reader's message.
         message: String,
+        /// The line, from 1, where the problem starts; `None` when the
+        /// reader named no place.
         line: Option<usize>,
     },
     /// An ignore pattern that is not a pattern.
     #[error("bad pattern {pattern:?} in {within}: {why}")]
     Pattern {
+        /// The pattern as given.
         pattern: String,
+        /// The key it was given under (`ignore`, `ignore.env`).
         within: &'static str,
+        /// Why it is not a pattern, in the matcher's words.
         why: String,
     },
     /// The ignore patterns, each good, could not be put together.
@@ -94,7 +119,12 @@ pub enum BadConfig {
     ServiceWithoutPort(String),
     /// A declared service's input outside the workspace.
     #[error("service {name:?}: input {input:?} is not a path inside the workspace")]
-    InputOutside { name: String, input: String },
+    InputOutside {
+        /// The service's name.
+        name: String,
+        /// The input as given.
+        input: String,
+    },
 }
 
 #[cfg(test)]

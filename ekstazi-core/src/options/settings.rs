@@ -57,6 +57,7 @@ pub enum Granularity {
 }
 
 impl Granularity {
+    /// The word `--granularity` takes for it, as records keep it.
     pub fn as_str(self) -> &'static str {
         match self {
             Granularity::Function => "function",
@@ -102,7 +103,10 @@ impl FromStr for External {
 /// when the last full run is older than a duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FullEvery {
+    /// Every this many runs (at least 1): a run is full when the runs since the
+    /// last full one, this one included, reach it.
     Runs(usize),
+    /// When the last full run is at least this long ago.
     Age(Duration),
 }
 
@@ -138,30 +142,59 @@ impl FromStr for FullEvery {
 /// The options one source sets; `None` and empty lists are unset.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Layer {
+    /// Run every test, ignoring records (`--forceall`).
     pub forceall: Option<bool>,
+    /// Run every test as `cargo test` would: no selection, no shim, no records
+    /// (`--skipme`).
     pub skipme: Option<bool>,
+    /// Select and run, but leave every record as it is (`--no-record`).
     pub no_record: Option<bool>,
+    /// Where records live (`--state-dir`); one from the configuration file is
+    /// already joined to the workspace root.
     pub state_dir: Option<PathBuf>,
+    /// What a test's code dependency is (`--granularity`).
     pub granularity: Option<Granularity>,
+    /// How many tests run at once (`-j`); at least 1.
     pub jobs: Option<usize>,
     /// Seconds.
     pub timeout: Option<f64>,
     /// Seconds.
     pub slow_timeout: Option<f64>,
+    /// Whether each test gets an empty `TMPDIR` of its own.
     pub private_tmpdir: Option<bool>,
+    /// Whether a libtest binary's tests are forked from a fork server.
     pub fork_server: Option<bool>,
+    /// Whether the selected tests' verdicts come first and their recording
+    /// after (`--verdict-first`).
     pub verdict_first: Option<bool>,
+    /// How many times a test that failed is run again (`--retries`).
     pub retries: Option<usize>,
+    /// When a run is a full one (`[run] full-every`).
     pub full_every: Option<FullEvery>,
+    /// What to do with external tests (`--external`, `[network]
+    /// always-run-external`).
     pub external: Option<External>,
+    /// Patterns of tests that run every time.
     pub always_run: Vec<String>,
+    /// Patterns of tests that run every time and are never recorded.
     pub never_record: Vec<String>,
+    /// Patterns of paths whose accesses are not dependencies (`--ignore-path`);
+    /// empty from the configuration file, whose `[ignore] paths` the ignore
+    /// rules read themselves.
     pub ignore_paths: Vec<String>,
+    /// This CI job's share of the selected tests (`--partition`); never from
+    /// the configuration file.
     pub partition: Option<Partition>,
+    /// Whether doctests run (`--doc`, `--no-doc`); set on the command line
+    /// only.
     pub doctests: Option<Doctests>,
+    /// Whether records are filed per commit (`--no-history` turns it off).
     pub history: Option<bool>,
+    /// How many commits with records are kept; at least 1.
     pub history_commits: Option<usize>,
+    /// The remote store's URI (`[history] remote`).
     pub remote: Option<String>,
+    /// Whether to fetch from the remote store before selecting.
     pub fetch: Option<bool>,
     /// Command line only (an evaluation aid): the records filed under this
     /// commit are the only ones.
@@ -184,7 +217,10 @@ pub enum Doctests {
 #[derive(Debug, thiserror::Error)]
 #[error("{source_name}: {problem}")]
 pub struct SettingsError {
+    /// Where the value came from: an environment variable, a key of the
+    /// configuration file, or a list of patterns.
     pub source_name: String,
+    /// What is wrong with the value.
     pub problem: BadValue,
 }
 
@@ -354,14 +390,21 @@ impl Layer {
 /// The options of a run, every source applied.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// Every test runs, records ignored, and every record is rewritten.
     pub forceall: bool,
+    /// Every test runs as `cargo test` runs it: no selection, no shim, no
+    /// records.
     pub skipme: bool,
+    /// The selected tests run and every record is left as it is.
     pub no_record: bool,
     /// `None`: `<workspace>/.ekstazi`.
     pub state_dir: Option<PathBuf>,
+    /// What a test's code dependency is.
     pub granularity: Granularity,
     /// `None`: the available cores.
     pub jobs: Option<usize>,
+    /// A test running longer is killed and counts as timed out; `None`: no
+    /// limit (a timeout of 0 is none).
     pub timeout: Option<Duration>,
     /// A test running longer is reported slow.
     pub slow_timeout: Duration,
@@ -379,13 +422,20 @@ pub struct Settings {
     /// A run is a full one (an audit) when the last was this long or this
     /// many runs ago.
     pub full_every: Option<FullEvery>,
+    /// What to do with a test that reached another machine last time (default:
+    /// it always runs).
     pub external: External,
+    /// Tests that run every time: every source's patterns together.
     pub always_run: TestPatterns,
+    /// Tests that run every time and are never recorded: every source's
+    /// patterns together.
     pub never_record: TestPatterns,
     /// Ignored path patterns from the command line and environment (those of
     /// the configuration file are already in it).
     pub extra_ignore_paths: Vec<String>,
+    /// This CI job's share of the selected tests; `None`: all of them.
     pub partition: Option<Partition>,
+    /// Whether doctests run.
     pub doctests: Doctests,
     /// Records are filed per commit, and filed records may vouch.
     pub history: bool,
@@ -469,6 +519,8 @@ pub struct TestPatterns {
 }
 
 impl TestPatterns {
+    /// The patterns, each compiled; fails with `BadValue::Pattern` on one that
+    /// is not a glob.
     pub fn new(patterns: impl IntoIterator<Item = String>) -> Result<TestPatterns, BadValue> {
         let patterns = patterns
             .into_iter()
@@ -495,11 +547,15 @@ impl TestPatterns {
             .map(|(p, _)| p.as_str())
     }
 
+    /// Whether there are no patterns (nothing matches).
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()
     }
 }
 
+/// A boolean as options take it: `1`, `true`, `yes`, `on`, or `0`, `false`,
+/// `no`, `off`, in any case, and empty for false; anything else is a
+/// `BadValue`.
 pub fn parse_bool(value: &str) -> Result<bool, BadValue> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
@@ -525,6 +581,7 @@ fn check_seconds(seconds: f64) -> Result<f64, BadValue> {
     }
 }
 
+/// A number of jobs: a whole number, at least 1.
 pub fn parse_jobs(value: &str) -> Result<usize, BadValue> {
     match value.trim().parse::<usize>() {
         Ok(0) | Err(_) => Err(BadValue::not(value, Expected::Jobs)),
@@ -539,15 +596,20 @@ pub fn parse_jobs(value: &str) -> Result<usize, BadValue> {
 /// but moves tests between them as the selection changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partition {
+    /// How tests are dealt to the shards.
     pub kind: PartitionKind,
     /// 1-based.
     pub shard: u64,
+    /// How many shards there are (N).
     pub total: u64,
 }
 
+/// How `--partition` deals the selected tests to shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PartitionKind {
+    /// By a stable hash of the test's binary and name (`hash:M/N`).
     Hash,
+    /// In turn, by the test's position among the selected tests (`count:M/N`).
     Count,
 }
 
