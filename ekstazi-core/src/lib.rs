@@ -42,6 +42,8 @@
 //! assert_eq!(anchors.store(Path::new("/ws/data/a.txt")).to_string(), "data/a.txt");
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod capture;
 pub mod digests;
 pub mod files;

@@ -176,8 +176,11 @@ pub fn is_layout_of(dir: &Path, path: &Path) -> bool {
 /// have changed (cargo writes a unit's dep-info again when it rebuilds it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DepInfoFile {
+    /// Where the file is.
     pub path: PathBuf,
+    /// When it was last written; `None` when the system cannot say.
     pub modified: Option<std::time::SystemTime>,
+    /// Its length, in bytes.
     pub len: u64,
 }
 

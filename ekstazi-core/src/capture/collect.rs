@@ -25,7 +25,10 @@ use std::path::{Path, PathBuf};
 /// found nothing is `Absent` then and there, whatever the path holds later).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
+    /// What the test observed.
     pub target: Target,
+    /// Its checksum when the trace itself tells it; `None`: taken after
+    /// the run, as the test saw the target.
     pub known: Option<Sum>,
 }
 
@@ -50,7 +53,9 @@ pub struct Collected {
 
 /// What collecting needs to know about the run.
 pub struct Context<'a> {
+    /// Where stored paths are anchored.
     pub anchors: &'a Anchors,
+    /// What is not a dependency: ignore patterns and the defaults.
     pub ignore: &'a Ignore,
     /// The environment the test was given.
     pub env: &'a Environment,

@@ -101,7 +101,10 @@ use ekstazi_wire::trace::{KIND_MASK, KIND_SHIFT};
 /// One traced call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// What the process did.
     pub access: Access,
+    /// The event's flags: the `FLAG_*` bits and, on `E` and `W` events,
+    /// the path's kind.
     pub flags: u8,
     /// Absolute, as resolved by the shim, not yet normalised. For events
     /// that are not about a path (`V`, `N`, `H`) it holds the raw payload:
@@ -159,22 +162,37 @@ impl Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CoverageEvent {
     /// Process `pid`, running `program`, has instrumented code.
-    Instrumented { pid: u32, program: PathBuf },
+    Instrumented {
+        /// The process's id.
+        pid: u32,
+        /// The instrumented program's path.
+        program: PathBuf,
+    },
     /// Process `pid` executed the functions whose coverage flags are at
     /// these addresses of `program` (relative to its load address).
     Functions {
+        /// The process's id.
         pid: u32,
+        /// The instrumented program's path.
         program: PathBuf,
+        /// The addresses of the coverage flags it set, relative to the
+        /// program's load address.
         flags: Vec<u32>,
     },
     /// Process `pid` reported all its coverage.
-    Complete { pid: u32 },
+    Complete {
+        /// The process's id.
+        pid: u32,
+    },
 }
 
 /// A parsed trace.
 #[derive(Debug, Default)]
 pub struct Trace {
+    /// The traced calls, in the order the test's processes made them.
     pub events: Vec<Event>,
+    /// What the processes reported about the functions they executed, in
+    /// order.
     pub coverage: Vec<CoverageEvent>,
     /// False when the trace ends mid-event or holds an unknown tag: some
     /// accesses of the test are unknown, so it must not be trusted.

@@ -338,6 +338,7 @@ pub struct Checksums {
 }
 
 impl Checksums {
+    /// Nothing computed yet, for paths anchored by `anchors`.
     pub fn new(anchors: Anchors) -> Checksums {
         Checksums {
             erase: anchors.erase_list(),
@@ -442,6 +443,7 @@ impl Checksums {
         }
     }
 
+    /// What stored paths are anchored to.
     pub fn anchors(&self) -> &Anchors {
         &self.anchors
     }

@@ -54,7 +54,9 @@ pub fn id_of(stable: u64, fp: &Fp) -> FnId {
 pub struct Function {
     /// A mangled name it had (the first interned, for reasons people read).
     pub name: Arc<str>,
+    /// The hash of its stable name.
     pub stable: u64,
+    /// Its fingerprint.
     pub fp: Fp,
 }
 
@@ -338,6 +340,7 @@ impl FunctionTable {
         ids
     }
 
+    /// Whether the table holds no function.
     pub fn is_empty(&self) -> bool {
         self.len().0 == 0
     }

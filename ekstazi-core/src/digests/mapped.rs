@@ -22,7 +22,9 @@ use std::path::Path;
 /// (an empty file, or a file system without `mmap`).
 #[derive(Debug)]
 pub enum Bytes {
+    /// The file mapped into memory.
     Mapped(Mmap),
+    /// The file read whole.
     Read(Vec<u8>),
 }
 

@@ -27,10 +27,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct Uninstrumented {
     /// Sorted.
     pub names: Vec<String>,
+    /// `fps[i]` is the fingerprint of `names[i]`.
     pub fps: Vec<Fp>,
 }
 
 impl Uninstrumented {
+    /// The uninstrumented functions of a build's snapshot.
     pub fn of(snapshot: &Snapshot) -> Uninstrumented {
         Uninstrumented {
             names: snapshot.other_names.iter().collect(),
@@ -38,6 +40,7 @@ impl Uninstrumented {
         }
     }
 
+    /// The digest records name this table by (`CodeDep::uninstrumented`).
     pub fn digest(&self) -> Hash {
         let body = postcard::to_stdvec(self).expect("a table always serialises");
         *blake3::hash(&body).as_bytes()
@@ -70,7 +73,10 @@ impl Uninstrumented {
 /// fingerprints, and the ids of all its functions, so that a recorded
 /// function still present with the same fingerprint is one set lookup.
 pub struct Build {
+    /// The executable's smart checksum: what records keep as the build a test
+    /// ran.
     pub id: Hash,
+    /// Every function of the build, with its fingerprint.
     pub snapshot: Arc<Snapshot>,
     /// Worked out on first use: a run where nothing changed compares no
     /// record with a new build, and pays for none of this.
@@ -95,6 +101,7 @@ pub struct Build {
 }
 
 impl Build {
+    /// The build whose smart checksum is `id`, of these fingerprints.
     pub fn new(id: Hash, snapshot: Arc<Snapshot>) -> Build {
         Build {
             id,
@@ -284,6 +291,7 @@ impl Build {
         }
     }
 
+    /// The table of its functions compiled without coverage.
     pub fn uninstrumented(&self) -> &Uninstrumented {
         &self.uninstrumented_table().0
     }

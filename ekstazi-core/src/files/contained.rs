@@ -71,7 +71,9 @@ struct Inner {
 /// What a directory entry is, as the entry itself says (not followed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
     /// A symbolic link, FIFO, socket or device: never one of ours.
     Other,
@@ -90,16 +92,23 @@ impl From<FileType> for Kind {
 /// One entry of a directory of the state.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The entry's name within its directory.
     pub name: OsString,
+    /// What the entry is, not followed.
     pub kind: Kind,
 }
 
 /// How a file of the state is opened by [`StateDir::open`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct How {
+    /// Opened for reading and writing, not only reading.
     pub write: bool,
+    /// Opened for reading and writing, every write at the end.
     pub append: bool,
+    /// Created when missing; a link or other non-file in its place is removed
+    /// first.
     pub create: bool,
+    /// Cut to nothing once it is known to be a regular file.
     pub truncate: bool,
 }
 
@@ -109,6 +118,8 @@ const DIR_FLAGS: OFlags = OFlags::DIRECTORY
     .union(OFlags::RDONLY);
 
 impl StateDir {
+    /// The state directory at `root`; nothing is opened until it is first
+    /// used.
     pub fn new(root: &Path) -> StateDir {
         StateDir {
             inner: Arc::new(Inner {

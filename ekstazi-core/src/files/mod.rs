@@ -55,5 +55,6 @@ pub enum ReadError {
     NotRegular,
     /// More than the limit.
     TooLarge,
+    /// It could not be opened or read.
     Io(io::Error),
 }

@@ -357,28 +357,40 @@ fn claimed_len(magic: &[u8; 4], header: &[u8; HEADER], limit: u64) -> Result<u64
 /// Why a record was not accepted. Every variant means: run the test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// Shorter than its header, or than the length it claims.
     #[error("record is truncated")]
     Truncated,
+    /// Not the magic of the kind being read.
     #[error("not a cargo-ekstazi record (bad magic)")]
     BadMagic,
+    /// Written in another format version (the one it names).
     #[error("record has format version {0}, this cargo-ekstazi reads version {FORMAT_VERSION}")]
     OtherVersion(u16),
+    /// Longer than the length its header claims.
     #[error("record length does not match its file")]
     BadLength,
+    /// The digest does not match: damaged, or sealed with another key.
     #[error("record failed its integrity check")]
     BadDigest,
+    /// Intact, but sealed without the key this process seals with.
     #[error("record was sealed without the key (EKSTAZI_SEAL_KEY is set): not trusted")]
     Unkeyed,
+    /// The body does not decode whole, or the packed bytes do not unpack.
     #[error("record body does not decode")]
     BadBody,
+    /// A path that leaves its anchor.
     #[error("record names a path outside its anchor")]
     BadPath,
+    /// A record of another binary or test than the one it is kept under.
     #[error("record belongs to another test")]
     OtherTest,
+    /// Larger than any file of its kind, or than the bound it is read within.
     #[error("record file is larger than any record")]
     TooLarge,
+    /// Names executed functions kept in a base that is missing or damaged.
     #[error("record names executed functions kept in a base that is missing or damaged")]
     MissingBase,
+    /// Compressed with a dictionary that is missing or damaged.
     #[error("record is compressed with a dictionary that is missing or damaged")]
     MissingDictionary,
 }

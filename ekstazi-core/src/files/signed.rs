@@ -63,12 +63,16 @@ const PUBLIC_PREFIX: &str = "ed25519:";
 /// A key that does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KeyError {
+    /// A secret that is not 64 hexadecimal digits.
     #[error(
         "a secret signing key is 64 hexadecimal digits (`cargo ekstazi history keygen` makes one)"
     )]
     BadSecret,
+    /// Not `ed25519:` and 64 hexadecimal digits of a point of the curve:
+    /// the text given.
     #[error("`{0}` is not a public key: `ed25519:` and 64 hexadecimal digits")]
     BadPublic(String),
+    /// The system gave no randomness for a new key: why.
     #[error("cannot draw a random key: {0}")]
     NoRandomness(String),
 }
@@ -93,12 +97,15 @@ impl SigningKey {
         hex::encode(self.0.to_bytes())
     }
 
+    /// Its public key, the one a project lists to trust it.
     pub fn public(&self) -> PublicKey {
         PublicKey(self.0.verifying_key().to_bytes())
     }
 }
 
 impl PublicKey {
+    /// A key written `ed25519:<64 hex digits>` (as [`PublicKey`] displays
+    /// it); refused unless it is a point of the curve.
     pub fn parse(text: &str) -> Result<PublicKey, KeyError> {
         let bad = || KeyError::BadPublic(text.to_owned());
         let digits = text.trim().strip_prefix(PUBLIC_PREFIX).ok_or_else(bad)?;
@@ -172,14 +179,23 @@ pub fn sign(key: &SigningKey, kind: Kind, project: &str, subject: &blake3::Hash)
 /// Why a signature was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SignatureError {
+    /// Not a signature file's magic, version, claim and 64-byte signature.
     #[error("the signature file is not one cargo-ekstazi writes, or is damaged")]
     Malformed,
+    /// Made for other bytes, or not by the key it names.
     #[error("the signature does not match: the file or its signature was changed after signing")]
     BadSignature,
+    /// Made by a key the project does not trust: that key.
     #[error("signed by {0}, which is not among the trusted keys ([history] trusted-keys)")]
     Untrusted(PublicKey),
+    /// Made in another project.
     #[error("signed for another project (root commits {signed:?}; here {here:?})")]
-    OtherProject { signed: String, here: String },
+    OtherProject {
+        /// The project the signature names.
+        signed: String,
+        /// This project.
+        here: String,
+    },
 }
 
 /// Checks `signature` (a file [`sign`] wrote) for the bytes whose digest is

@@ -36,6 +36,7 @@ impl fmt::Display for CodeUnit {
 /// The functions a test executed in one program.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CodeDep {
+    /// The program: the test binary or one the test ran.
     pub unit: CodeUnit,
     /// The program's smart checksum when the test ran: while the program
     /// still has it, nothing in it changed.

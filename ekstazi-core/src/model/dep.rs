@@ -14,7 +14,13 @@ pub enum Target {
     Content(StoredPath),
     /// Whether a path exists, and as what: a lookup the test made without
     /// reading (stat, access), or one that found nothing.
-    Kind { path: StoredPath, follow: bool },
+    Kind {
+        /// The path looked up.
+        path: StoredPath,
+        /// Whether the lookup followed a final symbolic link (`false`: it
+        /// was about the link itself, as `lstat`).
+        follow: bool,
+    },
     /// The test binary itself, by its smart checksum (loaded sections only,
     /// no debug information, no build id).
     TestBinary,
@@ -89,9 +95,13 @@ impl fmt::Display for Target {
 /// The kind of a file system entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FileKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link.
     Symlink,
+    /// Anything else: a device, a FIFO, a socket.
     Other,
 }
 
@@ -139,7 +149,9 @@ pub fn sort(deps: &mut [Dep]) {
 /// One dependency: a target and its checksum when the test ran.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Dep {
+    /// What the test depended on.
     pub target: Target,
+    /// Its checksum as the test saw it.
     pub sum: Sum,
 }
 

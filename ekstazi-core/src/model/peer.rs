@@ -27,7 +27,12 @@ pub enum Peer {
     /// A loopback (or unspecified) address whose port belongs to a service
     /// the workspace declared (`[[network.service]]`): not external; the
     /// test depends on the service's declared inputs instead.
-    Service { name: String, addr: SocketAddr },
+    Service {
+        /// The service's name, as declared.
+        name: String,
+        /// The address the test reached.
+        addr: SocketAddr,
+    },
 }
 
 impl fmt::Display for Peer {

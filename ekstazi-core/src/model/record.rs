@@ -25,14 +25,19 @@ pub const MAX_RECORD_BYTES: u64 = 64 << 20;
 /// How a test's last run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
+    /// Exited successfully, with libtest's verdict of a pass where the
+    /// process is libtest's.
     Passed,
+    /// Exited with a failing status.
     Failed,
     /// Killed by a signal, or exited without libtest's verdict.
     Crashed,
+    /// Killed for running longer than the timeout.
     TimedOut,
 }
 
 impl Outcome {
+    /// The outcome in words: `passed`, `failed`, `crashed` or `timed out`.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Passed => "passed",
@@ -94,7 +99,9 @@ pub struct Record {
     pub binary: String,
     /// The test's path within its binary.
     pub test: String,
+    /// What every test of the run depended on.
     pub global: Global,
+    /// How the test's run ended.
     pub outcome: Outcome,
     /// Wall-clock time of the test's process, in microseconds.
     pub duration_us: u64,
@@ -106,6 +113,7 @@ pub struct Record {
     /// incomplete, it touched something that cannot be checksummed). Empty
     /// for a fully traced test.
     pub always: Vec<String>,
+    /// What the test observed, each with its checksum as the test saw it.
     pub deps: Vec<Dep>,
     /// The functions the test executed, per program (function granularity).
     pub code: Vec<CodeDep>,
@@ -139,10 +147,12 @@ pub fn now_ms() -> u64 {
 pub struct Ignored {
     /// The path (anchored, as shown) or `$VARIABLE`.
     pub what: String,
+    /// Why it was not a dependency, in words `list --verbose` shows.
     pub why: String,
 }
 
 impl Record {
+    /// Wall-clock time of the test's process.
     pub fn duration(&self) -> Duration {
         Duration::from_micros(self.duration_us)
     }

@@ -23,6 +23,8 @@ pub struct Filter {
     pub skip: Vec<String>,
     /// `--exact`: patterns and skips compare whole names instead of substrings.
     pub exact: bool,
+    /// What to do with `#[ignore]`d tests (`--ignored`,
+    /// `--include-ignored`).
     pub run_ignored: RunIgnored,
 }
 

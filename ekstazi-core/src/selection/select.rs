@@ -67,18 +67,23 @@ impl fmt::Display for Reason {
 
 /// What the selection needs to know about the present.
 pub struct Present<'a> {
+    /// What every test of this run depends on now.
     pub global: &'a Global,
     /// The smart checksum of the test's binary now.
     pub binary: &'a Sum,
     /// Where the test's binary is, for fingerprinting its functions.
     pub binary_path: &'a Path,
+    /// The present checksums of the records' dependencies.
     pub checksums: &'a Checksums,
+    /// The builds' fingerprints, for programs rebuilt since a test ran.
     pub snapshots: &'a Snapshots,
     /// The environment the test would be given now.
     pub env: &'a Environment,
+    /// What counts as external.
     pub network: &'a NetworkPolicy,
     /// External tests always run.
     pub always_run_external: bool,
+    /// Every test runs (`--forceall`): each gets [`Reason::Forced`] first.
     pub forced: bool,
 }
 
@@ -225,6 +230,8 @@ impl CodeNow {
     }
 }
 
+/// What `dep`'s program is now: the very build the test ran, another build
+/// (fingerprinted), or gone.
 pub fn code_now(dep: &CodeDep, present: &Present<'_>) -> CodeNow {
     let (now, path) = program_now(&dep.unit, present);
     match now {

@@ -61,6 +61,8 @@ pub struct Inputs {
     /// Files the build wrote (binaries, dep-info, build scripts' outputs),
     /// and any under `outputs_root`: new by construction, so not judged racy.
     pub outputs: Vec<PathBuf>,
+    /// The directory the build writes into (the target directory): every
+    /// file below it counts as an output.
     pub outputs_root: PathBuf,
     /// Variables the build read.
     pub env: Vec<OsString>,
@@ -161,6 +163,7 @@ impl BuildStamp {
         self.files.len()
     }
 
+    /// The stamp, sealed, as it is written to its file.
     pub fn encode(&self) -> Vec<u8> {
         seal(
             MAGIC,

@@ -75,6 +75,7 @@ pub const DEPS_KEY: &str = "deps";
 /// id's position, and the links it is made of.
 #[derive(Clone, Debug)]
 pub struct Order {
+    /// Each id's position in the base.
     pub positions: Arc<HashMap<FnId, u32>>,
     path: Arc<[Arc<Link>]>,
 }

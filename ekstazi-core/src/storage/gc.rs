@@ -27,7 +27,9 @@ const MARK: &str = ".collected";
 /// What a collection removed.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Collected {
+    /// Entries of the function table.
     pub functions: usize,
+    /// Tables of uninstrumented functions.
     pub uninstrumented: usize,
     /// Links of bases (only current records name them).
     pub links: usize,

@@ -87,6 +87,7 @@ impl Refused {
         self.kinds.iter().map(|(_, count, _)| count).sum()
     }
 
+    /// Whether nothing was refused.
     pub fn is_empty(&self) -> bool {
         self.kinds.is_empty()
     }

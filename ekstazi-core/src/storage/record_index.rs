@@ -42,10 +42,16 @@ pub const MAX_INDEX_BYTES: u64 = 256 << 20;
 /// is the build the test ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
+    /// How the test's run ended.
     pub outcome: Outcome,
+    /// The test's wall-clock time, in microseconds.
     pub duration_us: u64,
+    /// What every test of the run depended on.
     pub global: Global,
+    /// Why the test must run whatever else holds; empty for a fully traced
+    /// test.
     pub always: Vec<String>,
+    /// What the test reached over sockets that may be another machine.
     pub network: Vec<Peer>,
     /// The record's dependencies, as positions in the index's table.
     deps: Vec<u32>,
@@ -54,6 +60,7 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The test's wall-clock time.
     pub fn duration(&self) -> Duration {
         Duration::from_micros(self.duration_us)
     }
@@ -80,6 +87,7 @@ pub struct Index {
 /// A test's summary, as an index holds it for its current record file.
 #[derive(Clone, Debug)]
 pub struct Summarised {
+    /// What the record says, as far as deciding needs.
     pub summary: Arc<Summary>,
     /// The digest the record's file is sealed with.
     pub sealed: Hash,
@@ -122,6 +130,7 @@ impl Loaded {
         self.entries.len()
     }
 
+    /// Whether the index has no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -144,6 +153,7 @@ impl Loaded {
 }
 
 impl Index {
+    /// The binary key whose records this indexes.
     pub fn binary(&self) -> &str {
         &self.binary
     }
@@ -229,10 +239,12 @@ impl Index {
         index
     }
 
+    /// Whether the index has no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// The index, sealed, as it is written to its file.
     pub fn encode(&self) -> Vec<u8> {
         seal(
             MAGIC,

@@ -42,16 +42,23 @@ use std::path::Path;
 pub struct Pushed {
     /// Relative to the state directory (`v12/...`).
     pub path: String,
+    /// The blake3 of its bytes: the name of its blob.
     pub blob: [u8; 32],
+    /// Its length, in bytes.
     pub size: u64,
 }
 
 /// What one push holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushManifest {
+    /// The project it was pushed in: its repository's root commits
+    /// (`signed::project_of_roots`).
     pub project: String,
+    /// The commit it was pushed at, under whose directory it is kept.
     pub commit: String,
+    /// When it was pushed (ms since the epoch).
     pub pushed_at_ms: u64,
+    /// Every file of the state it holds.
     pub files: Vec<Pushed>,
 }
 
@@ -145,18 +152,36 @@ pub fn encode(manifest: &PushManifest, key: Option<&SigningKey>) -> Vec<u8> {
 /// Why a fetched manifest is not taken.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RemoteError {
+    /// Not the magic and version of a push manifest, cut short, or a body
+    /// that does not decode.
     #[error("not a manifest cargo-ekstazi writes, or damaged")]
     Malformed,
+    /// No signature, while trusted keys are listed.
     #[error("not signed, and [history] trusted-keys lists the keys that must sign it")]
     Unsigned,
+    /// A signature that was refused.
     #[error(transparent)]
     Signature(#[from] SignatureError),
+    /// Filed under another commit than the one it names.
     #[error("it was pushed at commit {named} but is filed under {filed}")]
-    OtherCommit { named: String, filed: String },
+    OtherCommit {
+        /// The commit the manifest names.
+        named: String,
+        /// The commit whose directory it was fetched from.
+        filed: String,
+    },
+    /// Pushed in another project.
     #[error("it was pushed in another project (root commits {pushed:?}; here {here:?})")]
-    OtherProject { pushed: String, here: String },
+    OtherProject {
+        /// The project the manifest names.
+        pushed: String,
+        /// This project.
+        here: String,
+    },
+    /// A path no state uses, or one named twice: that path.
     #[error("it names a path no state uses: {0:?}")]
     BadPath(String),
+    /// More files or bytes than an import takes: which bound it passed.
     #[error("it holds more than any state: {0}")]
     TooLarge(String),
 }

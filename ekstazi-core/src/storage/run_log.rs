@@ -32,10 +32,16 @@ pub struct RunEntry {
     pub at_ms: u64,
     /// `HEAD`, when in a repository (else empty).
     pub commit: String,
+    /// How many tests were selected to run in this run (not those of other
+    /// shards).
     pub selected: usize,
+    /// How many tests were skipped, a record vouching for them.
     pub skipped: usize,
+    /// How many tests passed.
     pub passed: usize,
+    /// How many tests failed.
     pub failed: usize,
+    /// How many tests passed only after failing (`--retries`).
     pub flaky: usize,
     /// The whole run.
     pub spent: Duration,
@@ -161,16 +167,25 @@ fn read_at(state_dir: &Path, now_ms: u64) -> Log {
 /// What a set of runs added up to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
+    /// How many runs.
     pub runs: usize,
+    /// Tests selected, over every run.
     pub selected: usize,
+    /// Tests skipped, over every run.
     pub skipped: usize,
+    /// Tests that failed, over every run.
     pub failed: usize,
+    /// Tests that passed only after failing, over every run.
     pub flaky: usize,
+    /// The runs' time together.
     pub spent: Duration,
+    /// The skipped tests' last recorded durations together: the time the
+    /// selection saved.
     pub saved: Duration,
 }
 
 impl Totals {
+    /// What `entries` add up to.
     pub fn of<'a>(entries: impl IntoIterator<Item = &'a RunEntry>) -> Totals {
         let mut t = Totals::default();
         for e in entries {

@@ -33,6 +33,8 @@ pub struct Snapshots {
 }
 
 impl Snapshots {
+    /// The builds `store` keeps the fingerprints of, and its function
+    /// table; blind to no checkout's directories until [`Snapshots::blind_to`].
     pub fn new(store: Store) -> Snapshots {
         Snapshots {
             table: FunctionTable::load_within(store.state().clone(), &store.functions_dir()),

@@ -81,8 +81,10 @@ pub enum Loaded {
 /// Why a record file was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum Invalid {
+    /// Read, but not whole or not this test's.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// It could not be read.
     #[error("record cannot be read: {0}")]
     Io(#[from] io::Error),
 }

@@ -50,10 +50,12 @@ impl Functions {
             .insert(fp);
     }
 
+    /// How many stable names are known.
     pub fn len(&self) -> usize {
         self.by_stable.len()
     }
 
+    /// Whether no function is known.
     pub fn is_empty(&self) -> bool {
         self.by_stable.is_empty()
     }
@@ -73,6 +75,8 @@ pub struct Calls {
 }
 
 impl Calls {
+    /// Adds direct calls, each `(caller, callee)` by the hashes of their
+    /// stable names.
     pub fn add(&mut self, calls: &[(u64, u64)]) {
         for (caller, callee) in calls {
             self.callers.entry(*callee).or_default().insert(*caller);
@@ -84,20 +88,27 @@ impl Calls {
     }
 }
 
+/// What a side did to a function, against the merge base.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChangeKind {
+    /// The base has the function with other fingerprints.
     Changed,
+    /// The base lacks the function.
     Added,
+    /// The base has the function and the side lacks it.
     Removed,
 }
 
 /// One function a side changed against the base.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Change {
+    /// The hash of the function's stable name.
     #[serde(skip)]
     pub stable: u64,
+    /// The function's display name.
     pub function: String,
+    /// What the side did to it.
     pub kind: ChangeKind,
 }
 
@@ -132,7 +143,9 @@ fn change(stable: u64, name: &str, kind: ChangeKind) -> Change {
 /// What one side of a merge did, against the base.
 #[derive(Clone, Debug, Default)]
 pub struct Side {
+    /// The parent's commit id.
     pub commit: String,
+    /// The functions the side changed, added and removed, sorted by name.
     pub functions: Vec<Change>,
     /// Changed files, as the records name them.
     pub files: BTreeSet<String>,
@@ -143,8 +156,12 @@ pub struct Side {
 /// records name them (relative to the workspace; `""` is its root).
 #[derive(Clone, Debug, Default)]
 pub struct Evidence {
+    /// The functions executed, by the hash of their stable name.
     pub executed: HashSet<u64>,
+    /// The files the test depended on: read, looked up or found absent, ran,
+    /// loaded, followed or resolved.
     pub files: HashSet<String>,
+    /// The directories whose listing the test depended on.
     pub listed: HashSet<String>,
     /// It read an environment variable, or walked them all.
     pub reads_env: bool,
@@ -213,12 +230,17 @@ fn kind_word(kind: ChangeKind) -> &'static str {
 /// How a test that fails at the merge is classified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Verdict {
+    /// The test passed at every parent: the sides' changes together broke it.
     #[serde(rename = "semantic conflict")]
     SemanticConflict,
+    /// A side added or changed the test and it passed there: the merge lost
+    /// what it checks.
     #[serde(rename = "lost behaviour")]
     LostBehaviour,
+    /// The test failed at a parent already: the merge is not to blame.
     #[serde(rename = "already failing")]
     AlreadyFailing,
+    /// The test failed at the merge, then passed when run again there.
     #[serde(rename = "flaky at the merge")]
     FlakyAtMerge,
 }
@@ -296,6 +318,8 @@ pub fn passed_at_every_parent(parents: &[Option<Manifest>], binary: &str, test: 
 /// sides' changes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Untested {
+    /// The function changed on two or more sides, or a pair's first function;
+    /// by display name.
     pub function: String,
     /// The sides (0-based, in parent order) that changed it (and `with`).
     pub sides: Vec<usize>,

@@ -28,13 +28,16 @@ pub enum Merge {
 /// One input section's place in the executable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Extent {
+    /// Its address in the executable.
     pub start: u64,
+    /// Its length, in bytes.
     pub size: u64,
     /// The input section's name, e.g. `.rodata..Lanon.744f.2` or `.bss.FOO`.
     pub name: String,
     /// The output section it went into, e.g. `.rodata` (shared by all of
     /// its input sections).
     pub output: Arc<str>,
+    /// How the linker merged it, if it did.
     pub merge: Merge,
 }
 

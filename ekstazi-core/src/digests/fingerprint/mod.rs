@@ -65,12 +65,17 @@ pub type Fp = [u8; 16];
 /// binary's smart checksum).
 #[derive(Debug, thiserror::Error)]
 pub enum FingerprintError {
+    /// The executable, or its map, could not be read or parsed: why.
     #[error("cannot parse the executable: {0}")]
     Parse(String),
+    /// An executable fingerprints do not support (not x86-64): why.
     #[error("{0}")]
     Unsupported(String),
+    /// The executable has no coverage flags: not an instrumented build.
     #[error("the executable carries no coverage instrumentation")]
     NotInstrumented,
+    /// No extents of the executable's data: the linker map names none of
+    /// its sections, or neither a map nor its kept extents are there.
     #[error("the linker map has no input sections")]
     NoMap,
 }
@@ -96,11 +101,13 @@ pub struct Snapshot {
     /// sorted by name: no test's coverage names them, so every test of the
     /// binary depends on all of them.
     pub other_names: Names,
+    /// `other_fps[i]` is the fingerprint of `other_names[i]`.
     pub other_fps: Vec<Fp>,
     /// Instrumented functions (indexes into `names`, ascending) whose code
     /// walks the whole environment (`std::env::vars`, `vars_os`, libc's
     /// `environ`): a test that executes one depends on every variable.
     pub environment_walkers: Vec<u32>,
+    /// Counts of what was fingerprinted.
     pub stats: Stats,
 }
 
@@ -143,11 +150,14 @@ mod ascending_addresses {
 /// Counts for diagnostics and benchmarks.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
+    /// Functions fingerprinted, instrumented or not.
     pub functions: u64,
+    /// Instrumented functions.
     pub instrumented: u64,
     /// References that could not be resolved to a symbol or data extent
     /// (hashed by section and offset: safe, but layout-dependent).
     pub unresolved: u64,
+    /// The functions' machine code together, in bytes.
     pub code_bytes: u64,
 }
 

@@ -63,10 +63,12 @@ impl Default for Names {
 }
 
 impl Names {
+    /// How many names it holds.
     pub fn len(&self) -> usize {
         self.ends.len()
     }
 
+    /// Whether it holds no name.
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }

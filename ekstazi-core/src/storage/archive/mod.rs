@@ -40,6 +40,8 @@ use tar_reader::TarReader;
 /// history export to about 100 MB unpacked), short of filling a CI
 /// runner's disk, inodes or memory.
 pub const MAX_ENTRIES: usize = 1_000_000;
+/// At most this many bytes, decompressed, are read from an archive (see
+/// [`MAX_ENTRIES`]).
 pub const MAX_BYTES: u64 = 1 << 30;
 
 /// The largest zstd window an archive is read with, as a power of two:
@@ -52,7 +54,9 @@ pub const WINDOW_LOG_MAX: u32 = 23;
 /// What an export wrote, or an unpacking took.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Counted {
+    /// Files written or taken.
     pub files: usize,
+    /// Their bytes together.
     pub bytes: u64,
     /// Entries of an archive that were not taken: not a regular file, or
     /// not at a path a store uses.
@@ -62,10 +66,15 @@ pub struct Counted {
 /// Why an archive cannot be imported at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
+    /// The archive, or the scratch directory, could not be read or written.
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// The archive holds another format version's state: its directory
+    /// (`v11`, say).
     #[error("the file holds records of format {0}; this cargo-ekstazi reads v{FORMAT_VERSION}")]
     OtherVersion(String),
+    /// More entries or bytes than any state, or a zstd window over
+    /// [`WINDOW_LOG_MAX`]: which bound it passed.
     #[error("the file holds more than any state: {0}")]
     TooLarge(String),
 }

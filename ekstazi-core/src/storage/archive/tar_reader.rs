@@ -35,8 +35,13 @@ const BLOCK: usize = 512;
 /// which follows (see [`TarReader::copy_data`], [`TarReader::skip_data`]).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Header {
+    /// The entry's path: a GNU long name or PAX path when one came before it,
+    /// else the header's own.
     pub path: Vec<u8>,
+    /// The type flag (`0` a regular file, `S` a sparse one, ...).
     pub kind: u8,
+    /// The bytes of data that follow the header (for a sparse file, its
+    /// pieces only).
     pub size: u64,
     /// The permission bits (`0o7777` at most); `0o644` when the field
     /// cannot be read.
@@ -49,7 +54,9 @@ pub struct Header {
 /// Where a sparse entry's data goes (see [`TarReader::copy_sparse`]).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Sparse {
+    /// Each piece's offset in the file and length, in order, not overlapping.
     pub pieces: Vec<(u64, u64)>,
+    /// The whole file's length, holes included.
     pub real_size: u64,
 }
 
@@ -69,6 +76,7 @@ impl Header {
     }
 }
 
+/// A tar stream read one header at a time, within a limit of bytes.
 pub struct TarReader<R> {
     inner: R,
     /// Bytes of the current entry's data not yet read, and its padding.

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 /// Which commit a vouching record was filed under, seen from `HEAD`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Vouch {
+    /// The commit id it was filed under.
     pub commit: String,
     /// 1-based: the first parent of `HEAD` is 1.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,6 +125,7 @@ impl Candidates {
             .map(|(id, position)| (id, &self.vouches[*position]))
     }
 
+    /// Whether no test has a record that may vouch.
     pub fn is_empty(&self) -> bool {
         self.by_test.is_empty()
     }

@@ -89,7 +89,9 @@ impl Manifest {
 /// One test at one commit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The test's binary key.
     pub binary: String,
+    /// The test's name within its binary.
     pub test: String,
     /// The record's object id (the blake3 of its encoding).
     pub record: Hash,

@@ -104,14 +104,18 @@ const CURRENT_MAGIC: &[u8; 4] = b"EKZK";
 
 /// A record to file under a commit, and what names its object already.
 pub struct Filing<'a> {
+    /// The test's binary key.
     pub binary: &'a str,
+    /// The test's name within its binary.
     pub test: &'a str,
+    /// The record's outcome, which the manifest's entry keeps.
     pub outcome: Outcome,
     /// The record itself, to cut into an object: needed only where `known`
     /// names no object this history holds ([`History::knows`]).
     pub record: Option<&'a Record>,
     /// The test ran at this commit (see [`Entry::ran`]).
     pub ran: bool,
+    /// What names the record's object already, if anything.
     pub known: Known,
 }
 
@@ -133,6 +137,7 @@ impl<'a> Filing<'a> {
 /// object only while this history holds it.
 #[derive(Clone, Copy, Debug)]
 pub enum Known {
+    /// Nothing: the record is cut into an object.
     Nothing,
     /// It is this history's object `id` (a filed record that vouched).
     Filed(Hash),
@@ -146,6 +151,7 @@ pub enum Known {
 /// What [`History::prune`] removed.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Pruned {
+    /// How many commits' manifests were removed.
     pub commits: usize,
     /// Objects and chunks removed from disk (a pack kept whole keeps its
     /// unnamed ones until it is rewritten).
@@ -158,6 +164,8 @@ pub fn is_commit_id(id: &str) -> bool {
 }
 
 impl History {
+    /// The history at `dir`, reached from `dir` itself (see
+    /// [`History::within`]).
     pub fn new(dir: &Path) -> History {
         History::within(crate::files::contained::StateDir::new(dir), dir)
     }
@@ -196,6 +204,7 @@ impl History {
         }
     }
 
+    /// The history's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
