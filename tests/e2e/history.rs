@@ -3,7 +3,7 @@
 //! history is bounded, damage is no record, and it travels (export/import,
 //! merged shards). Each test builds a real git repository.
 
-use crate::support::{Fixture, clone_trusting, copy_tree, keygen, labels, test_entry};
+use crate::support::{Fixture, TestRun, clone_trusting, copy_tree, keygen, labels, test_entry};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -44,6 +44,21 @@ fn raise_tax(f: &Fixture) -> String {
         "assert_eq!(tax::tax(10), 2);",
     );
     f.commit("raise the tax")
+}
+
+/// `f`'s state exported to `state.tar.zst` and imported into a copy of
+/// its checkout without records: the copy's directory (kept while it is
+/// used), the copy, and the import's run.
+fn exported_to_another_clone(f: &Fixture) -> (tempfile::TempDir, Fixture, TestRun) {
+    let archive = f.file("state.tar.zst");
+    let export = f.run(&["history", "export", archive.to_str().unwrap()]);
+    assert_eq!(export.code(), Some(0), "{export:?}");
+    let other = tempfile::tempdir().unwrap();
+    copy_tree(f.path(), other.path(), false);
+    let g = Fixture::at(other.path());
+    let import = g.run(&["history", "import", archive.to_str().unwrap()]);
+    assert_eq!(import.code(), Some(0), "{import:?}");
+    (other, g, import)
 }
 
 fn commits_filed(f: &Fixture) -> Vec<String> {
@@ -318,17 +333,9 @@ fn the_history_travels_by_export_and_import_and_shards_merge() {
     f.test_ok(&[]);
     raise_price(&f);
     f.test_ok(&[]);
-    let archive = f.file("state.tar.zst");
-    let export = f.run(&["history", "export", archive.to_str().unwrap()]);
-    assert_eq!(export.code(), Some(0), "{export:?}");
-
     // Another clone, with no records: the import makes both commits' records
     // hold there.
-    let other = tempfile::tempdir().unwrap();
-    copy_tree(f.path(), other.path(), false);
-    let g = Fixture::at(other.path());
-    let import = g.run(&["history", "import", archive.to_str().unwrap()]);
-    assert_eq!(import.code(), Some(0), "{import:?}");
+    let (_other, g, import) = exported_to_another_clone(&f);
     assert!(import.stdout.contains("2 commits of history"), "{import:?}");
     assert!(selected(&g, &[]).is_empty());
     g.git(&["checkout", "-q", &base]);
@@ -447,14 +454,7 @@ fn a_history_of_many_tests_keeps_what_each_commit_changed_and_still_vouches() {
     // clone, after an import, both commits' do.
     f.git(&["revert", "--no-edit", "HEAD"]);
     assert!(selected(&f, &[]).is_empty(), "{:?}", f.selected(&[]));
-    let archive = f.file("state.tar.zst");
-    let export = f.run(&["history", "export", archive.to_str().unwrap()]);
-    assert_eq!(export.code(), Some(0), "{export:?}");
-    let other = tempfile::tempdir().unwrap();
-    copy_tree(f.path(), other.path(), false);
-    let g = Fixture::at(other.path());
-    let import = g.run(&["history", "import", archive.to_str().unwrap()]);
-    assert_eq!(import.code(), Some(0), "{import:?}");
+    let (_other, g, _) = exported_to_another_clone(&f);
     g.git(&["checkout", "-q", &second]);
     assert!(selected(&g, &[]).is_empty(), "{:?}", g.selected(&[]));
     g.git(&["checkout", "-q", &first]);
