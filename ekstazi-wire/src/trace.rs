@@ -88,7 +88,8 @@ pub const FLAG_FOREIGN: u8 = 8;
 /// `[pid u32][path]`.
 pub const INSTRUMENTED: u8 = b'I';
 /// Function coverage: the functions a process executed in one program,
-/// `[pid u32][path len u16][path][u32 flag index...]`.
+/// `[pid u32][path len u16][path][u32 flag address...]`, each the address
+/// of a coverage flag it set, relative to the program's load address.
 pub const FUNCTIONS: u8 = b'F';
 /// Function coverage: a process wrote all of its coverage, `[pid u32]`.
 pub const COMPLETE: u8 = b'Q';

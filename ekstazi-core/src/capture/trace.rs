@@ -107,7 +107,7 @@ pub struct Event {
     /// the path's kind.
     pub flags: u8,
     /// Absolute, as resolved by the shim, not yet normalised. For events
-    /// that are not about a path (`V`, `N`, `H`) it holds the raw payload:
+    /// that are not about a path (`V`, `N`, `H`, `G`) it holds the raw payload:
     /// see [`Event::payload`].
     pub path: PathBuf,
 }

@@ -5,7 +5,7 @@
 //! restored into the checkout, a checkout copied with its `.ekstazi/`. Any
 //! entry of it may then be a symbolic link, a FIFO or a device where a
 //! record directory or a log should be. Resolved by path, a link planted as
-//! `v11/<binary>` would have the stale-record sweep delete the files it
+//! `v12/<binary>` would have the stale-record sweep delete the files it
 //! points to, and one planted as `runs.log` would have the run append to
 //! any file the user can write.
 //!

@@ -1,5 +1,6 @@
 //! Signatures a reader checks without a secret: Ed25519, over what a CI
-//! hands to others (an exported state, `history export`).
+//! hands to others (an exported state, `history export`; a push to a
+//! remote store, `history push`).
 //!
 //! A keyed seal ([`super::sealed`]) needs its secret to be checked, so a
 //! job that cannot be given the secret (a fork's pull request, a laptop)
@@ -14,7 +15,7 @@
 //! "cargo-ekstazi signature 1" NUL  kind NUL  project NUL  blake3(subject)
 //! ```
 //!
-//! - the kind of thing signed (`archive`), so that a signature on one kind
+//! - the kind of thing signed (`archive`, `push`), so that a signature on one kind
 //!   never vouches for another;
 //! - the project: the root commits of the repository it was made in
 //!   ([`project_of_roots`]), so that a signature made for one project is

@@ -25,8 +25,9 @@ pub enum Peer {
     /// test's own tree bound during the test: a server the test started.
     Own(SocketAddr),
     /// A loopback (or unspecified) address whose port belongs to a service
-    /// the workspace declared (`[[network.service]]`): not external; the
-    /// test depends on the service's declared inputs instead.
+    /// the workspace declared (`[[network.service]]`): the test depends on
+    /// the service's declared inputs instead, and it is not external
+    /// unless `loopback-is-external` says every loopback peer is.
     Service {
         /// The service's name, as declared.
         name: String,

@@ -21,7 +21,7 @@ use std::path::Path;
 /// Why a test was selected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reason {
-    /// `--forceall`, or an always-run rule.
+    /// `--forceall` (an always-run pattern is [`Reason::AlwaysRunPattern`]).
     Forced,
     /// No record.
     New,

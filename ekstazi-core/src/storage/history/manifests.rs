@@ -93,7 +93,8 @@ pub struct Entry {
     pub binary: String,
     /// The test's name within its binary.
     pub test: String,
-    /// The record's object id (the blake3 of its encoding).
+    /// The record's id in the history: its skeleton's name, the digest its
+    /// seal ends with (`objects::record_id`).
     pub record: Hash,
     /// That record's outcome (for listings, without reading it).
     pub outcome: Outcome,

@@ -13,8 +13,11 @@
 //! ```text
 //! .history/
 //!   commits/<commit id>        a manifest: per test, the record that held
+//!                              (whole, or its changes over a base: `manifests`)
 //!   packs/<digest>             the objects one filing wrote, with an index
-//!                              (with copies of the base links spans name)
+//!                              (with copies of the base links spans name,
+//!                              and the manifests' bases)
+//!   .base                      the base the last manifest was written over
 //!   .current                   which object each current record was filed as
 //!   .swept                     how many packs the last sweep left
 //! ```
