@@ -148,8 +148,9 @@ fn list(store: &Store, root: Option<PathBuf>, json: bool) -> Result<ExitCode> {
     )?;
     writeln!(
         out,
-        "{DIM}(size: a commit's list of records, and the records of the tests that ran there; \
-         a record unchanged since is not stored again){DIM:#}"
+        "{DIM}(size: a commit's list of records (for many tests, what it changed in a list \
+         commits share), and the records of the tests that ran there; a record unchanged since \
+         is not stored again){DIM:#}"
     )?;
     Ok(ExitCode::SUCCESS)
 }
