@@ -139,7 +139,8 @@ fn branch_switches_merges_and_reverts_run_only_what_no_filed_record_vouches_for(
         labels(&[PRICES, TOTALS]),
         "the linear rule reruns a's tests"
     );
-    // Seed 000's Sk: each parent's records alone, intersected.
+    // The history paper's Sk (Gligoric et al., CAV 2014): each parent's
+    // records alone, intersected.
     let from_a = selected(&f, &["--vouch-only-from", &a]);
     let from_b = selected(&f, &["--vouch-only-from", &b[..10]]);
     assert_eq!(from_a, labels(&[TAXES, TOTALS]));

@@ -1115,7 +1115,7 @@ fn write_results(
 /// One figure of a row, for the summary.
 type Column = fn(&Row) -> Option<usize>;
 
-/// Seed 000's comparison over the commits of one kind.
+/// The history paper's comparison (Gligoric et al., CAV 2014) over the commits of one kind.
 fn comparison(kind: &str, rows: &[&Row]) -> String {
     let mut s = String::new();
     let column =
