@@ -1,5 +1,6 @@
 //! Every exit status `cargo ekstazi` sets, by name, in one list (the usage
-//! guide's "Exit status" says the same). Where `cargo test` or a shell has
+//! guide's "Exit status" says the same). Not here: 1, any other error
+//! (`ExitCode::FAILURE`), and 2, a command line clap cannot parse. Where `cargo test` or a shell has
 //! a status for the same thing, it is that one, so that scripts written for
 //! them read ours alike.
 
@@ -12,9 +13,11 @@ pub const TESTS_FAILED: u8 = 101;
 /// a failure alone is [`TESTS_FAILED`]).
 pub const MISSED: u8 = 102;
 
-/// The nextest runner could not start a test: its program or its
-/// temporary directory could not be made ready (a shell's "cannot
-/// execute").
+/// What a test's process ends with when cargo-ekstazi, as nextest's
+/// target runner, could not start it: its program or its temporary
+/// directory could not be made ready (a shell's "cannot execute"). Nextest
+/// reports it as that test's failure; `cargo ekstazi nextest` then returns
+/// nextest's own status.
 pub const CANNOT_RUN: u8 = 126;
 
 /// A second interrupt while the first one's tests were being stopped: the
