@@ -24,6 +24,8 @@
 //! (SanitizerCoverage's callbacks), `hooks` (the interposed functions, with
 //! `sud` for system calls made outside libc), and `fork_server`.
 
+#![warn(missing_docs)]
+
 mod coverage;
 mod environ;
 mod fork_server;
