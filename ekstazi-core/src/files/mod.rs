@@ -46,7 +46,7 @@ pub(crate) fn write_atomic_with(
     Ok(())
 }
 
-/// Why [`read_bounded`] returned no bytes.
+/// Why [`contained::StateDir::read_bounded`] returned no bytes.
 #[derive(Debug)]
 pub enum ReadError {
     /// Nothing at the path.

@@ -57,6 +57,15 @@
 //! # Glob patterns over test names (or `<binary id> <name>` labels).
 //! always-run = ["*::smoke_*"]
 //! never-record = ["flaky::*"]
+//! # The workspace's absolute path is a dependency of every test.
+//! workspace-path = false
+//!
+//! [history]
+//! enabled = true                  # false: only the current records decide
+//! commits = 100                   # commits with records kept
+//! trusted-keys = ["ed25519:…"]    # an imported or fetched state must be signed by one of these
+//! remote = "s3://bucket/prefix"   # a remote store, fetched before selecting
+//! fetch = true                    # false: never fetch before selecting
 //!
 //! [build]
 //! # The instrumented build's debug information: "line-tables-only" (file

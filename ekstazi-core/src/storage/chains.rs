@@ -12,7 +12,7 @@
 //!
 //! Invariant: a link is taken only if its bytes are sealed with its name,
 //! and a chain only if every link on it is, and it is at most
-//! [`MAX_BASE`] ids and [`MAX_DEPTH`] links long. Anything else is no
+//! `MAX_BASE` ids and `MAX_DEPTH` links long. Anything else is no
 //! chain, and what names it decodes to nothing.
 
 use crate::files::sealed::{name_of, named, open, seal};

@@ -90,7 +90,7 @@ pub struct Snapshot {
     /// Coverage flag address of each instrumented function → index into
     /// `names`, sorted by address: how coverage (the flags a process set)
     /// maps to functions. Stored as differences from the address before
-    /// ([`ascending_addresses`]).
+    /// (`ascending_addresses`).
     #[serde(with = "ascending_addresses")]
     pub flags: Vec<(u64, u32)>,
     /// A hash of each instrumented function's [`stable_name`] → index into

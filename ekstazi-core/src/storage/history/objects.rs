@@ -14,7 +14,7 @@
 //! Cut by the ids' first byte (a hash's, so spread evenly), each chunk held
 //! a few of a test's own functions, tests seldom shared one, and on
 //! coreutils chunks were 90 % of the history. Cut into spans of 1 024 of
-//! the base's positions ([`Span`], still read), the tests of one feature
+//! the base's positions (`Span`, still read), the tests of one feature
 //! shared most of theirs, but each span cost its name in the skeleton, an
 //! entry in the pack's index and a seal: on coreutils, 9.1 MB for sets
 //! their record files keep in 4.6 MB. One set per list costs that once.
