@@ -653,6 +653,27 @@ mod tests {
     }
 
     #[test]
+    fn the_example_in_this_modules_overview_parses() {
+        let source = include_str!("config.rs");
+        let example: String = source
+            .lines()
+            .skip_while(|line| *line != "//! ```toml")
+            .skip(1)
+            .take_while(|line| *line != "//! ```")
+            .map(|line| {
+                line.strip_prefix("//!")
+                    .unwrap_or(line)
+                    .trim_start_matches(' ')
+            })
+            .map(|line| format!("{line}\n"))
+            .collect();
+        assert!(example.contains("[history]"), "{example}");
+        let config = Config::parse(&example).unwrap();
+        assert_eq!(config.history.commits, Some(100));
+        assert!(!config.select.workspace_path);
+    }
+
+    #[test]
     fn typos_are_errors_with_a_line() {
         let err = Config::parse("[network]\nloopback-is-externa = true\n")
             .unwrap_err()
