@@ -243,6 +243,8 @@ impl<'a> Stored<'a> {
 pub(crate) struct ManifestView<'a> {
     pub(crate) commit: &'a str,
     pub(crate) filed_at_ms: u64,
+    /// The base it is kept over, if any (what pruning keeps with it).
+    pub(crate) base: Option<Hash>,
     /// Its entries, or with `changes` its base's.
     entries: Encoded<'a>,
     changes: Option<Encoded<'a>>,
@@ -257,6 +259,7 @@ impl<'a> ManifestView<'a> {
             return Some(ManifestView {
                 commit: stored.commit,
                 filed_at_ms: stored.filed_at_ms,
+                base: None,
                 entries: stored.own,
                 changes: None,
             });
@@ -266,6 +269,7 @@ impl<'a> ManifestView<'a> {
         let view = ManifestView {
             commit: stored.commit,
             filed_at_ms: stored.filed_at_ms,
+            base: Some(name),
             entries,
             changes: Some(stored.own),
         };
@@ -279,6 +283,15 @@ impl<'a> ManifestView<'a> {
             }
         });
         removes_listed.then_some(view)
+    }
+
+    /// The manifest, owned.
+    pub(crate) fn to_owned(&self) -> Manifest {
+        Manifest {
+            commit: self.commit.to_owned(),
+            filed_at_ms: self.filed_at_ms,
+            entries: self.entries().map(|e| e.to_owned()).collect(),
+        }
     }
 
     /// The entries, in order (checked by [`ManifestView::assemble`]).
@@ -461,19 +474,15 @@ impl History {
     }
 
     /// The base the manifest filed under `commit` is kept over, if it is
-    /// kept over one (what pruning must keep with it).
+    /// intact and kept over one.
+    #[cfg(test)]
     pub(super) fn base_of(&self, commit: &str) -> Option<Hash> {
-        let unpacked = self.unpacked_manifest(commit, &mut None)?;
-        Stored::open(&unpacked, commit)?.base
+        self.with_manifest(commit, |view| view.base).flatten()
     }
 
     /// The manifest of a commit, if filed and intact.
     pub fn manifest(&self, commit: &str) -> Option<Manifest> {
-        self.with_manifest(commit, |view| Manifest {
-            commit: view.commit.to_owned(),
-            filed_at_ms: view.filed_at_ms,
-            entries: view.entries().map(|e| e.to_owned()).collect(),
-        })
+        self.with_manifest(commit, |view| view.to_owned())
     }
 
     /// `use_` of the manifest filed under `commit`, if it is intact.

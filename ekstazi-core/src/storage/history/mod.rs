@@ -405,16 +405,24 @@ impl History {
     /// Every intact manifest, newest filed first; damaged ones are left out
     /// (their commits hold no record).
     pub fn manifests(&self) -> Vec<Manifest> {
+        self.manifests_and_bases()
+            .into_iter()
+            .map(|(manifest, _)| manifest)
+            .collect()
+    }
+
+    /// [`History::manifests`], each with the base it is kept over, if any.
+    pub(crate) fn manifests_and_bases(&self) -> Vec<(Manifest, Option<Hash>)> {
         use rayon::prelude::*;
         // In parallel: 100 commits' manifests are ~120 000 entries to
         // decompress and decode, a good part of what a history adds to an
         // analysis where few tests try it.
-        let mut all: Vec<Manifest> = self
+        let mut all: Vec<(Manifest, Option<Hash>)> = self
             .commit_ids()
             .par_iter()
-            .filter_map(|id| self.manifest(id))
+            .filter_map(|id| self.with_manifest(id, |view| (view.to_owned(), view.base)))
             .collect();
-        all.sort_by(|a, b| {
+        all.sort_by(|(a, _), (b, _)| {
             b.filed_at_ms
                 .cmp(&a.filed_at_ms)
                 .then(a.commit.cmp(&b.commit))

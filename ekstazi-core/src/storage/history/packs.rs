@@ -329,11 +329,11 @@ impl History {
     /// commit, and each leaves a pack of its own.
     pub fn prune(&self, keep: usize) -> io::Result<Pruned> {
         let mut pruned = Pruned::default();
-        let manifests = self.manifests();
+        let manifests = self.manifests_and_bases();
         let kept: HashSet<&str> = manifests
             .iter()
             .take(keep)
-            .map(|m| m.commit.as_str())
+            .map(|(m, _)| m.commit.as_str())
             .collect();
         let mut swept = false;
         let commits = self.commits_dir();
@@ -361,7 +361,7 @@ impl History {
         let records: HashSet<Hash> = manifests
             .iter()
             .take(keep)
-            .flat_map(|m| m.entries.iter().map(|e| e.record))
+            .flat_map(|(m, _)| m.entries.iter().map(|e| e.record))
             .collect();
         drop(guard);
         let chunks: HashSet<Hash> = records
@@ -372,10 +372,7 @@ impl History {
         // The skeletons too: one may be compressed with a dictionary.
         let beyond = self.named_by_parts(&chunks.union(&records).copied().collect());
         // And the bases the kept manifests are kept over.
-        let bases = manifests
-            .iter()
-            .take(keep)
-            .filter_map(|m| self.base_of(&m.commit));
+        let bases = manifests.iter().take(keep).filter_map(|(_, base)| *base);
         let named: HashSet<Hash> = records
             .into_iter()
             .chain(chunks)
