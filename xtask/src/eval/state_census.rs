@@ -238,15 +238,7 @@ fn manifests_refiled(store: &Store) -> Result<()> {
     use ekstazi_core::storage::history::History;
     let found = store.history();
     let scratch = tempfile::tempdir()?;
-    for entry in walkdir::WalkDir::new(found.dir()) {
-        let entry = entry?;
-        let to = scratch.path().join(entry.path().strip_prefix(found.dir())?);
-        if entry.file_type().is_dir() {
-            std::fs::create_dir_all(&to)?;
-        } else if entry.file_type().is_file() {
-            std::fs::copy(entry.path(), &to)?;
-        }
-    }
+    crate::common::files::copy_tree(found.dir(), scratch.path())?;
     let copy = History::new(scratch.path());
     let sum = |history: &History| {
         let (manifests, objects) = history.sizes();
