@@ -746,7 +746,7 @@ fn still_running(output: &str, keys: &HashMap<PathBuf, String>) -> Vec<TestId> {
         let trimmed = line.trim();
         if let Some(rest) = trimmed.strip_prefix("Running ") {
             current = binary_of_running_line(rest, keys);
-        } else if let (Some(key), Some(rest)) = (current, trimmed.strip_prefix("test "))
+        } else if let (Some(key), Some(rest)) = (current, from_last_test(trimmed))
             && let Some(name) = rest.strip_suffix(" has been running for over 60 seconds")
         {
             running.push((key.clone(), name.to_owned()));
@@ -783,6 +783,12 @@ fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<Te
     outcomes
 }
 
+/// What follows the last `test ` of a libtest line: what a test wrote past
+/// the capture may come before it on the same line.
+fn from_last_test(line: &str) -> Option<&str> {
+    Some(&line[line.rfind("test ")? + "test ".len()..])
+}
+
 /// A test's name and outcome from libtest's `test NAME ... OUTCOME` line.
 /// The line may start with what a test wrote to the terminal without a
 /// newline and past libtest's capture (coreutils' uucore and numfmt tests:
@@ -790,7 +796,7 @@ fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<Te
 /// it; a test's name has no space.
 fn result_line(line: &str) -> Option<(&str, &str)> {
     let (head, outcome) = line.rsplit_once(" ... ")?;
-    let name = &head[head.rfind("test ")? + "test ".len()..];
+    let name = from_last_test(head)?;
     let outcome = outcome.split(',').next().unwrap_or(outcome).trim();
     let known = matches!(outcome, "ok" | "FAILED" | "ignored");
     (known && !name.is_empty() && !name.contains(char::is_whitespace)).then_some((name, outcome))
@@ -873,13 +879,17 @@ a line of its own ... ok
 
         let text = RUNNING_GREP.to_owned()
             + "\
-running 2 tests
+running 3 tests
 test a::b ... ok
 test a::loops has been running for over 60 seconds
+500test a::waits has been running for over 60 seconds
 ";
         assert_eq!(
             still_running(&text, &grep_keys()),
-            vec![("grep".to_owned(), "a::loops".to_owned())]
+            vec![
+                ("grep".to_owned(), "a::loops".to_owned()),
+                ("grep".to_owned(), "a::waits".to_owned())
+            ]
         );
     }
 
