@@ -52,13 +52,12 @@ mod eval;
 mod layout;
 mod package_check;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use bench::{edit, end_to_end, granularity, history, selection, shim};
 use clap::{Parser, Subcommand};
 use common::process::{build_ekstazi, ekstazi_binary};
-use eval::{bisect, evidence, graph_replay, merges, mutate, noise, parity, plot, replay};
+use eval::{bisect, graph_replay, merges, mutate, noise, parity, plot, replay};
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask")]
@@ -212,214 +211,35 @@ enum Task {
     },
 }
 
-/// What both evaluations take: the project, where results go, the tool and
-/// the cargo options.
-#[derive(clap::Args)]
-struct EvalProject {
-    /// A git repository (a clone or a bare mirror) of the project
-    #[arg(long)]
-    repo: PathBuf,
-    /// Where the scratch worktree, state and results go
-    #[arg(long)]
-    out: PathBuf,
-    /// A cargo-ekstazi binary to measure [default: built from this
-    /// workspace in release mode]
-    #[arg(long)]
-    ekstazi: Option<PathBuf>,
-    /// Seconds after which a test is killed and counted as failed
-    /// (`cargo ekstazi test --timeout`); `cargo test`, which has no
-    /// per-test limit, has its whole test run stopped after as long, and
-    /// the tests libtest reports still running count as failed
-    #[arg(long, default_value_t = 300)]
-    timeout: u64,
-    /// Cargo options for every command (e.g. --workspace)
-    #[arg(last = true)]
-    cargo_args: Vec<String>,
-}
-
-impl EvalProject {
-    /// Paths made absolute, and the tool built unless `tool` is false (a
-    /// dry run measures nothing).
-    fn resolve(self, tool: bool) -> Result<evidence::Project> {
-        Ok(evidence::Project {
-            repo: std::path::absolute(self.repo)?,
-            out: std::path::absolute(self.out)?,
-            cargo_args: self.cargo_args,
-            timeout: Duration::from_secs(self.timeout),
-            ekstazi: if tool {
-                ekstazi_binary(self.ekstazi)?
-            } else {
-                PathBuf::new()
-            },
-        })
-    }
-}
-
 #[derive(Subcommand)]
 enum Eval {
     /// Replay consecutive first-parent commits of a project: retest-all with
     /// `cargo test` against `cargo ekstazi test`, per granularity, with a
     /// safety check at every commit
-    Replay {
-        /// Commits to replay (after one to start from); with --graph, the
-        /// whole window, the commits that only start the state included
-        #[arg(long, default_value_t = 20)]
-        commits: usize,
-        /// The newest commit to replay
-        #[arg(long, default_value = "HEAD")]
-        from: String,
-        /// Granularities to measure, comma-separated [default:
-        /// function,binary; with --graph, function]
-        #[arg(long, value_delimiter = ',')]
-        granularity: Vec<String>,
-        /// Replay every commit of the window in topological order, merges
-        /// and their branches alike, with the history carried, and compare
-        /// at merges, reverts and cherry-picks what the history paper's options
-        /// select (linearisation, S¹, Sᵏ, S⁰) with the tool
-        #[arg(long)]
-        graph: bool,
-        /// Run `cargo ekstazi test --verdict-first`: time the wait for the
-        /// verdicts, and wait for the recording in the background before
-        /// the next commit (its time reported apart)
-        #[arg(long, conflicts_with = "graph")]
-        verdict_first: bool,
-        /// A pull request's job at every commit: `cargo ekstazi test
-        /// --no-record` timed on the state recorded at the commit before;
-        /// then a recording run records the commit (reported apart)
-        #[arg(long, conflicts_with_all = ["graph", "verdict_first"])]
-        pull_request: bool,
-        #[command(flatten)]
-        project: EvalProject,
-    },
+    Replay(replay::ReplayArgs),
     /// Bisect real regressions and injected ones (mutants applied from a
     /// commit on, some removed and applied again) with `git bisect run`,
     /// and with `cargo ekstazi bisect` (each `--searches` value) without
     /// history and with the history CI left at every commit of the window
-    Bisect {
-        /// Commits in the window (after the oldest, the good end)
-        #[arg(long, default_value_t = 50)]
-        commits: usize,
-        /// The newest commit of the window (the bad end)
-        #[arg(long, default_value = "HEAD")]
-        from: String,
-        /// Injected regressions to make
-        #[arg(long, default_value_t = 40)]
-        regressions: usize,
-        /// Mutants per rewritten history (their killing tests disjoint),
-        /// so that CI runs once for several
-        #[arg(long, default_value_t = 5)]
-        per_chain: usize,
-        /// Seed of the choice and placement of mutants
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Only mutate Rust sources under these paths (default: every
-        /// package's `src/`)
-        #[arg(long = "src", value_delimiter = ',')]
-        sources: Vec<String>,
-        /// Search the regressions an earlier run left in `<out>/cases.json`
-        /// again, without its CI
-        #[arg(long)]
-        resume: bool,
-        /// The tool's searches (`cargo ekstazi bisect --search` values)
-        #[arg(long, value_delimiter = ',', value_parser = bisect::SEARCHES, default_values = bisect::SEARCHES)]
-        searches: Vec<String>,
-        #[command(flatten)]
-        project: EvalProject,
-    },
+    Bisect(bisect::BisectEvalArgs),
     /// Build merges that conflict (a real commit with a test of its own as
     /// one side, its parent with a mutant the test executes as the other;
     /// and semantic conflicts, where the real commit makes an unchanged
     /// test reach the function the mutant is in) and check them with `cargo ekstazi merge-check` against the ground
     /// truth of `cargo test` at the base, each parent and the merge; then
     /// real merge commits that pass, for false alarms
-    Merges {
-        /// Non-merge commits searched for a first side, newest first
-        #[arg(long, default_value_t = 200)]
-        window: usize,
-        /// The newest commit searched
-        #[arg(long, default_value = "HEAD")]
-        from: String,
-        /// Conflicting merges to build
-        #[arg(long, default_value_t = 16)]
-        merges: usize,
-        /// Semantic conflicts to build: side A is a real commit after which
-        /// an unchanged test executes a function it did not execute at the
-        /// parent, and side B mutates that function
-        #[arg(long, default_value_t = 8)]
-        semantic: usize,
-        /// Every n-th built merge gets a third side (an octopus merge); 0:
-        /// none
-        #[arg(long, default_value_t = 4)]
-        octopus_every: usize,
-        /// Real merge commits that pass to check for false alarms
-        #[arg(long, default_value_t = 10)]
-        real: usize,
-        /// Mutants tried per test of the first side
-        #[arg(long, default_value_t = 4)]
-        tries: usize,
-        /// Seed of the choice of mutants
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Only mutate Rust sources under these paths (default: every
-        /// package's `src/`)
-        #[arg(long = "src", value_delimiter = ',')]
-        sources: Vec<String>,
-        #[command(flatten)]
-        project: EvalProject,
-    },
+    Merges(merges::MergeEvalArgs),
     /// At one commit, `cargo test` and `cargo ekstazi test --forceall`
     /// from an empty state: every test whose outcome differs is listed
-    Parity {
-        /// The commit to run at
-        #[arg(long, default_value = "HEAD")]
-        rev: String,
-        #[command(flatten)]
-        project: EvalProject,
-    },
+    Parity(parity::ParityArgs),
     /// Run `cargo ekstazi test` at one commit from an empty state, then
     /// again with nothing changed: every test a later run selects that had
     /// passed in the run before is noise, listed with its reasons
-    Noise {
-        /// The commit to run at
-        #[arg(long, default_value = "HEAD")]
-        rev: String,
-        /// Runs in all (the first runs everything)
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        #[command(flatten)]
-        project: EvalProject,
-    },
+    Noise(noise::NoiseArgs),
     /// Apply small source mutations to a project one at a time; for each,
     /// `cargo ekstazi test` from a clean recorded state against retest-all:
     /// every test that fails under the mutant must have been selected
-    Mutate {
-        /// The commit to mutate
-        #[arg(long, default_value = "HEAD")]
-        rev: String,
-        /// Mutants to build and test (those that do not compile are
-        /// counted apart and replaced)
-        #[arg(long, default_value_t = 30)]
-        mutants: usize,
-        /// Seed of the choice of mutants
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Granularities to check, comma-separated
-        #[arg(long, default_value = "function", value_delimiter = ',')]
-        granularity: Vec<String>,
-        /// Only mutate Rust sources under these paths (relative to the
-        /// repository root; default: every package's `src/`)
-        #[arg(long = "src", value_delimiter = ',')]
-        sources: Vec<String>,
-        /// Data files (relative paths, git pathspecs) the tests read, to
-        /// mutate as well; default: none
-        #[arg(long = "data", value_delimiter = ',')]
-        data: Vec<String>,
-        /// Only print the mutants in the order they would be tried
-        #[arg(long)]
-        dry_run: bool,
-        #[command(flatten)]
-        project: EvalProject,
-    },
+    Mutate(mutate::MutateArgs),
     /// Redraw a replay's figure from its CSV files, and print its summary
     /// and time tables again
     Plot {
@@ -526,150 +346,27 @@ fn main() -> Result<()> {
             &std::path::absolute(project)?,
             &cargo_args,
         ),
-        Task::Eval {
-            what:
-                Eval::Replay {
-                    commits,
-                    from,
-                    granularity,
-                    graph: true,
-                    project,
-                    ..
-                },
-        } => {
-            let granularity = match &granularity[..] {
-                [] => "function".to_owned(),
-                [one] => one.clone(),
-                _ => bail!("--graph measures one granularity: one state carries the history"),
-            };
-            graph_replay::replay(&graph_replay::GraphArgs {
-                project: project.resolve(true)?,
-                commits,
-                from,
-                granularity,
-            })
-        }
-        Task::Eval {
-            what:
-                Eval::Replay {
-                    commits,
-                    from,
-                    mut granularity,
-                    graph: false,
-                    verdict_first,
-                    pull_request,
-                    project,
-                },
-        } => replay::replay(&replay::ReplayArgs {
-            project: project.resolve(true)?,
-            commits,
-            from,
-            granularities: {
-                if granularity.is_empty() {
-                    granularity = vec!["function".into(), "binary".into()];
-                }
-                granularity
-            },
-            mode: match (verdict_first, pull_request) {
-                (true, _) => evidence::RunMode::VerdictFirst,
-                (_, true) => evidence::RunMode::NoRecord,
-                _ => evidence::RunMode::Record,
-            },
-        }),
-        Task::Eval {
-            what:
-                Eval::Bisect {
-                    commits,
-                    from,
-                    regressions,
-                    per_chain,
-                    seed,
-                    sources,
-                    resume,
-                    searches,
-                    project,
-                },
-        } => bisect::bisect(&bisect::BisectEvalArgs {
-            project: project.resolve(true)?,
-            from,
-            commits,
-            regressions,
-            per_chain: per_chain.max(1),
-            seed,
-            sources,
-            resume,
-            searches,
-        }),
-        Task::Eval {
-            what:
-                Eval::Merges {
-                    window,
-                    from,
-                    merges,
-                    semantic,
-                    octopus_every,
-                    real,
-                    tries,
-                    seed,
-                    sources,
-                    project,
-                },
-        } => merges::merges(&merges::MergeEvalArgs {
-            project: project.resolve(true)?,
-            from,
-            window,
-            merges,
-            semantic,
-            octopus_every,
-            real,
-            tries: tries.max(1),
-            seed,
-            sources,
-        }),
-        Task::Eval {
-            what: Eval::Parity { rev, project },
-        } => parity::parity(&parity::ParityArgs {
-            project: project.resolve(true)?,
-            rev,
-        }),
-        Task::Eval {
-            what: Eval::Noise { rev, runs, project },
-        } => noise::noise(&noise::NoiseArgs {
-            project: project.resolve(true)?,
-            rev,
-            runs,
-        }),
-        Task::Eval {
-            what:
-                Eval::Mutate {
-                    rev,
-                    mutants,
-                    seed,
-                    granularity,
-                    sources,
-                    data,
-                    dry_run,
-                    project,
-                },
-        } => mutate::mutate(&mutate::MutateArgs {
-            project: project.resolve(!dry_run)?,
-            rev,
-            mutants,
-            seed,
-            granularities: granularity,
-            sources,
-            data,
-            dry_run,
-        }),
-        Task::Eval {
-            what: Eval::Plot { out, name, svg },
-        } => plot::redraw(&out, &name, svg),
-        Task::Eval {
-            what: Eval::State { state },
-        } => eval::state_census::census(&state),
+        Task::Eval { what } => match what {
+            Eval::Replay(args) if args.graph => {
+                graph_replay::replay(&graph_replay::GraphArgs::from_replay(args)?)
+            }
+            Eval::Replay(args) => replay::replay(&args.resolve()?),
+            Eval::Bisect(args) => bisect::bisect(&args.resolve()?),
+            Eval::Merges(args) => merges::merges(&args.resolve()?),
+            Eval::Parity(args) => parity::parity(&parity::ParityArgs {
+                project: args.project.resolve(true)?,
+                ..args
+            }),
+            Eval::Noise(args) => noise::noise(&noise::NoiseArgs {
+                project: args.project.resolve(true)?,
+                ..args
+            }),
+            Eval::Mutate(args) => mutate::mutate(&args.resolve()?),
+            Eval::Plot { out, name, svg } => plot::redraw(&out, &name, svg),
+            Eval::State { state } => eval::state_census::census(&state),
+        },
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -686,12 +383,12 @@ mod tests {
             let base = ["cargo xtask", "eval", "bisect", "--repo", "r", "--out", "o"];
             let cli = Cli::try_parse_from(base.iter().chain(extra))?;
             let Task::Eval {
-                what: Eval::Bisect { searches, .. },
+                what: Eval::Bisect(args),
             } = cli.task
             else {
                 panic!()
             };
-            Ok::<_, clap::Error>(searches)
+            Ok::<_, clap::Error>(args.searches)
         };
         assert_eq!(searches(&[]).unwrap(), bisect::SEARCHES);
         assert_eq!(

@@ -52,23 +52,50 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[derive(clap::Args)]
 pub struct BisectEvalArgs {
+    /// Commits in the window (after the oldest, the good end)
+    #[arg(long, default_value_t = 50)]
+    pub commits: usize,
+    /// The newest commit of the window (the bad end)
+    #[arg(long, default_value = "HEAD")]
+    pub from: String,
+    /// Injected regressions to make
+    #[arg(long, default_value_t = 40)]
+    pub regressions: usize,
+    /// Mutants per rewritten history (their killing tests disjoint),
+    /// so that CI runs once for several
+    #[arg(long, default_value_t = 5)]
+    pub per_chain: usize,
+    /// Seed of the choice and placement of mutants
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Only mutate Rust sources under these paths (default: every
+    /// package's `src/`)
+    #[arg(long = "src", value_delimiter = ',')]
+    pub sources: Vec<String>,
+    /// Search the regressions an earlier run left in `<out>/cases.json`
+    /// again, without its CI
+    #[arg(long)]
+    pub resume: bool,
+    /// The tool's searches (`cargo ekstazi bisect --search` values)
+    #[arg(long, value_delimiter = ',', value_parser = SEARCHES, default_values = SEARCHES)]
+    pub searches: Vec<String>,
     /// The project, where results go, the tool, the cargo options and the
     /// time limit.
+    #[command(flatten)]
     pub project: evidence::Project,
-    pub from: String,
-    pub commits: usize,
-    /// Injected regressions to make.
-    pub regressions: usize,
-    /// Mutants per rewritten history.
-    pub per_chain: usize,
-    pub seed: u64,
-    pub sources: Vec<String>,
-    /// Search the regressions of an earlier run's `cases.json` again.
-    pub resume: bool,
-    /// The tool's searches to run (`--search` values), each without and
-    /// with the CI history.
-    pub searches: Vec<String>,
+}
+
+impl BisectEvalArgs {
+    /// The project resolved, and at least one mutant per rewritten history.
+    pub fn resolve(self) -> Result<Self> {
+        Ok(BisectEvalArgs {
+            project: self.project.resolve(true)?,
+            per_chain: self.per_chain.max(1),
+            ..self
+        })
+    }
 }
 
 /// The tool's `--search` values, in the order they are reported.
@@ -189,11 +216,7 @@ fn distance(case: &Case) -> Option<usize> {
 }
 
 pub fn bisect(args: &BisectEvalArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(
-        &args.project.out,
-        Some(&args.project.ekstazi),
-        &args.project.repo,
-    )?;
+    let (ekstazi, scratch) = args.project.scratch_setup()?;
     let git = |a: &[&str]| evidence::git(&scratch, a);
     // A rerun starts with no bisect of an earlier one in flight.
     let _ = git(&["bisect", "reset"])
@@ -1145,7 +1168,7 @@ mod tests {
                 out: PathBuf::from("/x/out"),
                 cargo_args: Vec::new(),
                 timeout: Duration::from_secs(1),
-                ekstazi: PathBuf::from("cargo-ekstazi"),
+                ekstazi: Some(PathBuf::from("cargo-ekstazi")),
             },
             from: "HEAD".to_owned(),
             commits: 5,

@@ -4,8 +4,9 @@
 //! test that had to run was skipped, the test's record from the state
 //! directory, printed so that the miss can be investigated.
 
-use crate::common::process::run_ok;
+use crate::common::process::{ekstazi_binary, output, run_ok};
 use anyhow::{Context, Result};
+use clap::builder::TypedValueParser as _;
 use ekstazi_core::model::code_dep::CodeUnit;
 use ekstazi_core::model::dep::Sum;
 use ekstazi_core::storage::store::{Loaded, Store};
@@ -17,19 +18,70 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What every evaluation of a real project is given.
+/// What every evaluation of a real project is given, as the command line
+/// gives it (each `eval` command flattens it after its own options).
+/// [`Project::resolve`] makes it what an evaluation runs on before any
+/// evaluation sees it.
+#[derive(clap::Args)]
 pub struct Project {
-    /// A git repository (a clone or a bare mirror) of the project.
+    /// A git repository (a clone or a bare mirror) of the project
+    #[arg(long)]
     pub repo: PathBuf,
-    /// Where the scratch worktree, state and results go.
+    /// Where the scratch worktree, state and results go
+    #[arg(long)]
     pub out: PathBuf,
-    /// Cargo options for every command.
-    pub cargo_args: Vec<String>,
-    /// Per test for cargo-ekstazi (`--timeout`); for the whole test run of
-    /// `cargo test`, which has no per-test limit.
+    /// A cargo-ekstazi binary to measure [default: built from this
+    /// workspace in release mode]
+    #[arg(long)]
+    pub ekstazi: Option<PathBuf>,
+    /// Seconds after which a test is killed and counted as failed
+    /// (`cargo ekstazi test --timeout`); `cargo test`, which has no
+    /// per-test limit, has its whole test run stopped after as long, and
+    /// the tests libtest reports still running count as failed
+    #[arg(long, default_value = "300", value_parser = clap::value_parser!(u64).map(Duration::from_secs))]
     pub timeout: Duration,
-    /// The cargo-ekstazi binary measured.
-    pub ekstazi: PathBuf,
+    /// Cargo options for every command (e.g. --workspace)
+    #[arg(last = true)]
+    pub cargo_args: Vec<String>,
+}
+
+impl Project {
+    /// Paths made absolute, and the tool found or built, unless `tool` is
+    /// false (a dry run measures nothing, and has none).
+    pub fn resolve(self, tool: bool) -> Result<Self> {
+        Ok(Project {
+            repo: std::path::absolute(self.repo)?,
+            out: std::path::absolute(self.out)?,
+            ekstazi: if tool {
+                Some(ekstazi_binary(self.ekstazi)?)
+            } else {
+                None
+            },
+            ..self
+        })
+    }
+
+    /// Every evaluation's opening: the run's own copy of cargo-ekstazi,
+    /// when there is one (rebuilding cargo-ekstazi while a run goes on must
+    /// not change the tool half-way through it), and a scratch clone of the
+    /// project, both under `out`. Returns the copy's path and the clone's.
+    pub fn scratch_setup(&self) -> Result<(PathBuf, PathBuf)> {
+        std::fs::create_dir_all(&self.out)?;
+        let copy = self.out.join("cargo-ekstazi");
+        if let Some(ekstazi) = self.ekstazi.as_deref().filter(|e| *e != copy) {
+            std::fs::copy(ekstazi, &copy).context("cannot copy cargo-ekstazi")?;
+        }
+        let scratch = self.out.join("worktree");
+        if !scratch.exists() {
+            run_ok(
+                Command::new("git")
+                    .args(["clone", "-q", "--no-checkout"])
+                    .arg(&self.repo)
+                    .arg(&scratch),
+            )?;
+        }
+        Ok((copy, scratch))
+    }
 }
 
 /// A test's identity: binary key and name.
@@ -528,31 +580,6 @@ pub fn report_miss(
     Ok(file)
 }
 
-/// The run's own copy of cargo-ekstazi, when one is given (rebuilding
-/// cargo-ekstazi while a run goes on must not change the tool half-way
-/// through it), and a scratch clone of the project, both under `out`.
-pub fn scratch_setup(
-    out: &Path,
-    ekstazi: Option<&Path>,
-    repo: &Path,
-) -> Result<(PathBuf, PathBuf)> {
-    std::fs::create_dir_all(out)?;
-    let copy = out.join("cargo-ekstazi");
-    if let Some(ekstazi) = ekstazi.filter(|e| *e != copy) {
-        std::fs::copy(ekstazi, &copy).context("cannot copy cargo-ekstazi")?;
-    }
-    let scratch = out.join("worktree");
-    if !scratch.exists() {
-        run_ok(
-            Command::new("git")
-                .args(["clone", "-q", "--no-checkout"])
-                .arg(repo)
-                .arg(&scratch),
-        )?;
-    }
-    Ok((copy, scratch))
-}
-
 pub fn cargo(dir: &Path, args: &[&str], extra: &[String]) -> Command {
     let mut command = Command::new("cargo");
     command
@@ -622,6 +649,14 @@ pub fn git(dir: &Path, args: &[&str]) -> Command {
 pub fn checkout_clean(dir: &Path, rev: &str) -> Result<()> {
     run_ok(&mut git(dir, &["checkout", "-q", "-f", rev]))?;
     run_ok(&mut git(dir, &["clean", "-fdq"]))
+}
+
+/// [`checkout_clean`], then the commit's `<short hash> <subject>` line,
+/// trimmed, for progress messages and reports.
+pub fn checkout_headline(dir: &Path, rev: &str) -> Result<String> {
+    checkout_clean(dir, rev)?;
+    let line = output(&mut git(dir, &["log", "-1", "--format=%h %s"]))?;
+    Ok(line.trim().to_owned())
 }
 
 /// The binary key of every test executable `cargo test` builds, by path,

@@ -44,9 +44,10 @@
 //! a file per miss under `misses/`.
 
 use super::evidence::{self, EkstaziOpts, TestId};
+use super::replay::ReplayArgs;
 use crate::common::process::output;
 use crate::common::stats;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -61,6 +62,25 @@ pub struct GraphArgs {
     pub commits: usize,
     pub from: String,
     pub granularity: String,
+}
+
+impl GraphArgs {
+    /// `eval replay --graph`: one granularity, since one state carries the
+    /// history (refused before the tool is built), and the project
+    /// resolved.
+    pub fn from_replay(args: ReplayArgs) -> Result<Self> {
+        let granularity = match &args.granularity[..] {
+            [] => "function".to_owned(),
+            [one] => one.clone(),
+            _ => bail!("--graph measures one granularity: one state carries the history"),
+        };
+        Ok(GraphArgs {
+            project: args.project.resolve(true)?,
+            commits: args.commits,
+            from: args.from,
+            granularity,
+        })
+    }
 }
 
 type Tests = BTreeSet<TestId>;
@@ -768,11 +788,7 @@ impl Tool<'_> {
 }
 
 pub fn replay(args: &GraphArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(
-        &args.project.out,
-        Some(&args.project.ekstazi),
-        &args.project.repo,
-    )?;
+    let (ekstazi, scratch) = args.project.scratch_setup()?;
     let window = Window::read(&scratch, &args.project.repo, &args.from, args.commits)?;
     let dag = &window.dag;
     let idom = dag.dominators();

@@ -57,25 +57,54 @@ use std::process::Command;
 use std::time::Instant;
 use syn::visit::Visit;
 
+#[derive(clap::Args)]
 pub struct MergeEvalArgs {
+    /// Non-merge commits searched for a first side, newest first
+    #[arg(long, default_value_t = 200)]
+    pub window: usize,
+    /// The newest commit searched
+    #[arg(long, default_value = "HEAD")]
+    pub from: String,
+    /// Conflicting merges to build
+    #[arg(long, default_value_t = 16)]
+    pub merges: usize,
+    /// Semantic conflicts to build: side A is a real commit after which
+    /// an unchanged test executes a function it did not execute at the
+    /// parent, and side B mutates that function
+    #[arg(long, default_value_t = 8)]
+    pub semantic: usize,
+    /// Every n-th built merge gets a third side (an octopus merge); 0:
+    /// none
+    #[arg(long, default_value_t = 4)]
+    pub octopus_every: usize,
+    /// Real merge commits that pass to check for false alarms
+    #[arg(long, default_value_t = 10)]
+    pub real: usize,
+    /// Mutants tried per test of the first side
+    #[arg(long, default_value_t = 4)]
+    pub tries: usize,
+    /// Seed of the choice of mutants
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Only mutate Rust sources under these paths (default: every
+    /// package's `src/`)
+    #[arg(long = "src", value_delimiter = ',')]
+    pub sources: Vec<String>,
     /// The project, where results go, the tool, the cargo options and the
     /// time limit.
+    #[command(flatten)]
     pub project: evidence::Project,
-    pub from: String,
-    /// Non-merge commits searched for sides A, newest first.
-    pub window: usize,
-    /// Conflicting merges to build.
-    pub merges: usize,
-    /// Semantic conflicts to build.
-    pub semantic: usize,
-    /// Every n-th built merge has a third side (0: none).
-    pub octopus_every: usize,
-    /// Real merge commits (that pass) to check for false alarms.
-    pub real: usize,
-    /// Mutants tried per test of side A before moving on.
-    pub tries: usize,
-    pub seed: u64,
-    pub sources: Vec<String>,
+}
+
+impl MergeEvalArgs {
+    /// The project resolved, and at least one mutant tried per test.
+    pub fn resolve(self) -> Result<Self> {
+        Ok(MergeEvalArgs {
+            project: self.project.resolve(true)?,
+            tries: self.tries.max(1),
+            ..self
+        })
+    }
 }
 
 /// What merge-check can say of a test.
@@ -157,11 +186,7 @@ impl Row {
 }
 
 pub fn merges(args: &MergeEvalArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(
-        &args.project.out,
-        Some(&args.project.ekstazi),
-        &args.project.repo,
-    )?;
+    let (ekstazi, scratch) = args.project.scratch_setup()?;
     let logs = args.project.out.join("logs");
     std::fs::create_dir_all(&logs)?;
     let mut rows = Vec::new();

@@ -29,17 +29,46 @@ use std::process::Command;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
+#[derive(clap::Args)]
 pub struct MutateArgs {
+    /// The commit to mutate
+    #[arg(long, default_value = "HEAD")]
+    pub rev: String,
+    /// Mutants to build and test (those that do not compile are
+    /// counted apart and replaced)
+    #[arg(long, default_value_t = 30)]
+    pub mutants: usize,
+    /// Seed of the choice of mutants
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Granularities to check, comma-separated
+    #[arg(long, default_value = "function", value_delimiter = ',')]
+    pub granularity: Vec<String>,
+    /// Only mutate Rust sources under these paths (relative to the
+    /// repository root; default: every package's `src/`)
+    #[arg(long = "src", value_delimiter = ',')]
+    pub sources: Vec<String>,
+    /// Data files (relative paths, git pathspecs) the tests read, to
+    /// mutate as well; default: none
+    #[arg(long = "data", value_delimiter = ',')]
+    pub data: Vec<String>,
+    /// Only print the mutants in the order they would be tried
+    #[arg(long)]
+    pub dry_run: bool,
     /// The project, where results go, the tool, the cargo options and the
     /// time limit.
+    #[command(flatten)]
     pub project: evidence::Project,
-    pub rev: String,
-    pub mutants: usize,
-    pub seed: u64,
-    pub granularities: Vec<String>,
-    pub sources: Vec<String>,
-    pub data: Vec<String>,
-    pub dry_run: bool,
+}
+
+impl MutateArgs {
+    /// The project resolved; a dry run measures nothing, so it has no tool.
+    pub fn resolve(self) -> Result<Self> {
+        Ok(MutateArgs {
+            project: self.project.resolve(!self.dry_run)?,
+            ..self
+        })
+    }
 }
 
 /// A mutation operator.
@@ -117,18 +146,9 @@ struct Outcome {
 }
 
 pub fn mutate(args: &MutateArgs) -> Result<()> {
-    let tool = (!args.dry_run).then_some(args.project.ekstazi.as_path());
-    let (ekstazi, scratch) = evidence::scratch_setup(&args.project.out, tool, &args.project.repo)?;
-    evidence::checkout_clean(&scratch, &args.rev)?;
-    let head = output(&mut evidence::git(
-        &scratch,
-        &["log", "-1", "--format=%h %s"],
-    ))?;
-    eprintln!(
-        "mutating {} at {}",
-        args.project.repo.display(),
-        head.trim()
-    );
+    let (ekstazi, scratch) = args.project.scratch_setup()?;
+    let head = evidence::checkout_headline(&scratch, &args.rev)?;
+    eprintln!("mutating {} at {}", args.project.repo.display(), head);
 
     let candidates = candidates(&scratch, &args.sources, &args.data)?;
     let mut counts: BTreeMap<Operator, usize> = BTreeMap::new();
@@ -181,7 +201,7 @@ pub fn mutate(args: &MutateArgs) -> Result<()> {
         !clean.timed_out,
         "cargo test on the clean tree ran over the time limit (--timeout)"
     );
-    for granularity in &args.granularities {
+    for granularity in &args.granularity {
         let state = args.project.out.join(format!("clean-state-{granularity}"));
         let _ = std::fs::remove_dir_all(&state);
         for round in 0..2 {
@@ -333,7 +353,7 @@ fn try_mutant(
             .count();
     }
 
-    for granularity in &args.granularities {
+    for granularity in &args.granularity {
         let clean_state = args.project.out.join(format!("clean-state-{granularity}"));
         let state = args.project.out.join(format!("state-{granularity}"));
         let _ = std::fs::remove_dir_all(&state);
@@ -404,7 +424,7 @@ fn write_results(
     let mut csv = String::from(
         "mutant,operator,file,line,what,built,killing_tests,timed_out,unverified,retest_s",
     );
-    for g in &args.granularities {
+    for g in &args.granularity {
         write!(csv, ",{g}_tests,{g}_selected,{g}_share,{g}_misses,{g}_s")?;
     }
     csv.push('\n');
@@ -422,7 +442,7 @@ fn write_results(
             o.unverified,
             o.retest_total
         )?;
-        for g in &args.granularities {
+        for g in &args.granularity {
             let s = o.sides.get(g).cloned().unwrap_or_default();
             write!(
                 csv,
@@ -445,8 +465,7 @@ fn write_results(
     writeln!(
         md,
         "## {name}: mutants of `{}` (seed {})\n",
-        head.trim(),
-        args.seed
+        head, args.seed
     )?;
     writeln!(
         md,
@@ -464,7 +483,7 @@ fn write_results(
         "| granularity | mutants | killed | failing tests | missed | mean selected | median selected | mean selected (killed mutants) |"
     )?;
     writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
-    for g in &args.granularities {
+    for g in &args.granularity {
         let sides: Vec<(&Outcome, &Side)> = built
             .iter()
             .filter_map(|o| Some((*o, o.sides.get(g)?)))
@@ -509,12 +528,12 @@ fn write_results(
     }
     writeln!(md, "\nEvery mutant:\n")?;
     write!(md, "| # | operator | where | change | failing tests |")?;
-    for g in &args.granularities {
+    for g in &args.granularity {
         write!(md, " {g} selected |")?;
     }
     writeln!(md)?;
     write!(md, "|---:|---|---|---|---:|")?;
-    for _ in &args.granularities {
+    for _ in &args.granularity {
         write!(md, "---:|")?;
     }
     writeln!(md)?;
@@ -532,7 +551,7 @@ fn write_results(
                 (true, true) => format!("{} (hung; {} not reached)", o.killing.len(), o.unverified),
             }
         )?;
-        for g in &args.granularities {
+        for g in &args.granularity {
             match o.sides.get(g) {
                 Some(s) if !s.failed_report => write!(
                     md,

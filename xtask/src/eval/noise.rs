@@ -10,7 +10,6 @@
 //! directory. Output: `<out>/noise.md`, and each run's log and report.
 
 use super::evidence::{self, Report, TestId, log_file};
-use crate::common::process::output;
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -18,12 +17,18 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+#[derive(clap::Args)]
 pub struct NoiseArgs {
+    /// The commit to run at
+    #[arg(long, default_value = "HEAD")]
+    pub rev: String,
+    /// Runs in all (the first runs everything)
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
     /// The project, where results go, the tool, the cargo options and the
     /// time limit.
+    #[command(flatten)]
     pub project: evidence::Project,
-    pub rev: String,
-    pub runs: usize,
 }
 
 /// One run after the first: what it selected, split by why.
@@ -40,16 +45,8 @@ struct Rerun {
 }
 
 pub fn noise(args: &NoiseArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(
-        &args.project.out,
-        Some(&args.project.ekstazi),
-        &args.project.repo,
-    )?;
-    evidence::checkout_clean(&scratch, &args.rev)?;
-    let head = output(&mut evidence::git(
-        &scratch,
-        &["log", "-1", "--format=%h %s"],
-    ))?;
+    let (ekstazi, scratch) = args.project.scratch_setup()?;
+    let head = evidence::checkout_headline(&scratch, &args.rev)?;
     let state = args.project.out.join("state");
     let target = args.project.out.join("target");
     // A state left by an earlier invocation would make the first run a
@@ -63,7 +60,7 @@ pub fn noise(args: &NoiseArgs) -> Result<()> {
     let mut reruns = Vec::new();
     let mut first = (0usize, 0usize, 0.0f64);
     for run in 1..=args.runs.max(2) {
-        eprintln!("run {run} at {}", head.trim());
+        eprintln!("run {run} at {}", head);
         let report_path = args.project.out.join(format!("run-{run}.json"));
         let (report, wall) = ekstazi_run(
             args,
@@ -97,7 +94,7 @@ pub fn noise(args: &NoiseArgs) -> Result<()> {
 
     let text = render(
         &super::replay::project_name(&args.project.repo),
-        head.trim(),
+        &head,
         &args.project.cargo_args,
         first,
         &reruns,

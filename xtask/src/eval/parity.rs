@@ -11,28 +11,26 @@
 //! Output: `<out>/parity.md`, both runs' logs and the tool's report.
 
 use super::evidence::{self, EkstaziOpts, RunMode, TestId};
-use crate::common::process::output;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+#[derive(clap::Args)]
 pub struct ParityArgs {
+    /// The commit to run at
+    #[arg(long, default_value = "HEAD")]
+    pub rev: String,
     /// The project, where results go, the tool, the cargo options and the
     /// time limit.
+    #[command(flatten)]
     pub project: evidence::Project,
-    pub rev: String,
 }
 
 pub fn parity(args: &ParityArgs) -> Result<()> {
     let project = &args.project;
-    let (ekstazi, scratch) =
-        evidence::scratch_setup(&project.out, Some(&project.ekstazi), &project.repo)?;
-    evidence::checkout_clean(&scratch, &args.rev)?;
-    let head = output(&mut evidence::git(
-        &scratch,
-        &["log", "-1", "--format=%h %s"],
-    ))?;
-    eprintln!("cargo test at {}", head.trim());
+    let (ekstazi, scratch) = project.scratch_setup()?;
+    let head = evidence::checkout_headline(&scratch, &args.rev)?;
+    eprintln!("cargo test at {}", head);
     let retest = evidence::retest_all(
         &scratch,
         &project.cargo_args,
@@ -42,7 +40,7 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
     if !retest.built {
         bail!("the project does not build at {}", args.rev);
     }
-    eprintln!("cargo ekstazi test --forceall at {}", head.trim());
+    eprintln!("cargo ekstazi test --forceall at {}", head);
     let state = project.out.join("state");
     let _ = std::fs::remove_dir_all(&state);
     let report_path = project.out.join("ekstazi.json");
@@ -99,7 +97,7 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
         text,
         "# Parity: {} at {}\n",
         super::replay::project_name(&project.repo),
-        head.trim()
+        head
     )?;
     writeln!(
         text,

@@ -35,36 +35,78 @@ use std::process::Command;
 /// outcome the commit made from one the run made.
 const RERUNS: usize = 3;
 
+/// `eval replay`'s options, with `--graph` those of `graph_replay` too
+/// (which takes them through [`super::graph_replay::GraphArgs::from_replay`]).
+#[derive(clap::Args)]
 pub struct ReplayArgs {
+    /// Commits to replay (after one to start from); with --graph, the
+    /// whole window, the commits that only start the state included
+    #[arg(long, default_value_t = 20)]
+    pub commits: usize,
+    /// The newest commit to replay
+    #[arg(long, default_value = "HEAD")]
+    pub from: String,
+    /// Granularities to measure, comma-separated [default:
+    /// function,binary; with --graph, function]
+    #[arg(long, value_delimiter = ',')]
+    pub granularity: Vec<String>,
+    /// Replay every commit of the window in topological order, merges
+    /// and their branches alike, with the history carried, and compare
+    /// at merges, reverts and cherry-picks what the history paper's options
+    /// select (linearisation, S¹, Sᵏ, S⁰) with the tool
+    #[arg(long)]
+    pub graph: bool,
+    /// Run `cargo ekstazi test --verdict-first`: time the wait for the
+    /// verdicts, and wait for the recording in the background before
+    /// the next commit (its time reported apart)
+    #[arg(long, conflicts_with = "graph")]
+    pub verdict_first: bool,
+    /// A pull request's job at every commit: `cargo ekstazi test
+    /// --no-record` timed on the state recorded at the commit before;
+    /// then a recording run records the commit (reported apart)
+    #[arg(long, conflicts_with_all = ["graph", "verdict_first"])]
+    pub pull_request: bool,
     /// The project, where results go, the tool, the cargo options and the
     /// time limit.
+    #[command(flatten)]
     pub project: evidence::Project,
-    pub commits: usize,
-    pub from: String,
-    pub granularities: Vec<String>,
-    /// How the timed run runs: `--verdict-first` (its time is the wait for
-    /// the verdicts, and its recording in the background is waited for
-    /// before the next commit and reported apart), or `--no-record` as a
-    /// pull request's job (see [`ReplayArgs::pull_request`]).
-    pub mode: RunMode,
 }
 
 impl ReplayArgs {
-    /// A pull request's job at every commit: the timed run records
-    /// nothing, on the state recorded at the commit before (as the base
-    /// branch's CI left it); a recording run then records the commit, as
-    /// the base branch's next push would, untimed and reported apart.
-    fn pull_request(&self) -> bool {
-        self.mode == RunMode::NoRecord
+    /// The project resolved, and the granularities measured when none is
+    /// given.
+    pub fn resolve(self) -> Result<Self> {
+        let project = self.project.resolve(true)?;
+        let granularity = if self.granularity.is_empty() {
+            vec!["function".into(), "binary".into()]
+        } else {
+            self.granularity
+        };
+        Ok(ReplayArgs {
+            project,
+            granularity,
+            ..self
+        })
+    }
+
+    /// How the timed run runs: `--verdict-first` (its time is the wait for
+    /// the verdicts, and its recording in the background is waited for
+    /// before the next commit and reported apart), or `--no-record` as a
+    /// pull request's job: the timed run records nothing, on the state
+    /// recorded at the commit before (as the base branch's CI left it); a
+    /// recording run then records the commit, as the base branch's next
+    /// push would, untimed and reported apart.
+    fn mode(&self) -> RunMode {
+        match (self.verdict_first, self.pull_request) {
+            (true, _) => RunMode::VerdictFirst,
+            (_, true) => RunMode::NoRecord,
+            _ => RunMode::Record,
+        }
     }
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
-    let (ekstazi, scratch) = evidence::scratch_setup(
-        &args.project.out,
-        Some(&args.project.ekstazi),
-        &args.project.repo,
-    )?;
+    let (ekstazi, scratch) = args.project.scratch_setup()?;
     let listing = output(
         Command::new("git")
             .arg("-C")
@@ -93,12 +135,8 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     let reports = args.project.out.join("reports");
     std::fs::create_dir_all(&reports)?;
     for (i, commit) in commits.iter().enumerate() {
-        evidence::checkout_clean(&scratch, commit)?;
-        let line = output(&mut evidence::git(
-            &scratch,
-            &["log", "-1", "--format=%h %s"],
-        ))?;
-        let (short, subject) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+        let line = evidence::checkout_headline(&scratch, commit)?;
+        let (short, subject) = line.split_once(' ').unwrap_or((&line, ""));
         eprintln!("[{i}/{}] {short} {subject}", commits.len() - 1);
 
         let retest = evidence::retest_all(
@@ -115,7 +153,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             continue;
         }
 
-        for granularity in &args.granularities {
+        for granularity in &args.granularity {
             let state = args.project.out.join(format!("state-{granularity}"));
             let target = args.project.out.join(format!("target-{granularity}"));
             let report_path = reports.join(format!("{i:03}-{short}-{granularity}.json"));
@@ -129,14 +167,14 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
                 log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
                 report: &report_path,
                 timeout: args.project.timeout,
-                mode: args.mode,
+                mode: args.mode(),
             };
             // The first commit only records: it is the base of the next.
-            let timed = match (args.pull_request(), i) {
+            let timed = match (args.pull_request, i) {
                 (true, 0) => None,
                 _ => Some(evidence::ekstazi_test(&opts)?),
             };
-            let run = match (args.pull_request(), timed) {
+            let run = match (args.pull_request, timed) {
                 (true, timed) => {
                     let record_report =
                         reports.join(format!("{i:03}-{short}-{granularity}-record.json"));
@@ -308,24 +346,24 @@ fn write_results(
         ekstazi_failed.len(),
         list_in_parens(ekstazi_failed),
     )?;
-    summary.push_str(&summary_table(&args.granularities, rows));
+    summary.push_str(&summary_table(&args.granularity, rows));
     summary.push('\n');
-    summary.push_str(&time_table(&args.granularities, rows));
+    summary.push_str(&time_table(&args.granularity, rows));
     summary.push('\n');
     // Per commit, side by side.
-    let first = args.granularities.first().and_then(|g| rows.get(g));
+    let first = args.granularity.first().and_then(|g| rows.get(g));
     if let Some(first) = first {
         write!(summary, "| commit | subject | tests |")?;
-        for g in &args.granularities {
+        for g in &args.granularity {
             write!(summary, " {g} |")?;
         }
         writeln!(
             summary,
             " cargo test | changed outcomes | reasons ({}) |",
-            args.granularities[0]
+            args.granularity[0]
         )?;
         write!(summary, "|---|---|---:|")?;
-        for _ in &args.granularities {
+        for _ in &args.granularity {
             write!(summary, "---:|")?;
         }
         writeln!(summary, "---:|---:|---|")?;
@@ -337,7 +375,7 @@ fn write_results(
                 row.subject.replace('|', "\\|"),
                 row.tests
             )?;
-            for g in &args.granularities {
+            for g in &args.granularity {
                 match rows
                     .get(g)
                     .and_then(|r| r.iter().find(|r| r.commit == row.commit))
@@ -367,7 +405,7 @@ fn write_results(
         }
     }
     std::fs::write(args.project.out.join("summary.md"), &summary)?;
-    for granularity in &args.granularities {
+    for granularity in &args.granularity {
         let rows = rows.get(granularity).map(Vec::as_slice).unwrap_or(&[]);
         write_csv(
             &args.project.out.join(format!("replay-{granularity}.csv")),
@@ -375,7 +413,7 @@ fn write_results(
         )?;
     }
     let series: Vec<(String, Vec<Row>)> = args
-        .granularities
+        .granularity
         .iter()
         .map(|g| (g.clone(), rows.get(g).cloned().unwrap_or_default()))
         .collect();
