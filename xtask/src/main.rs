@@ -1,5 +1,7 @@
 //! Developer tasks for cargo-ekstazi: `cargo xtask <task>`. This file is
-//! the command line and its dispatch; the tasks live below it:
+//! the command line and its dispatch; the tasks live below it, each with
+//! its options as a `clap::Args` struct of its own module (an evaluation's
+//! ends with `evidence::Project`'s), which reaches the task whole:
 //!
 //! - `bench/`: the timing benchmarks, `cargo xtask bench…`:
 //!   - `bench`: end-to-end timings of `cargo ekstazi test` against `cargo
@@ -55,7 +57,6 @@ mod package_check;
 use anyhow::Result;
 use bench::{edit, end_to_end, granularity, history, selection, shim};
 use clap::{Parser, Subcommand};
-use common::process::{build_ekstazi, ekstazi_binary};
 use eval::{bisect, graph_replay, merges, mutate, noise, parity, plot, replay};
 use std::path::PathBuf;
 
@@ -70,116 +71,21 @@ struct Cli {
 enum Task {
     /// Time `cargo ekstazi test` (nothing changed, and --forceall) against
     /// `cargo test` and `cargo nextest run`, and print the ratios
-    Bench {
-        /// The cargo project to measure [default: a copy of examples/demo]
-        #[arg(long)]
-        project: Option<PathBuf>,
-        /// A cargo-ekstazi binary to measure [default: built from this workspace]
-        #[arg(long)]
-        ekstazi: Option<PathBuf>,
-        /// Timed runs of each command
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        /// Cargo options for every command (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
-    },
+    Bench(end_to_end::Args),
     /// Time `cargo ekstazi test` against `cargo test` after a one-function
     /// edit, a new one each round, and print the ratio
-    BenchEdit {
-        /// The cargo project to measure [default: a copy of examples/demo]
-        #[arg(long)]
-        project: Option<PathBuf>,
-        /// The source file to edit, relative to the project
-        #[arg(long)]
-        file: PathBuf,
-        /// The 1-based line a statement is inserted before (inside a function body)
-        #[arg(long)]
-        line: usize,
-        /// A cargo-ekstazi binary to measure [default: built from this workspace]
-        #[arg(long)]
-        ekstazi: Option<PathBuf>,
-        /// Timed rounds (an edit, then both commands)
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        /// Time only the rebuild, plain and with each part of the
-        /// instrumented build added in turn (module `build_parts`)
-        #[arg(long)]
-        parts: bool,
-        /// Time `cargo ekstazi test --verdict-first`; its recording in the
-        /// background is waited for before the next command, and shown apart
-        #[arg(long, conflicts_with = "parts")]
-        verdict_first: bool,
-        /// Cargo options for both commands (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
-    },
+    BenchEdit(edit::Args),
     /// What function granularity costs on one project, from clean builds:
     /// build and test time against binary granularity, fingerprinting speed
-    BenchGranularity {
-        /// The cargo project to measure
-        #[arg(long)]
-        project: PathBuf,
-        /// Cargo options for every command (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
-    },
+    BenchGranularity(granularity::Args),
     /// Time the smart checksums and function fingerprints of a project's
     /// instrumented test binaries (build them first with `cargo ekstazi test`)
-    BenchSelection {
-        /// The cargo project to measure
-        #[arg(long)]
-        project: PathBuf,
-        /// Timed runs
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-    },
+    BenchSelection(selection::Args),
     /// Time the analysis (`cargo ekstazi list`) on a state directory with its
     /// history against the same state without it, and print the ratio
-    BenchHistory {
-        /// The project's checkout, at the commit to analyse
-        #[arg(long)]
-        project: PathBuf,
-        /// Its state directory (with a history: an `eval replay`'s `state-function`, say)
-        #[arg(long)]
-        state: PathBuf,
-        /// The target directory its state was recorded with
-        #[arg(long)]
-        target_dir: Option<PathBuf>,
-        /// A cargo-ekstazi binary to measure [default: built from this workspace]
-        #[arg(long)]
-        ekstazi: Option<PathBuf>,
-        /// Timed runs of each
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        /// Cargo options (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
-    },
+    BenchHistory(history::Args),
     /// Time opening, stat'ing and listing many files with and without the shim
-    BenchShim {
-        /// Distinct files to open and stat
-        #[arg(long, default_value_t = 100_000)]
-        files: usize,
-        /// Timed runs of each variant
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        /// Also run every test of this cargo project, one process each,
-        /// with and without the shim
-        #[arg(long)]
-        project: Option<PathBuf>,
-        /// Tests run at once for --project
-        #[arg(long, default_value_t = 2)]
-        jobs: usize,
-        /// With --project, also run the tests of cargo-ekstazi's
-        /// instrumented build, under the shim: everything a test process
-        /// pays under cargo-ekstazi, against the plain run
-        #[arg(long, requires = "project")]
-        instrumented: bool,
-        /// Cargo options for building the project's tests (e.g. --workspace)
-        #[arg(last = true)]
-        cargo_args: Vec<String>,
-    },
+    BenchShim(shim::Args),
     /// The measured program of `bench-shim` (run by it)
     #[command(hide = true)]
     ShimWorker {
@@ -199,11 +105,7 @@ enum Task {
     /// Package the published crates, install cargo-ekstazi from the
     /// packages alone into a temporary root, and run it on the demo twice
     /// (the second run must skip every test)
-    PackageCheck {
-        /// Package uncommitted changes too
-        #[arg(long)]
-        allow_dirty: bool,
-    },
+    PackageCheck(package_check::Args),
     /// Evaluate selection on real projects
     Eval {
         #[command(subcommand)]
@@ -263,89 +165,15 @@ enum Eval {
 
 fn main() -> Result<()> {
     match Cli::parse().task {
-        Task::Bench {
-            project,
-            ekstazi,
-            runs,
-            cargo_args,
-        } => end_to_end::bench(project, &ekstazi_binary(ekstazi)?, runs, &cargo_args),
-        Task::BenchEdit {
-            project,
-            file,
-            line,
-            ekstazi,
-            runs,
-            parts,
-            verdict_first,
-            cargo_args,
-        } => bench::bench_edit(&edit::Args {
-            ekstazi: ekstazi_binary(ekstazi)?,
-            project,
-            file,
-            line,
-            runs: runs.max(1),
-            parts,
-            verdict_first,
-            cargo_args,
-        }),
-        Task::BenchShim {
-            files,
-            runs,
-            project,
-            jobs,
-            instrumented,
-            cargo_args,
-        } => {
-            let shim = shim::build_shim()?;
-            shim::bench_shim(&shim, files, runs)?;
-            let ekstazi = if instrumented {
-                Some(build_ekstazi()?)
-            } else {
-                None
-            };
-            match project {
-                Some(project) => shim::bench_shim_project(
-                    &shim,
-                    ekstazi.as_deref(),
-                    &project,
-                    runs,
-                    jobs,
-                    &cargo_args,
-                ),
-                None => Ok(()),
-            }
-        }
-        Task::Layout { crates } => layout::check(&crates),
-        Task::PackageCheck { allow_dirty } => {
-            package_check::check(&package_check::Args { allow_dirty })
-        }
+        Task::Bench(args) => end_to_end::bench(args),
+        Task::BenchEdit(args) => bench::bench_edit(args),
+        Task::BenchGranularity(args) => granularity::bench(args),
+        Task::BenchSelection(args) => selection::bench(args),
+        Task::BenchHistory(args) => history::bench(args),
+        Task::BenchShim(args) => shim::bench(&args),
         Task::ShimWorker { dir, files } => shim::shim_worker(&dir, files),
-        Task::BenchSelection { project, runs } => {
-            selection::bench(&std::path::absolute(project)?, runs)
-        }
-        Task::BenchHistory {
-            project,
-            state,
-            target_dir,
-            ekstazi,
-            runs,
-            cargo_args,
-        } => history::bench(&history::Args {
-            ekstazi: ekstazi_binary(ekstazi)?,
-            project: std::path::absolute(project)?,
-            state: std::path::absolute(state)?,
-            target_dir: target_dir.map(std::path::absolute).transpose()?,
-            runs: runs.max(1),
-            cargo_args,
-        }),
-        Task::BenchGranularity {
-            project,
-            cargo_args,
-        } => granularity::bench(
-            &build_ekstazi()?,
-            &std::path::absolute(project)?,
-            &cargo_args,
-        ),
+        Task::Layout { crates } => layout::check(&crates),
+        Task::PackageCheck(args) => package_check::check(&args),
         Task::Eval { what } => match what {
             Eval::Replay(args) if args.graph => {
                 graph_replay::replay(&graph_replay::GraphArgs::from_replay(args)?)
@@ -367,6 +195,7 @@ fn main() -> Result<()> {
         },
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

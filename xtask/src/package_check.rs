@@ -54,8 +54,10 @@ fn own_files(package: &str) -> &'static [&'static str] {
     }
 }
 
+#[derive(clap::Args)]
 pub struct Args {
-    /// Package uncommitted changes too (`cargo package --allow-dirty`).
+    /// Package uncommitted changes too
+    #[arg(long)]
     pub allow_dirty: bool,
 }
 

@@ -45,12 +45,12 @@ struct Variant {
     env: Vec<(&'static str, String)>,
 }
 
-pub fn measure(args: &Args, project: &Path) -> Result<()> {
+pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
     let file = project.join(&args.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
     eprintln!("measuring in {}", project.display());
-    let result = rounds(args, project, &file, &original);
+    let result = rounds(args, ekstazi, project, &file, &original);
     // The project is the user's: it gets its file back whatever happened.
     std::fs::write(&file, &original)?;
     let (variants, times) = result?;
@@ -78,6 +78,7 @@ pub fn measure(args: &Args, project: &Path) -> Result<()> {
 
 fn rounds(
     args: &Args,
+    ekstazi: &Path,
     project: &Path,
     file: &Path,
     original: &str,
@@ -86,12 +87,12 @@ fn rounds(
     std::fs::write(file, edit(original, args.line, 0)?)?;
     run(
         project,
-        &ekstazi_command(&args.ekstazi, &["test", "-q"], &args.cargo_args),
+        &ekstazi_command(ekstazi, &["test", "-q"], &args.cargo_args),
     )?;
     let target_dir = project.join("target");
     let shim = newest(&target_dir.join("ekstazi"), "libekstazi_runtime-", ".so")?;
     let callbacks = newest(&target_dir.join("ekstazi"), "ekstazi-sancov-", ".o")?;
-    let variants = variants(&args.ekstazi, &shim, &callbacks);
+    let variants = variants(ekstazi, &shim, &callbacks);
     let host = host()?;
     let build = |variant: &Variant| -> Result<Duration> {
         let mut command = Command::new("cargo");

@@ -15,38 +15,64 @@
 //! part of the instrumented build added in turn (`super::build_parts`,
 //! chosen by `super::bench_edit`).
 
-use crate::common::process::{ekstazi_command, plain_command, run, wait_for_recording};
+use crate::common::process::{
+    ekstazi_binary, ekstazi_command, plain_command, run, wait_for_recording,
+};
 use crate::common::stats::{median, seconds};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// `bench-edit`'s options, for `edit` and `build_parts` alike.
+#[derive(clap::Args)]
 pub struct Args {
-    pub ekstazi: PathBuf,
-    /// The project [default: a copy of examples/demo]
+    /// The cargo project to measure [default: a copy of examples/demo]
+    #[arg(long)]
     pub project: Option<PathBuf>,
     /// The source file to edit, relative to the project
+    #[arg(long)]
     pub file: PathBuf,
-    /// The 1-based line the statement goes before: inside a function body
+    /// The 1-based line a statement is inserted before (inside a function body)
+    #[arg(long)]
     pub line: usize,
+    /// A cargo-ekstazi binary to measure [default: built from this workspace]
+    #[arg(long)]
+    pub ekstazi: Option<PathBuf>,
+    /// Timed rounds (an edit, then both commands)
+    #[arg(long, default_value_t = 5)]
     pub runs: usize,
-    /// Time the rebuild's parts instead (`super::build_parts`)
+    /// Time only the rebuild, plain and with each part of the
+    /// instrumented build added in turn (module `build_parts`)
+    #[arg(long)]
     pub parts: bool,
-    /// Time `cargo ekstazi test --verdict-first` (its recording in the
-    /// background waited for, untimed, and shown apart)
+    /// Time `cargo ekstazi test --verdict-first`; its recording in the
+    /// background is waited for before the next command, and shown apart
+    #[arg(long, conflicts_with = "parts")]
     pub verdict_first: bool,
+    /// Cargo options for both commands (e.g. --workspace)
+    #[arg(last = true)]
     pub cargo_args: Vec<String>,
 }
 
-pub fn measure(args: &Args, project: &Path) -> Result<()> {
+impl Args {
+    /// The cargo-ekstazi binary, given or built (and taken out of the
+    /// options), and at least one round.
+    pub fn resolve(mut self) -> Result<(PathBuf, Self)> {
+        let ekstazi = ekstazi_binary(self.ekstazi.take())?;
+        let runs = self.runs.max(1);
+        Ok((ekstazi, Args { runs, ..self }))
+    }
+}
+
+pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
     let file = project.join(&args.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
     let edited = |round: usize| edit(&original, args.line, round);
     eprintln!("measuring in {}", project.display());
 
-    let result = rounds(args, project, &file, &edited);
+    let result = rounds(args, ekstazi, project, &file, &edited);
     // The project is the user's: it gets its file back whatever happened.
     std::fs::write(&file, &original)?;
     let (plain, ekstazi, recording) = result?;
@@ -91,12 +117,13 @@ type Timings = (Vec<Duration>, Vec<Duration>, Vec<Duration>);
 
 fn rounds(
     args: &Args,
+    ekstazi: &Path,
     project: &Path,
     file: &Path,
     edited: &dyn Fn(usize) -> Result<String>,
 ) -> Result<Timings> {
     let cargo = |cmd: &[&str]| plain_command(cmd, &args.cargo_args);
-    let ekstazi = |cmd: &[&str]| ekstazi_command(&args.ekstazi, cmd, &args.cargo_args);
+    let ekstazi = |cmd: &[&str]| ekstazi_command(ekstazi, cmd, &args.cargo_args);
 
     // Both builds made and the records settled at edit 0, so that every
     // timed run starts from the previous round's tree; and the edit checked

@@ -4,21 +4,35 @@
 //! alike; the figures that matter are the ratios.
 
 use super::in_project;
-use crate::common::process::{ekstazi_command, plain_command, run, wait_for_recording};
+use crate::common::process::{
+    ekstazi_binary, ekstazi_command, plain_command, run, wait_for_recording,
+};
 use crate::common::stats::{median, seconds};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub fn bench(
-    project: Option<PathBuf>,
-    ekstazi: &Path,
-    runs: usize,
-    cargo_args: &[String],
-) -> Result<()> {
-    in_project(project.as_deref(), |project| {
-        bench_in(project, ekstazi, runs, cargo_args)
+#[derive(clap::Args)]
+pub struct Args {
+    /// The cargo project to measure [default: a copy of examples/demo]
+    #[arg(long)]
+    pub project: Option<PathBuf>,
+    /// A cargo-ekstazi binary to measure [default: built from this workspace]
+    #[arg(long)]
+    pub ekstazi: Option<PathBuf>,
+    /// Timed runs of each command
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Cargo options for every command (e.g. --workspace)
+    #[arg(last = true)]
+    pub cargo_args: Vec<String>,
+}
+
+pub fn bench(args: Args) -> Result<()> {
+    let ekstazi = ekstazi_binary(args.ekstazi)?;
+    in_project(args.project.as_deref(), |project| {
+        bench_in(project, &ekstazi, args.runs, &args.cargo_args)
     })
 }
 

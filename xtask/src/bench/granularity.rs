@@ -3,6 +3,7 @@
 //! one, the instrumented tests' run time against the plain ones', and the
 //! fingerprinting speed.
 
+use crate::common::process::build_ekstazi;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -52,7 +53,27 @@ fn clean_run(
     Ok(report.timings)
 }
 
-pub fn bench(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// The cargo project to measure
+    #[arg(long)]
+    pub project: PathBuf,
+    /// Cargo options for every command (e.g. --workspace)
+    #[arg(last = true)]
+    pub cargo_args: Vec<String>,
+}
+
+/// Builds cargo-ekstazi from this workspace, then measures.
+pub fn bench(args: Args) -> Result<()> {
+    let ekstazi = build_ekstazi()?;
+    bench_in(
+        &ekstazi,
+        &std::path::absolute(args.project)?,
+        &args.cargo_args,
+    )
+}
+
+fn bench_in(ekstazi: &Path, project: &Path, cargo_args: &[String]) -> Result<()> {
     let metadata = cargo_metadata::MetadataCommand::new()
         .current_dir(project)
         .no_deps()

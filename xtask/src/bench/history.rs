@@ -8,24 +8,54 @@
 //! vouch for.
 
 use crate::common::files::copy_tree;
-use crate::common::process::output;
+use crate::common::process::{ekstazi_binary, output};
 use crate::common::stats::median;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[derive(clap::Args)]
 pub struct Args {
-    pub ekstazi: PathBuf,
-    /// The project's checkout (at the commit to analyse).
+    /// The project's checkout, at the commit to analyse
+    #[arg(long)]
     pub project: PathBuf,
-    /// Its state directory, with a history.
+    /// Its state directory (with a history: an `eval replay`'s `state-function`, say)
+    #[arg(long)]
     pub state: PathBuf,
+    /// The target directory its state was recorded with
+    #[arg(long)]
     pub target_dir: Option<PathBuf>,
+    /// A cargo-ekstazi binary to measure [default: built from this workspace]
+    #[arg(long)]
+    pub ekstazi: Option<PathBuf>,
+    /// Timed runs of each
+    #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Cargo options (e.g. --workspace)
+    #[arg(last = true)]
     pub cargo_args: Vec<String>,
 }
 
-pub fn bench(args: &Args) -> Result<()> {
+impl Args {
+    /// The cargo-ekstazi binary, given or built (and taken out of the
+    /// options), the paths made absolute, and at least one run.
+    fn resolve(mut self) -> Result<(PathBuf, Self)> {
+        let ekstazi = ekstazi_binary(self.ekstazi.take())?;
+        Ok((
+            ekstazi,
+            Args {
+                project: std::path::absolute(self.project)?,
+                state: std::path::absolute(self.state)?,
+                target_dir: self.target_dir.map(std::path::absolute).transpose()?,
+                runs: self.runs.max(1),
+                ..self
+            },
+        ))
+    }
+}
+
+pub fn bench(args: Args) -> Result<()> {
+    let (ekstazi, args) = args.resolve()?;
     // Removed when the bench ends, however it ends: two copies of a state
     // with its history are hundreds of megabytes, and thirty benches left
     // behind filled this machine's disk.
@@ -53,7 +83,7 @@ pub fn bench(args: &Args) -> Result<()> {
     // One untimed run each first: the build, and the page cache.
     for run in 0..=args.runs {
         for (i, state) in [&with, &without].into_iter().enumerate() {
-            let (analysis, line) = analyse(args, state)?;
+            let (analysis, line) = analyse(&args, &ekstazi, state)?;
             if run > 0 {
                 times[i].push(analysis);
             }
@@ -96,8 +126,8 @@ fn count_commits(state: &Path) -> Result<usize> {
 
 /// One `cargo ekstazi list -v`: the analysis stage's seconds, and the
 /// summary line (`N of M tests selected`).
-fn analyse(args: &Args, state: &Path) -> Result<(f64, String)> {
-    let mut command = Command::new(&args.ekstazi);
+fn analyse(args: &Args, ekstazi: &Path, state: &Path) -> Result<(f64, String)> {
+    let mut command = Command::new(ekstazi);
     command
         .args(["ekstazi", "list", "-v", "--state-dir"])
         .arg(state)

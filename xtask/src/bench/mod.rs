@@ -16,9 +16,10 @@
 //! - `bench-history`: what a history of filed records costs the analysis
 //!   (`history`).
 //!
-//! Main types: each command's `Args` (`edit::Args` is `bench-edit`'s, for
-//! `edit` and `build_parts` alike; `history::Args`), and the `Duration`s
-//! of the rounds, which `common::stats` turns into medians.
+//! Main types: each command's `Args`, its command-line options
+//! (`edit::Args` is `bench-edit`'s, for `edit` and `build_parts` alike),
+//! and the `Duration`s of the rounds, which `common::stats` turns into
+//! medians.
 //!
 //! Invariant: benchmarks use `common` (timed runs, the one `median`) and
 //! ekstazi-core, never `eval`; within, `build_parts` uses `edit` and not
@@ -38,12 +39,13 @@ use std::path::Path;
 
 /// `cargo xtask bench-edit`: end to end after the edits (`edit`), or with
 /// `--parts` the rebuild's parts (`build_parts`).
-pub fn bench_edit(args: &edit::Args) -> Result<()> {
+pub fn bench_edit(args: edit::Args) -> Result<()> {
+    let (ekstazi, args) = args.resolve()?;
     in_project(args.project.as_deref(), |project| {
         if args.parts {
-            build_parts::measure(args, project)
+            build_parts::measure(&args, &ekstazi, project)
         } else {
-            edit::measure(args, project)
+            edit::measure(&args, &ekstazi, project)
         }
     })
 }

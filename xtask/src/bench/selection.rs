@@ -13,10 +13,24 @@ use ekstazi_core::model::path::Anchors;
 use ekstazi_core::storage::snapshots::Snapshots;
 use ekstazi_core::storage::store::Store;
 use rayon::prelude::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-pub fn bench(project: &Path, runs: usize) -> Result<()> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// The cargo project to measure
+    #[arg(long)]
+    pub project: PathBuf,
+    /// Timed runs
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+}
+
+pub fn bench(args: Args) -> Result<()> {
+    bench_in(&std::path::absolute(args.project)?, args.runs)
+}
+
+fn bench_in(project: &Path, runs: usize) -> Result<()> {
     let metadata = cargo_metadata::MetadataCommand::new()
         .current_dir(project)
         .no_deps()

@@ -12,13 +12,62 @@
 //! the test binaries' own start-up an upper bound).
 
 use crate::common::files::{tempfile_dir, workspace_root};
+use crate::common::process::build_ekstazi;
 use crate::common::stats::median;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub fn build_shim() -> Result<PathBuf> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// Distinct files to open and stat
+    #[arg(long, default_value_t = 100_000)]
+    pub files: usize,
+    /// Timed runs of each variant
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Also run every test of this cargo project, one process each,
+    /// with and without the shim
+    #[arg(long)]
+    pub project: Option<PathBuf>,
+    /// Tests run at once for --project
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// With --project, also run the tests of cargo-ekstazi's
+    /// instrumented build, under the shim: everything a test process
+    /// pays under cargo-ekstazi, against the plain run
+    #[arg(long, requires = "project")]
+    pub instrumented: bool,
+    /// Cargo options for building the project's tests (e.g. --workspace)
+    #[arg(last = true)]
+    pub cargo_args: Vec<String>,
+}
+
+/// `cargo xtask bench-shim`: the cost per call, then, given a project, on
+/// its tests.
+pub fn bench(args: &Args) -> Result<()> {
+    let shim = build_shim()?;
+    bench_shim(&shim, args.files, args.runs)?;
+    let ekstazi = if args.instrumented {
+        Some(build_ekstazi()?)
+    } else {
+        None
+    };
+    match &args.project {
+        Some(project) => bench_shim_project(
+            &shim,
+            ekstazi.as_deref(),
+            project,
+            args.runs,
+            args.jobs,
+            &args.cargo_args,
+        ),
+        None => Ok(()),
+    }
+}
+
+fn build_shim() -> Result<PathBuf> {
     let root = workspace_root();
     // Built as cargo-ekstazi's build script builds the shim it embeds.
     let target = root.join("target/bench-shim");
@@ -36,7 +85,7 @@ pub fn build_shim() -> Result<PathBuf> {
     Ok(target.join("release/libekstazi_runtime.so"))
 }
 
-pub fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
+fn bench_shim(shim: &Path, files: usize, runs: usize) -> Result<()> {
     let scratch = tempfile_dir()?;
     let dir = scratch.join("files");
     std::fs::create_dir_all(&dir)?;
@@ -136,7 +185,7 @@ struct ProjectTest {
 /// of them with the shim and all without (and, given cargo-ekstazi as
 /// `instrumented`, from its instrumented build with the shim), in
 /// interleaved rounds.
-pub fn bench_shim_project(
+fn bench_shim_project(
     shim: &Path,
     instrumented: Option<&Path>,
     project: &Path,
