@@ -43,7 +43,7 @@
 //! under `reports/`, each `list --json` under `lists/`, logs under `logs/`,
 //! a file per miss under `misses/`.
 
-use super::evidence::{self, EkstaziOpts, TestId};
+use super::evidence::{self, EkstaziOpts, Report, TestId};
 use super::replay::ReplayArgs;
 use crate::common::process::output;
 use crate::common::stats;
@@ -790,39 +790,125 @@ impl Tool<'_> {
 pub fn replay(args: &GraphArgs) -> Result<()> {
     let (ekstazi, scratch) = args.project.scratch_setup()?;
     let window = Window::read(&scratch, &args.project.repo, &args.from, args.commits)?;
-    let dag = &window.dag;
-    let idom = dag.dominators();
     let n = window.commits.len();
-    let starts = (0..n).filter(|&c| dag.is_start(c)).count();
-    eprintln!(
-        "replaying {n} commits of {} in topological order ({starts} of them only start the state)",
-        args.project.repo.display()
-    );
-    let tool = Tool {
-        args,
-        ekstazi: &ekstazi,
-        scratch: &scratch,
-        state: args.project.out.join("state"),
-        target: args.project.out.join("target"),
-        env: vec![("EKSTAZI_HISTORY_COMMITS", (n + 1).to_string())],
-    };
-    let logs = args.project.out.join("logs");
-    let reports = args.project.out.join("reports");
-    std::fs::create_dir_all(&reports)?;
-
-    let mut stored = Stored::new(window.short.clone());
-    let mut outcomes: Vec<Option<HashMap<TestId, String>>> = vec![None; n];
-    let mut witnesses = Witnesses::default();
-    let mut rows: Vec<Row> = Vec::new();
-    let mut not_built: Vec<String> = Vec::new();
-    let mut ekstazi_failed: Vec<String> = Vec::new();
+    let mut replay = GraphReplay::new(args, &window, &ekstazi, &scratch)?;
     for h in 0..n {
-        let short = window.short[h].as_str();
-        evidence::checkout_clean(&scratch, &window.commits[h])?;
-        let kind = window.kind(&scratch, h)?;
-        let name = |c: usize| window.short[c].clone();
-        let mut row = Row {
-            commit: short.to_owned(),
+        if replay.commit(h)? {
+            // A long replay can be read while it runs.
+            replay.save(h + 1)?;
+        }
+    }
+    replay.save(n)?;
+    print!(
+        "{}",
+        std::fs::read_to_string(args.project.out.join("summary.md"))?
+    );
+    Ok(())
+}
+
+/// One graph replay as it goes: the window and the tool, and what the
+/// commits replayed so far leave to the next ones (S⁰'s selections, the
+/// outcomes and witnesses the safety check compares with, the rows).
+struct GraphReplay<'a> {
+    args: &'a GraphArgs,
+    window: &'a Window,
+    idom: Vec<Option<usize>>,
+    /// Commits that only start the state.
+    starts: usize,
+    tool: Tool<'a>,
+    logs: PathBuf,
+    reports: PathBuf,
+    stored: Stored,
+    /// Per commit, `cargo test`'s outcomes (`None`: not built, or not yet
+    /// replayed).
+    outcomes: Vec<Option<HashMap<TestId, String>>>,
+    witnesses: Witnesses,
+    rows: Vec<Row>,
+    not_built: Vec<String>,
+    ekstazi_failed: Vec<String>,
+}
+
+impl<'a> GraphReplay<'a> {
+    fn new(
+        args: &'a GraphArgs,
+        window: &'a Window,
+        ekstazi: &'a Path,
+        scratch: &'a Path,
+    ) -> Result<Self> {
+        let dag = &window.dag;
+        let n = window.commits.len();
+        let starts = (0..n).filter(|&c| dag.is_start(c)).count();
+        eprintln!(
+            "replaying {n} commits of {} in topological order ({starts} of them only start the state)",
+            args.project.repo.display()
+        );
+        let tool = Tool {
+            args,
+            ekstazi,
+            scratch,
+            state: args.project.out.join("state"),
+            target: args.project.out.join("target"),
+            env: vec![("EKSTAZI_HISTORY_COMMITS", (n + 1).to_string())],
+        };
+        let reports = args.project.out.join("reports");
+        std::fs::create_dir_all(&reports)?;
+        Ok(GraphReplay {
+            args,
+            window,
+            idom: dag.dominators(),
+            starts,
+            tool,
+            logs: args.project.out.join("logs"),
+            reports,
+            stored: Stored::new(window.short.clone()),
+            outcomes: vec![None; n],
+            witnesses: Witnesses::default(),
+            rows: Vec::new(),
+            not_built: Vec::new(),
+            ekstazi_failed: Vec::new(),
+        })
+    }
+
+    /// Replays commit `h`: `cargo test`, the references (before the tool's
+    /// run changes the state), the tool, and the safety check. False when
+    /// the commit did not build or the tool wrote no report: nothing new
+    /// to write then.
+    fn commit(&mut self, h: usize) -> Result<bool> {
+        evidence::checkout_clean(self.tool.scratch, &self.window.commits[h])?;
+        let kind = self.window.kind(self.tool.scratch, h)?;
+        let mut row = self.row(h, kind);
+        eprintln!(
+            "[{}/{}] {} ({}) {}",
+            h + 1,
+            self.window.commits.len(),
+            row.commit,
+            row.kind,
+            row.subject
+        );
+        if !self.retest(h)? {
+            return Ok(false);
+        }
+        let sk = if kind == Kind::Start {
+            None
+        } else {
+            self.references(h, kind, &mut row)
+        };
+        let Some(report) = self.run_tool(h)? else {
+            return Ok(false);
+        };
+        self.check_safety(h, &report, sk.as_ref(), &mut row)?;
+        print_progress(&row);
+        if kind != Kind::Start {
+            self.rows.push(row);
+        }
+        Ok(true)
+    }
+
+    /// The row of commit `h`, with what its place in the graph says.
+    fn row(&self, h: usize, kind: Kind) -> Row {
+        let window = self.window;
+        Row {
+            commit: window.short[h].clone(),
             subject: window.subjects[h].clone(),
             parents: window.all_parents[h]
                 .iter()
@@ -830,167 +916,223 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
                     window
                         .index
                         .get(p)
-                        .map_or_else(|| p[..7].to_owned(), |&c| name(c))
+                        .map_or_else(|| p[..7].to_owned(), |&c| window.short[c].clone())
                 })
                 .collect(),
             kind: kind.name(),
             auto: (kind == Kind::Merge)
-                .then(|| window.auto_merge(&scratch, h))
+                .then(|| window.auto_merge(self.tool.scratch, h))
                 .flatten(),
             ..Row::default()
-        };
-        eprintln!("[{}/{n}] {short} ({}) {}", h + 1, row.kind, row.subject);
+        }
+    }
 
+    /// `cargo test` at `h`, its outcomes kept; false when it did not build.
+    fn retest(&mut self, h: usize) -> Result<bool> {
+        let short = &self.window.short[h];
+        let project = &self.args.project;
         let retest = evidence::retest_all_in(
-            &scratch,
-            Some(&args.project.out.join("target-cargo-test")),
-            &args.project.cargo_args,
-            args.project.timeout,
-            &logs.join(format!("{h:03}-{short}-cargo-test.log")),
+            self.tool.scratch,
+            Some(&project.out.join("target-cargo-test")),
+            &project.cargo_args,
+            project.timeout,
+            &self.logs.join(format!("{h:03}-{short}-cargo-test.log")),
         )?;
         if !retest.built {
             eprintln!("  does not build: skipped");
-            not_built.push(short.to_owned());
-            continue;
+            self.not_built.push(short.to_owned());
+            return Ok(false);
         }
-        outcomes[h] = Some(retest.outcomes);
+        self.outcomes[h] = Some(retest.outcomes);
+        Ok(true)
+    }
 
-        // The references, before the tool's run changes the state.
-        let mut sk: Option<Tests> = None;
-        if kind != Kind::Start {
-            let filed = tool.filed();
-            let only_from = |label: String, commit: usize, row: &mut Row| -> Option<Listing> {
-                if !filed.contains(&window.commits[commit]) {
-                    row.notes
-                        .push(format!("{} has no filed records", name(commit)));
-                }
-                tool.list(
-                    &format!("{h:03}-{short}-{label}"),
-                    &["--vouch-only-from", &window.commits[commit]],
-                )
-                .map_err(|e| row.notes.push(format!("{e:#}")))
-                .ok()
-            };
-            let mut per_parent: Vec<Option<Tests>> = Vec::new();
-            for &p in &dag.parents[h] {
-                let listing = only_from(format!("parent-{}", name(p)), p, &mut row);
-                per_parent.push(listing.as_ref().map(|l| l.selected.clone()));
-                if let Some(listing) = listing {
-                    stored.available[h].get_or_insert(listing.tests);
-                    stored.from_parent[h].insert(p, listing.selected);
-                }
+    /// What the references select at `h`: each parent's records alone
+    /// (kept for S⁰), and at the commits compared, the paper's options.
+    /// Returns Sᵏ, when every parent is in the window.
+    fn references(&mut self, h: usize, kind: Kind, row: &mut Row) -> Option<Tests> {
+        let dag = &self.window.dag;
+        let filed = self.tool.filed();
+        let per_parent = self.per_parent(h, &filed, row);
+        let mut sk = None;
+        if !dag.outside[h] {
+            row.stored = self.stored.selection(dag, h).ok().map(|s| s.len());
+            // Sᵏ; at an ordinary commit, the traditional selection
+            // against its parent. The tool lets every parent's records
+            // vouch, so it must never select beyond it.
+            sk = per_parent
+                .iter()
+                .cloned()
+                .collect::<Option<Vec<Tests>>>()
+                .and_then(|sets| {
+                    sets.into_iter()
+                        .reduce(|a, b| a.intersection(&b).cloned().collect())
+                });
+        }
+        if kind.compared() {
+            row.linearisation = self.linearisation(h, row);
+            row.s1 = self.s1(h, &filed, &per_parent, row);
+            if dag.outside[h] {
+                row.notes.push("Sᵏ: a parent is outside the window".into());
             }
-            if !dag.outside[h] {
-                row.stored = stored.selection(dag, h).ok().map(|s| s.len());
-                // Sᵏ; at an ordinary commit, the traditional selection
-                // against its parent. The tool lets every parent's records
-                // vouch, so it must never select beyond it.
-                sk = per_parent
-                    .iter()
-                    .cloned()
-                    .collect::<Option<Vec<Tests>>>()
-                    .and_then(|sets| {
-                        sets.into_iter()
-                            .reduce(|a, b| a.intersection(&b).cloned().collect())
-                    });
-            }
-            if kind.compared() {
-                match tool.list(&format!("{h:03}-{short}-linearisation"), &["--no-history"]) {
-                    Ok(listing) => row.linearisation = Some(listing.selected.len()),
-                    Err(e) => row.notes.push(format!("{e:#}")),
-                }
-                row.s1 = match idom[h] {
-                    None => {
-                        row.notes
-                            .push("S¹: the dominator is outside the window".into());
-                        None
-                    }
-                    Some(d) => match dag.parents[h].iter().position(|&p| p == d) {
-                        Some(i) => per_parent[i].as_ref().map(BTreeSet::len),
-                        None => only_from(format!("idom-{}", name(d)), d, &mut row)
-                            .map(|l| l.selected.len()),
-                    },
-                };
-                if dag.outside[h] {
-                    row.notes.push("Sᵏ: a parent is outside the window".into());
-                }
-                row.sk = sk.as_ref().map(BTreeSet::len);
-                let s0 = match kind {
-                    Kind::Merge => s0_merge(dag, &idom, &stored, h),
-                    Kind::Revert(Some(x)) => s0_pick(dag, &idom, &stored, h, x, true),
-                    Kind::CherryPick(Some(x)) => s0_pick(dag, &idom, &stored, h, x, false),
-                    Kind::Rebased => {
-                        Err("its original is on a branch the window does not hold".into())
-                    }
-                    _ => Err("the commit it names is outside the window".into()),
-                };
-                match s0 {
-                    Ok(tests) => row.s0 = Some(tests.len()),
-                    Err(why) => row.notes.push(format!("S⁰: {why}")),
-                }
+            row.sk = sk.as_ref().map(BTreeSet::len);
+            row.s0 = self.s0(h, kind, row);
+        }
+        sk
+    }
+
+    /// Per parent in the window, what its filed records alone select at
+    /// `h` (`None`: the listing failed); what they list and select is kept
+    /// for S⁰.
+    fn per_parent(
+        &mut self,
+        h: usize,
+        filed: &BTreeSet<String>,
+        row: &mut Row,
+    ) -> Vec<Option<Tests>> {
+        let window = self.window;
+        let mut per_parent = Vec::new();
+        for &p in &window.dag.parents[h] {
+            let label = format!("parent-{}", window.short[p]);
+            let listing = self.only_from(h, filed, label, p, row);
+            per_parent.push(listing.as_ref().map(|l| l.selected.clone()));
+            if let Some(listing) = listing {
+                self.stored.available[h].get_or_insert(listing.tests);
+                self.stored.from_parent[h].insert(p, listing.selected);
             }
         }
+        per_parent
+    }
 
-        let report_path = reports.join(format!("{h:03}-{short}.json"));
+    /// `list --vouch-only-from <commit>` at `h`; a failure, and a commit
+    /// with no filed records, are noted in the row.
+    fn only_from(
+        &self,
+        h: usize,
+        filed: &BTreeSet<String>,
+        label: String,
+        commit: usize,
+        row: &mut Row,
+    ) -> Option<Listing> {
+        let window = self.window;
+        if !filed.contains(&window.commits[commit]) {
+            row.notes
+                .push(format!("{} has no filed records", window.short[commit]));
+        }
+        self.tool
+            .list(
+                &format!("{h:03}-{}-{label}", window.short[h]),
+                &["--vouch-only-from", &window.commits[commit]],
+            )
+            .map_err(|e| row.notes.push(format!("{e:#}")))
+            .ok()
+    }
+
+    /// The linearisation: the history left out, as if the commits were
+    /// one line.
+    fn linearisation(&self, h: usize, row: &mut Row) -> Option<usize> {
+        let label = format!("{h:03}-{}-linearisation", self.window.short[h]);
+        match self.tool.list(&label, &["--no-history"]) {
+            Ok(listing) => Some(listing.selected.len()),
+            Err(e) => {
+                row.notes.push(format!("{e:#}"));
+                None
+            }
+        }
+    }
+
+    /// S¹: what the immediate dominator's records alone select (a
+    /// parent's listing, when the dominator is a parent).
+    fn s1(
+        &self,
+        h: usize,
+        filed: &BTreeSet<String>,
+        per_parent: &[Option<Tests>],
+        row: &mut Row,
+    ) -> Option<usize> {
+        let Some(d) = self.idom[h] else {
+            row.notes
+                .push("S¹: the dominator is outside the window".into());
+            return None;
+        };
+        match self.window.dag.parents[h].iter().position(|&p| p == d) {
+            Some(i) => per_parent[i].as_ref().map(BTreeSet::len),
+            None => {
+                let label = format!("idom-{}", self.window.short[d]);
+                self.only_from(h, filed, label, d, row)
+                    .map(|l| l.selected.len())
+            }
+        }
+    }
+
+    /// S⁰ from the selections stored so far, or why it cannot be computed.
+    fn s0(&self, h: usize, kind: Kind, row: &mut Row) -> Option<usize> {
+        let (dag, idom, stored) = (&self.window.dag, &self.idom, &self.stored);
+        let s0 = match kind {
+            Kind::Merge => s0_merge(dag, idom, stored, h),
+            Kind::Revert(Some(x)) => s0_pick(dag, idom, stored, h, x, true),
+            Kind::CherryPick(Some(x)) => s0_pick(dag, idom, stored, h, x, false),
+            Kind::Rebased => Err("its original is on a branch the window does not hold".into()),
+            _ => Err("the commit it names is outside the window".into()),
+        };
+        match s0 {
+            Ok(tests) => Some(tests.len()),
+            Err(why) => {
+                row.notes.push(format!("S⁰: {why}"));
+                None
+            }
+        }
+    }
+
+    /// `cargo ekstazi test` at `h`, recording; `None` when it wrote no
+    /// report.
+    fn run_tool(&mut self, h: usize) -> Result<Option<Report>> {
+        let short = &self.window.short[h];
+        let project = &self.args.project;
         let run = evidence::ekstazi_test_with_env(
             &EkstaziOpts {
-                ekstazi: &ekstazi,
-                dir: &scratch,
-                state: &tool.state,
-                granularity: &args.granularity,
-                cargo_args: &args.project.cargo_args,
-                target_dir: Some(&tool.target),
-                log: &logs.join(format!("{h:03}-{short}-ekstazi.log")),
-                report: &report_path,
-                timeout: args.project.timeout,
+                ekstazi: self.tool.ekstazi,
+                dir: self.tool.scratch,
+                state: &self.tool.state,
+                granularity: &self.args.granularity,
+                cargo_args: &project.cargo_args,
+                target_dir: Some(&self.tool.target),
+                log: &self.logs.join(format!("{h:03}-{short}-ekstazi.log")),
+                report: &self.reports.join(format!("{h:03}-{short}.json")),
+                timeout: project.timeout,
                 mode: evidence::RunMode::Record,
             },
-            &tool.env,
+            &self.tool.env,
         )?;
-        let Some(report) = run.report else {
+        if run.report.is_none() {
             eprintln!("  cargo ekstazi test failed and wrote no report (see logs)");
-            ekstazi_failed.push(short.to_owned());
-            continue;
-        };
-        stored.available[h] = Some(
+            self.ekstazi_failed.push(short.to_owned());
+        }
+        Ok(run.report)
+    }
+
+    /// The safety check at `h` (each miss reported), then the witnesses
+    /// and S⁰'s tests take the run in; the row gets the tool's figures.
+    fn check_safety(
+        &mut self,
+        h: usize,
+        report: &Report,
+        sk: Option<&Tests>,
+        row: &mut Row,
+    ) -> Result<()> {
+        self.stored.available[h] = Some(
             report
                 .in_scope()
                 .map(|t| (t.binary.clone(), t.name.clone()))
                 .collect(),
         );
-        let verdicts: Vec<Verdict> = report
-            .in_scope()
-            .map(|t| Verdict {
-                id: (t.binary.clone(), t.name.clone()),
-                selected: t.selected,
-                ran: t.outcome.is_some(),
-                vouched_by: t
-                    .vouched_by
-                    .as_ref()
-                    .and_then(|v| window.index.get(&v.commit).copied()),
-            })
-            .collect();
-        let checked = check(&witnesses, &outcomes, h, &verdicts);
-        let found = &checked.misses;
-        for miss in found {
-            let detail = format!(
-                "commit {} ({}): skipped, but went {} (at {}) -> {} under cargo test",
-                window.commits[h],
-                window.subjects[h],
-                miss.before.as_deref().unwrap_or("(no outcome)"),
-                miss.witness.map_or("no witness".to_owned(), name),
-                miss.now
-            );
-            evidence::report_miss(
-                &args.project.out.join("misses"),
-                short,
-                &tool.state,
-                &miss.id,
-                &detail,
-            )?;
+        let verdicts = self.verdicts(report);
+        let checked = check(&self.witnesses, &self.outcomes, h, &verdicts);
+        for miss in &checked.misses {
+            self.report_miss(h, miss)?;
         }
         for v in &verdicts {
-            witnesses.update(h, &v.id, v.ran, v.vouched_by);
+            self.witnesses.update(h, &v.id, v.ran, v.vouched_by);
         }
         let selected: Tests = verdicts
             .iter()
@@ -999,38 +1141,82 @@ pub fn replay(args: &GraphArgs) -> Result<()> {
             .collect();
         row.tests = Some(verdicts.len());
         row.tool = Some(selected.len());
-        row.misses = found.len();
+        row.misses = checked.misses.len();
         row.compared = checked.compared;
         row.unknown = checked.unknown;
-        if let Some(sk) = &sk {
+        if let Some(sk) = sk {
             row.tool_beyond_sk = Some(selected.difference(sk).count());
         }
-        eprintln!(
-            "  tool {}/{} | linearisation {} | S¹ {} | Sᵏ {} | S⁰ {}{}",
-            row.tool.unwrap_or(0),
-            row.tests.unwrap_or(0),
-            cell(row.linearisation),
-            cell(row.s1),
-            cell(row.sk),
-            cell(row.s0),
-            if found.is_empty() {
-                String::new()
-            } else {
-                format!(" | {} MISSES", found.len())
-            }
-        );
-        if kind != Kind::Start {
-            rows.push(row);
-        }
-        // A long replay can be read while it runs.
-        write_results(args, &rows, &not_built, &ekstazi_failed, h + 1, n, starts)?;
+        Ok(())
     }
-    write_results(args, &rows, &not_built, &ekstazi_failed, n, n, starts)?;
-    print!(
-        "{}",
-        std::fs::read_to_string(args.project.out.join("summary.md"))?
+
+    /// The tool's verdicts, with the commit whose record vouched.
+    fn verdicts(&self, report: &Report) -> Vec<Verdict> {
+        report
+            .in_scope()
+            .map(|t| Verdict {
+                id: (t.binary.clone(), t.name.clone()),
+                selected: t.selected,
+                ran: t.outcome.is_some(),
+                vouched_by: t
+                    .vouched_by
+                    .as_ref()
+                    .and_then(|v| self.window.index.get(&v.commit).copied()),
+            })
+            .collect()
+    }
+
+    fn report_miss(&self, h: usize, miss: &Miss) -> Result<()> {
+        let window = self.window;
+        let detail = format!(
+            "commit {} ({}): skipped, but went {} (at {}) -> {} under cargo test",
+            window.commits[h],
+            window.subjects[h],
+            miss.before.as_deref().unwrap_or("(no outcome)"),
+            miss.witness
+                .map_or("no witness".to_owned(), |w| window.short[w].clone()),
+            miss.now
+        );
+        evidence::report_miss(
+            &self.args.project.out.join("misses"),
+            &window.short[h],
+            &self.tool.state,
+            &miss.id,
+            &detail,
+        )?;
+        Ok(())
+    }
+
+    /// `graph.csv` and `summary.md`, with `done` commits replayed.
+    fn save(&self, done: usize) -> Result<()> {
+        write_results(
+            self.args,
+            &self.rows,
+            &self.not_built,
+            &self.ekstazi_failed,
+            done,
+            self.window.commits.len(),
+            self.starts,
+        )
+    }
+}
+
+/// The line each replayed commit ends with.
+fn print_progress(row: &Row) {
+    eprintln!(
+        "  tool {}/{} | linearisation {} | S¹ {} | Sᵏ {} | S⁰ {}{}",
+        row.tool.unwrap_or(0),
+        row.tests.unwrap_or(0),
+        cell(row.linearisation),
+        cell(row.s1),
+        cell(row.sk),
+        cell(row.s0),
+        if row.misses == 0 {
+            String::new()
+        } else {
+            format!(" | {} MISSES", row.misses)
+        }
     );
-    Ok(())
 }
 
 fn cell(value: Option<usize>) -> String {
