@@ -52,6 +52,7 @@ use crate::common::stats;
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -301,231 +302,391 @@ fn build_conflict(
     plan: &Plan,
     rng: &mut mutate::SplitMix,
 ) -> Result<Option<Row>> {
-    let (commit, log) = (plan.commit, plan.log);
-    let git = |a: &[&str]| output(&mut evidence::git(scratch, a));
-    let parent = match &parents(scratch, commit)?[..] {
-        [one] => one.clone(),
-        _ => return Ok(None),
+    let build = Build {
+        args,
+        ekstazi,
+        scratch,
+        plan,
     };
-    let changed = git(&["diff", "--name-only", &parent, commit])?;
-    let changed: Vec<&str> = changed.lines().collect();
-    if !changed
-        .iter()
-        .any(|f| mutate::is_mutable_source(f, &args.sources))
-    {
+    let Some((parent, own_static)) = build.candidate()? else {
+        return Ok(None);
+    };
+    let Some(side_a) = build.side_a(parent, &own_static)? else {
+        return Ok(None);
+    };
+    let sites = build.sites(&side_a.parent)?;
+    let targets = match plan.construction {
+        Construction::OwnTest => side_a.own_test_targets(),
+        Construction::Reach => build.reach_targets(&side_a, &sites, rng)?,
+    };
+    if targets.is_empty() {
         return Ok(None);
     }
-    let own_static = own_tests(scratch, &parent, commit, &changed)?;
-    if plan.construction == Construction::OwnTest {
-        if own_static.is_empty() {
-            return Ok(None);
-        }
-        eprintln!(
-            "{}: side A adds or changes {}",
-            &commit[..10],
-            own_static.iter().cloned().collect::<Vec<_>>().join(", ")
-        );
+    build.try_targets(&side_a, &sites, &targets, rng)
+}
+
+/// What building one merge works with.
+struct Build<'a> {
+    args: &'a MergeEvalArgs,
+    ekstazi: &'a Path,
+    scratch: &'a Path,
+    plan: &'a Plan<'a>,
+}
+
+/// Side A as measured: its parent (the base), `cargo test` at both, its
+/// own tests, and every test's records at A.
+struct SideA {
+    parent: String,
+    at_base: RetestAll,
+    at_a: RetestAll,
+    own: BTreeSet<TestId>,
+    records: tempfile::TempDir,
+}
+
+/// Where side B can put a mutant, and the functions they are in.
+struct Sites {
+    mutants: Vec<Mutant>,
+    spans: Spans,
+}
+
+impl Sites {
+    fn in_any(&self, m: &Mutant, names: &BTreeSet<String>) -> bool {
+        enclosing(&self.spans, m).is_some_and(|f| names.contains(f))
     }
 
-    evidence::checkout_clean(scratch, &parent)?;
-    let at_base =
-        evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
-    evidence::checkout_clean(scratch, commit)?;
-    let at_a = evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
-    if !at_base.built || !at_a.built {
-        eprintln!("{}: does not build", &commit[..10]);
-        return Ok(None);
+    /// The sites in the named functions.
+    fn inside(&self, names: &BTreeSet<String>) -> Vec<Mutant> {
+        self.mutants
+            .iter()
+            .filter(|m| self.in_any(m, names))
+            .cloned()
+            .collect()
     }
-    // Side A's own tests, as the issue defines them: added (a name the
-    // base has no test of: a test moved to another module is one), or with
-    // changed text.
-    let own: BTreeSet<TestId> = at_a
-        .outcomes
-        .keys()
-        .filter(|id| {
-            !at_base.outcomes.contains_key(*id) || own_static.contains(last_segment(&id.1))
-        })
-        .cloned()
-        .collect();
 
-    // What tests execute at A (and, for a semantic conflict, at the base).
-    let at_a_state = tempfile::tempdir_in(&args.project.out)?;
-    record_all(args, ekstazi, scratch, at_a_state.path(), log)?;
-    // Where side B can put a mutant: the parent's sources.
-    evidence::checkout_clean(scratch, &parent)?;
-    // For a semantic conflict, not next to what A changed: the functions
-    // A makes a test reach are often those it edits, and git would not
-    // merge the two. (MCon4J's construction tries them, as it was
-    // measured.)
-    let reach = plan.construction == Construction::Reach;
-    let touched = if reach {
-        changed_lines(scratch, &parent, commit)?
-    } else {
-        HashMap::new()
-    };
-    let sites: Vec<Mutant> = mutate::candidates(scratch, &args.sources, &[])?
-        .into_iter()
-        .filter(|m| {
-            touched.get(&m.file).is_none_or(|ranges| {
-                !ranges
-                    .iter()
-                    .any(|(from, to)| m.line + 3 >= *from && m.line <= to + 3)
-            })
-        })
-        .collect();
-    let spans = function_spans_of(scratch, &sites);
-    let has_sites = |names: &BTreeSet<String>| {
-        sites
+    /// The sites in none of the named functions.
+    fn outside(&self, names: &BTreeSet<String>) -> Vec<&Mutant> {
+        self.mutants
             .iter()
-            .any(|m| enclosing(&spans, m).is_some_and(|f| names.contains(f)))
-    };
-    let passes_at = |run: &RetestAll, id: &TestId| run.outcomes.get(id).is_some_and(|o| o == "ok");
-    let targets: Vec<Target> = match plan.construction {
-        Construction::OwnTest => own
+            .filter(|m| enclosing(&self.spans, m).is_none_or(|f| !names.contains(f)))
+            .collect()
+    }
+}
+
+impl SideA {
+    /// MCon4J's targets: up to two of side A's own tests that pass at A,
+    /// each mutated in anything it executes there.
+    fn own_test_targets(&self) -> Vec<Target> {
+        self.own
             .iter()
-            .filter(|id| passes_at(&at_a, id))
+            .filter(|id| passes_at(&self.at_a, id))
             .take(2)
             .map(|id| {
-                let executed = executed_functions(at_a_state.path(), id);
+                let executed = executed_functions(self.records.path(), id);
                 Target {
                     test: id.clone(),
                     mutate_in: executed.clone(),
                     executed_at_a: executed,
                 }
             })
-            .collect(),
-        Construction::Reach => {
-            let at_base_state = tempfile::tempdir_in(&args.project.out)?;
-            record_all(args, ekstazi, scratch, at_base_state.path(), log)?;
-            let mut targets: Vec<Target> = at_base
-                .outcomes
-                .keys()
-                .filter(|id| !own.contains(*id) && passes_at(&at_base, id) && passes_at(&at_a, id))
-                .filter_map(|id| {
-                    let executed_at_a = executed_functions(at_a_state.path(), id);
-                    let before = executed_functions(at_base_state.path(), id);
-                    // By name: a function of a name the test never ran at
-                    // the base is one it cannot reach at side B either.
-                    let mutate_in: BTreeSet<String> =
-                        executed_at_a.difference(&before).cloned().collect();
-                    // (A function A added has no site at the parent.)
-                    (!before.is_empty() && has_sites(&mutate_in)).then(|| Target {
-                        test: id.clone(),
-                        mutate_in,
-                        executed_at_a,
-                    })
-                })
-                .collect();
-            targets.sort_by(|a, b| a.test.cmp(&b.test));
-            let start = if targets.is_empty() {
-                0
-            } else {
-                rng.below(targets.len())
-            };
-            targets.rotate_left(start);
-            targets.truncate(3);
-            if !targets.is_empty() {
-                eprintln!(
-                    "{}: side A makes {} reach functions it did not run before",
-                    &commit[..10],
-                    targets
-                        .iter()
-                        .map(|t| t.test.1.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            targets
+            .collect()
+    }
+}
+
+fn passes_at(run: &RetestAll, id: &TestId) -> bool {
+    run.outcomes.get(id).is_some_and(|o| o == "ok")
+}
+
+impl Build<'_> {
+    /// Side A's one parent and the tests its change adds or edits, by
+    /// name; `None` when the commit cannot be this plan's side A (a merge,
+    /// no mutable source changed, or for MCon4J's construction no test of
+    /// its own).
+    fn candidate(&self) -> Result<Option<(String, BTreeSet<String>)>> {
+        let commit = self.plan.commit;
+        let parent = match &parents(self.scratch, commit)?[..] {
+            [one] => one.clone(),
+            _ => return Ok(None),
+        };
+        let changed = output(&mut evidence::git(
+            self.scratch,
+            &["diff", "--name-only", &parent, commit],
+        ))?;
+        let changed: Vec<&str> = changed.lines().collect();
+        if !changed
+            .iter()
+            .any(|f| mutate::is_mutable_source(f, &self.args.sources))
+        {
+            return Ok(None);
         }
-    };
-    if targets.is_empty() {
-        return Ok(None);
+        let own_static = own_tests(self.scratch, &parent, commit, &changed)?;
+        if self.plan.construction == Construction::OwnTest {
+            if own_static.is_empty() {
+                return Ok(None);
+            }
+            eprintln!(
+                "{}: side A adds or changes {}",
+                &commit[..10],
+                own_static.iter().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        Ok(Some((parent, own_static)))
     }
 
-    let mut tried_before: BTreeSet<String> = BTreeSet::new();
-    for target in &targets {
-        let test = &target.test;
-        let inside: Vec<Mutant> = sites
-            .iter()
-            .filter(|m| enclosing(&spans, m).is_some_and(|f| target.mutate_in.contains(f)))
+    /// `cargo test` at the checked-out commit.
+    fn retest(&self) -> Result<RetestAll> {
+        let project = &self.args.project;
+        evidence::retest_all(
+            self.scratch,
+            &project.cargo_args,
+            project.timeout,
+            self.plan.log,
+        )
+    }
+
+    /// `cargo test` at `rev`, checked out.
+    fn retest_at(&self, rev: &str) -> Result<RetestAll> {
+        evidence::checkout_clean(self.scratch, rev)?;
+        self.retest()
+    }
+
+    /// Every test's records at the checked-out commit, into `state`.
+    fn record_all(&self, state: &Path) -> Result<()> {
+        record_all(self.args, self.ekstazi, self.scratch, state, self.plan.log)
+    }
+
+    /// `cargo test` at the base and at A (`None` when either does not
+    /// build), side A's own tests, and what every test executes at A.
+    fn side_a(&self, parent: String, own_static: &BTreeSet<String>) -> Result<Option<SideA>> {
+        let at_base = self.retest_at(&parent)?;
+        let at_a = self.retest_at(self.plan.commit)?;
+        if !at_base.built || !at_a.built {
+            eprintln!("{}: does not build", &self.plan.commit[..10]);
+            return Ok(None);
+        }
+        // Side A's own tests, as the issue defines them: added (a name the
+        // base has no test of: a test moved to another module is one), or with
+        // changed text.
+        let own: BTreeSet<TestId> = at_a
+            .outcomes
+            .keys()
+            .filter(|id| {
+                !at_base.outcomes.contains_key(*id) || own_static.contains(last_segment(&id.1))
+            })
             .cloned()
             .collect();
-        let outside: Vec<&Mutant> = sites
-            .iter()
-            .filter(|m| enclosing(&spans, m).is_none_or(|f| !target.executed_at_a.contains(f)))
-            .collect();
-        let order = mutate::interleave(inside, args.seed ^ plan.index as u64);
-        let fresh = order
-            .into_iter()
-            .filter(|m| !reach || tried_before.insert(describe_mutant(m)));
-        for mutant in fresh.take(args.tries) {
-            let mut sides = vec![side(scratch, &parent, &[&mutant])?];
-            let mut mutants = vec![describe_mutant(&mutant)];
-            if plan.octopus {
-                let other: Vec<&Mutant> = outside
-                    .iter()
-                    .filter(|m| m.file != mutant.file)
-                    .copied()
-                    .collect();
-                if other.is_empty() {
-                    return Ok(None);
-                }
-                let third = other[rng.below(other.len())];
-                sides.push(side(scratch, &parent, &[third])?);
-                mutants.push(describe_mutant(third));
-            }
-            let tried = format!("{}: {}", &commit[..10], describe_mutant(&mutant));
-            let Some(merge) = merge_of(scratch, commit, &sides)? else {
-                eprintln!("{tried}: textual conflict");
-                continue;
-            };
-            let at_merge =
-                evidence::retest_all(scratch, &args.project.cargo_args, args.project.timeout, log)?;
-            // A mutant that makes a test hang is no conflict to name:
-            // `cargo test` was stopped, and what it did not reach has no
-            // outcome to judge by.
-            if !at_merge.built
-                || at_merge.timed_out
-                || at_merge.outcomes.get(test).is_none_or(|o| o == "ok")
-            {
-                eprintln!("{tried}: {} passes at the merge (or no outcome)", test.1);
-                continue;
-            }
-            let mut at_parents = vec![at_a.outcomes.clone()];
-            for side in &sides {
-                evidence::checkout_clean(scratch, side)?;
-                at_parents.push(
-                    evidence::retest_all(
-                        scratch,
-                        &args.project.cargo_args,
-                        args.project.timeout,
-                        log,
-                    )?
-                    .outcomes,
-                );
-            }
-            let truth = ground_truth(&at_merge.outcomes, &at_parents, &own);
-            // A mutant the test reaches at side B after all (a function of
-            // the same name elsewhere) makes no semantic conflict.
-            if plan.construction == Construction::Reach
-                && truth.get(test) != Some(&"semantic conflict")
-            {
-                eprintln!("{tried}: {} fails at a parent too", test.1);
-                continue;
-            }
-            return Ok(Some(Row {
-                construction: Some(plan.construction),
-                merge,
-                parents: 1 + sides.len(),
-                test: Some(test.clone()),
-                mutants,
-                truth,
-                tests: counted(&at_merge),
-                ..Row::default()
-            }));
-        }
+        // What tests execute at A (and, for a semantic conflict, at the base).
+        let records = tempfile::tempdir_in(&self.args.project.out)?;
+        self.record_all(records.path())?;
+        Ok(Some(SideA {
+            parent,
+            at_base,
+            at_a,
+            own,
+            records,
+        }))
     }
-    Ok(None)
+
+    /// Where side B can put a mutant: the parent's sources, checked out
+    /// from here on.
+    fn sites(&self, parent: &str) -> Result<Sites> {
+        evidence::checkout_clean(self.scratch, parent)?;
+        // For a semantic conflict, not next to what A changed: the functions
+        // A makes a test reach are often those it edits, and git would not
+        // merge the two. (MCon4J's construction tries them, as it was
+        // measured.)
+        let touched = if self.plan.construction == Construction::Reach {
+            changed_lines(self.scratch, parent, self.plan.commit)?
+        } else {
+            HashMap::new()
+        };
+        let mutants: Vec<Mutant> = mutate::candidates(self.scratch, &self.args.sources, &[])?
+            .into_iter()
+            .filter(|m| {
+                touched.get(&m.file).is_none_or(|ranges| {
+                    !ranges
+                        .iter()
+                        .any(|(from, to)| m.line + 3 >= *from && m.line <= to + 3)
+                })
+            })
+            .collect();
+        let spans = function_spans_of(self.scratch, &mutants);
+        Ok(Sites { mutants, spans })
+    }
+
+    /// A semantic conflict's targets: up to three tests (from a seeded
+    /// place in their order) that are not A's own, pass at the base and at
+    /// A, and at A execute functions they did not at the base, where a
+    /// mutant can go.
+    fn reach_targets(
+        &self,
+        side_a: &SideA,
+        sites: &Sites,
+        rng: &mut mutate::SplitMix,
+    ) -> Result<Vec<Target>> {
+        let at_base_state = tempfile::tempdir_in(&self.args.project.out)?;
+        self.record_all(at_base_state.path())?;
+        let mut targets: Vec<Target> = side_a
+            .at_base
+            .outcomes
+            .keys()
+            .filter(|id| {
+                !side_a.own.contains(*id)
+                    && passes_at(&side_a.at_base, id)
+                    && passes_at(&side_a.at_a, id)
+            })
+            .filter_map(|id| {
+                let executed_at_a = executed_functions(side_a.records.path(), id);
+                let before = executed_functions(at_base_state.path(), id);
+                // By name: a function of a name the test never ran at
+                // the base is one it cannot reach at side B either.
+                let mutate_in: BTreeSet<String> =
+                    executed_at_a.difference(&before).cloned().collect();
+                // (A function A added has no site at the parent.)
+                let has_sites = || sites.mutants.iter().any(|m| sites.in_any(m, &mutate_in));
+                (!before.is_empty() && has_sites()).then(|| Target {
+                    test: id.clone(),
+                    mutate_in,
+                    executed_at_a,
+                })
+            })
+            .collect();
+        targets.sort_by(|a, b| a.test.cmp(&b.test));
+        let start = if targets.is_empty() {
+            0
+        } else {
+            rng.below(targets.len())
+        };
+        targets.rotate_left(start);
+        targets.truncate(3);
+        if !targets.is_empty() {
+            eprintln!(
+                "{}: side A makes {} reach functions it did not run before",
+                &self.plan.commit[..10],
+                targets
+                    .iter()
+                    .map(|t| t.test.1.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(targets)
+    }
+
+    /// Up to `--tries` mutants per target, in a seeded order (for a
+    /// semantic conflict, none tried for an earlier target), until one
+    /// makes a conflict.
+    fn try_targets(
+        &self,
+        side_a: &SideA,
+        sites: &Sites,
+        targets: &[Target],
+        rng: &mut mutate::SplitMix,
+    ) -> Result<Option<Row>> {
+        let reach = self.plan.construction == Construction::Reach;
+        let mut tried_before: BTreeSet<String> = BTreeSet::new();
+        for target in targets {
+            let inside = sites.inside(&target.mutate_in);
+            let outside = sites.outside(&target.executed_at_a);
+            let order = mutate::interleave(inside, self.args.seed ^ self.plan.index as u64);
+            let fresh = order
+                .into_iter()
+                .filter(|m| !reach || tried_before.insert(describe_mutant(m)));
+            for mutant in fresh.take(self.args.tries) {
+                if let ControlFlow::Break(row) =
+                    self.try_mutant(side_a, target, &mutant, &outside, rng)?
+                {
+                    return Ok(row);
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The merge of side A with side B's mutant (and a third side's),
+    /// judged by `cargo test` at it and at each parent: the conflict's row,
+    /// `Continue` to the next mutant, or `Break(None)` when an octopus has
+    /// no third side.
+    fn try_mutant(
+        &self,
+        side_a: &SideA,
+        target: &Target,
+        mutant: &Mutant,
+        outside: &[&Mutant],
+        rng: &mut mutate::SplitMix,
+    ) -> Result<ControlFlow<Option<Row>>> {
+        let Some((sides, mutants)) = self.other_sides(&side_a.parent, mutant, outside, rng)? else {
+            return Ok(ControlFlow::Break(None));
+        };
+        let test = &target.test;
+        let tried = format!("{}: {}", &self.plan.commit[..10], describe_mutant(mutant));
+        let Some(merge) = merge_of(self.scratch, self.plan.commit, &sides)? else {
+            eprintln!("{tried}: textual conflict");
+            return Ok(ControlFlow::Continue(()));
+        };
+        let at_merge = self.retest()?;
+        // A mutant that makes a test hang is no conflict to name:
+        // `cargo test` was stopped, and what it did not reach has no
+        // outcome to judge by.
+        if !at_merge.built
+            || at_merge.timed_out
+            || at_merge.outcomes.get(test).is_none_or(|o| o == "ok")
+        {
+            eprintln!("{tried}: {} passes at the merge (or no outcome)", test.1);
+            return Ok(ControlFlow::Continue(()));
+        }
+        let mut at_parents = vec![side_a.at_a.outcomes.clone()];
+        for side in &sides {
+            at_parents.push(self.retest_at(side)?.outcomes);
+        }
+        let truth = ground_truth(&at_merge.outcomes, &at_parents, &side_a.own);
+        // A mutant the test reaches at side B after all (a function of
+        // the same name elsewhere) makes no semantic conflict.
+        if self.plan.construction == Construction::Reach
+            && truth.get(test) != Some(&"semantic conflict")
+        {
+            eprintln!("{tried}: {} fails at a parent too", test.1);
+            return Ok(ControlFlow::Continue(()));
+        }
+        Ok(ControlFlow::Break(Some(Row {
+            construction: Some(self.plan.construction),
+            merge,
+            parents: 1 + sides.len(),
+            test: Some(test.clone()),
+            mutants,
+            truth,
+            tests: counted(&at_merge),
+            ..Row::default()
+        })))
+    }
+
+    /// Side B, the parent with the mutant, and for an octopus a third side
+    /// with a mutant in another file that the test executes nothing of at
+    /// A; the sides' commits and their mutants, or `None` when there is no
+    /// such third mutant.
+    fn other_sides(
+        &self,
+        parent: &str,
+        mutant: &Mutant,
+        outside: &[&Mutant],
+        rng: &mut mutate::SplitMix,
+    ) -> Result<Option<(Vec<String>, Vec<String>)>> {
+        let mut sides = vec![side(self.scratch, parent, &[mutant])?];
+        let mut mutants = vec![describe_mutant(mutant)];
+        if self.plan.octopus {
+            let other: Vec<&Mutant> = outside
+                .iter()
+                .filter(|m| m.file != mutant.file)
+                .copied()
+                .collect();
+            if other.is_empty() {
+                return Ok(None);
+            }
+            let third = other[rng.below(other.len())];
+            sides.push(side(self.scratch, parent, &[third])?);
+            mutants.push(describe_mutant(third));
+        }
+        Ok(Some((sides, mutants)))
+    }
 }
 
 /// `cargo ekstazi test` of every test at the checked-out commit, its
