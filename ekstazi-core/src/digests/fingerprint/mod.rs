@@ -255,148 +255,21 @@ fn fingerprint_image(
     if image.coverage_flags.is_empty() {
         return Err(FingerprintError::NotInstrumented);
     }
-
-    // One representative symbol per address: aliases share code.
-    let mut by_addr: BTreeMap<u64, &image::Symbol> = BTreeMap::new();
-    for f in &image.functions {
-        by_addr
-            .entry(f.addr)
-            .and_modify(|g| {
-                if f.name < g.name {
-                    *g = f;
-                }
-            })
-            .or_insert(f);
-    }
+    let by_addr = one_symbol_per_address(image);
     let instrumented: FastSet<u64> = image
         .coverage_flags
         .iter()
         .map(|(_, entry)| *entry)
         .collect();
     let normaliser = normalise::Normaliser::new(image, checkout);
-    let shallow: Vec<(u64, &str, Fp, Vec<u64>, bool)> = by_addr
-        .par_iter()
-        .map_init(normalise::Memo::default, |memo, (addr, f)| {
-            let (fp, ambiguous, walks) = normaliser.function(f, memo);
-            (*addr, f.name.as_str(), fp, ambiguous, walks)
-        })
-        .collect();
-    let walkers: FastSet<&str> = shallow
-        .iter()
-        .filter(|s| s.4 && instrumented.contains(&s.0))
-        .map(|s| s.1)
-        .collect();
-    // A reference to a function whose name other functions share (a generic
-    // instance each crate keeps a copy of) says which one by its content —
-    // when the copies differ: identical copies are interchangeable, and a
-    // new identical copy elsewhere must not change the referring function.
-    let shallow_of: FastMap<u64, Fp> = shallow.iter().map(|(a, _, fp, _, _)| (*a, *fp)).collect();
-    let mut contents: FastMap<&str, FastSet<Fp>> = FastMap::default();
-    for (addr, f) in &by_addr {
-        if f.ambiguous {
-            contents
-                .entry(f.token.as_str())
-                .or_default()
-                .insert(shallow_of[addr]);
-        }
-    }
-    // Copies are told apart, but not between uninstrumented functions: the
-    // toolchain's precompiled code (libtest, std) names the copy it calls
-    // exactly — its own local copy, bound when its object was compiled, or
-    // a strong global instance whose mangled name holds the crate that
-    // instantiated it (the linker allows one definition of it) — so the
-    // reference cannot move to another copy, and the copy's own
-    // fingerprint already stands for its content. Telling it apart there
-    // would make the toolchain's fingerprints change whenever the
-    // project's crates stop (or start) keeping a copy of the same instance
-    // — every test of the binary would run. (Not through a weak symbol:
-    // a definition elsewhere may replace it at link time.)
-    let weak_at: FastSet<u64> = image
-        .functions
-        .iter()
-        .filter(|f| f.weak)
-        .map(|f| f.addr)
-        .collect();
-    let tells_apart = |from: u64, target: &u64| {
-        by_addr.get(target).is_some_and(|f| {
-            let reference = Reference {
-                from_instrumented: instrumented.contains(&from),
-                to_instrumented: instrumented.contains(target),
-                to_weak: weak_at.contains(target),
-            };
-            let copies_differ = contents.get(f.token.as_str()).is_some_and(|c| c.len() > 1);
-            copies_differ && !reference.names_its_copy_exactly()
-        })
-    };
-    let computed: Vec<(u64, &str, Fp, bool)> = shallow
-        .par_iter()
-        .map(|(addr, name, fp, ambiguous, _)| {
-            let mut told: Vec<&u64> = ambiguous.iter().filter(|t| tells_apart(*addr, t)).collect();
-            told.dedup();
-            let fp = if told.is_empty() {
-                *fp
-            } else {
-                let mut h = blake3::Hasher::new();
-                h.update(fp);
-                for target in told {
-                    h.update(&shallow_of[target]);
-                }
-                truncate(h.finalize())
-            };
-            (*addr, *name, fp, instrumented.contains(addr))
-        })
-        .collect();
+    let shallow = shallow_fingerprints(&normaliser, &by_addr);
+    let computed = Copies::of(image, &by_addr, &instrumented, &shallow).told_apart(&shallow);
 
     let (names, fps, entries) = by_name(computed.iter().filter(|c| c.3));
-    let environment_walkers: Vec<u32> = names
-        .iter()
-        .enumerate()
-        .filter(|(_, name)| walkers.contains(name.as_str()))
-        .map(|(i, _)| i as u32)
-        .collect();
-    // A flag whose entry is not a function's start names none: a test that
-    // sets it depends on its whole program.
-    let flags: Vec<(u64, u32)> = image
-        .coverage_flags
-        .iter()
-        .filter_map(|(flag, entry)| {
-            let i = entries.binary_search_by_key(entry, |(a, _)| *a).ok()?;
-            Some((*flag, entries[i].1))
-        })
-        .collect();
-    // A symbol's token is its stable name, demangled once already.
-    let token_of: FastMap<&str, &str> = by_addr
-        .values()
-        .map(|f| (f.name.as_str(), f.token.as_str()))
-        .collect();
-    let mut stable: Vec<(u64, u32)> = names
-        .par_iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let hash = match token_of.get(name.as_str()) {
-                Some(token) => hash_of_stable_name(token),
-                None => stable_hash(name),
-            };
-            (hash, i as u32)
-        })
-        .collect();
-    stable.sort_unstable();
-    let (mut other_names, mut other_fps, _) = by_name(
-        computed
-            .iter()
-            .filter(|c| !c.3 && !is_coverage_constructor(c.1)),
-    );
-    // Which constructors the program runs before `main`, by name: every
-    // test's process runs them all, so a constructor added or removed (an
-    // `inventory::submit!`, a `#[ctor]`) is a change for every test, as an
-    // uninstrumented function's is. (What an instrumented constructor
-    // executes is each test's coverage, written as `main` starts.)
-    if let Some(digest) = normaliser.section_digest(".init_array", &mut normalise::Memo::default())
-    {
-        let at = other_names.partition_point(|n| n.as_str() < CONSTRUCTORS);
-        other_names.insert(at, CONSTRUCTORS.to_owned());
-        other_fps.insert(at, truncate(blake3::Hash::from_bytes(digest)));
-    }
+    let environment_walkers = environment_walkers(&names, &shallow, &instrumented);
+    let flags = flags_of(image, &entries);
+    let stable = stable_hashes(&by_addr, &names);
+    let (other_names, other_fps) = uninstrumented(&computed, &normaliser);
 
     let stats = Stats {
         functions: computed.len() as u64,
@@ -414,6 +287,244 @@ fn fingerprint_image(
         environment_walkers,
         stats,
     })
+}
+
+/// One representative symbol per address: aliases share code.
+fn one_symbol_per_address<'i>(image: &'i image::Image<'_>) -> BTreeMap<u64, &'i image::Symbol> {
+    let mut by_addr: BTreeMap<u64, &image::Symbol> = BTreeMap::new();
+    for f in &image.functions {
+        by_addr
+            .entry(f.addr)
+            .and_modify(|g| {
+                if f.name < g.name {
+                    *g = f;
+                }
+            })
+            .or_insert(f);
+    }
+    by_addr
+}
+
+/// A function's fingerprint before copies of one instance are told apart
+/// ([`Copies`]).
+struct Shallow<'i> {
+    addr: u64,
+    name: &'i str,
+    fp: Fp,
+    /// The ambiguous functions it refers to, in the order met.
+    ambiguous: Vec<u64>,
+    /// Whether its code walks the whole environment.
+    walks: bool,
+}
+
+/// Every function's [`Shallow`] fingerprint, in parallel.
+fn shallow_fingerprints<'i>(
+    normaliser: &normalise::Normaliser<'i, '_>,
+    by_addr: &BTreeMap<u64, &'i image::Symbol>,
+) -> Vec<Shallow<'i>> {
+    by_addr
+        .par_iter()
+        .map_init(normalise::Memo::default, |memo, (addr, f)| {
+            let (fp, ambiguous, walks) = normaliser.function(f, memo);
+            Shallow {
+                addr: *addr,
+                name: f.name.as_str(),
+                fp,
+                ambiguous,
+                walks,
+            }
+        })
+        .collect()
+}
+
+/// A function's address, name, fingerprint, and whether it is
+/// instrumented.
+type Computed<'i> = (u64, &'i str, Fp, bool);
+
+/// The copies of functions whose name other functions share, and which
+/// references to them are told apart by content.
+struct Copies<'s> {
+    by_addr: &'s BTreeMap<u64, &'s image::Symbol>,
+    instrumented: &'s FastSet<u64>,
+    shallow_of: FastMap<u64, Fp>,
+    /// Per shared name, the shallow fingerprints of its copies.
+    contents: FastMap<&'s str, FastSet<Fp>>,
+    weak_at: FastSet<u64>,
+}
+
+impl<'s> Copies<'s> {
+    fn of(
+        image: &'s image::Image<'_>,
+        by_addr: &'s BTreeMap<u64, &'s image::Symbol>,
+        instrumented: &'s FastSet<u64>,
+        shallow: &[Shallow<'_>],
+    ) -> Copies<'s> {
+        // A reference to a function whose name other functions share (a generic
+        // instance each crate keeps a copy of) says which one by its content —
+        // when the copies differ: identical copies are interchangeable, and a
+        // new identical copy elsewhere must not change the referring function.
+        let shallow_of: FastMap<u64, Fp> = shallow.iter().map(|s| (s.addr, s.fp)).collect();
+        let mut contents: FastMap<&str, FastSet<Fp>> = FastMap::default();
+        for (addr, f) in by_addr {
+            if f.ambiguous {
+                contents
+                    .entry(f.token.as_str())
+                    .or_default()
+                    .insert(shallow_of[addr]);
+            }
+        }
+        let weak_at: FastSet<u64> = image
+            .functions
+            .iter()
+            .filter(|f| f.weak)
+            .map(|f| f.addr)
+            .collect();
+        Copies {
+            by_addr,
+            instrumented,
+            shallow_of,
+            contents,
+            weak_at,
+        }
+    }
+
+    /// Whether the reference from the function at `from` to the one at
+    /// `target` is told apart by the target's content.
+    ///
+    /// Copies are told apart, but not between uninstrumented functions: the
+    /// toolchain's precompiled code (libtest, std) names the copy it calls
+    /// exactly — its own local copy, bound when its object was compiled, or
+    /// a strong global instance whose mangled name holds the crate that
+    /// instantiated it (the linker allows one definition of it) — so the
+    /// reference cannot move to another copy, and the copy's own
+    /// fingerprint already stands for its content. Telling it apart there
+    /// would make the toolchain's fingerprints change whenever the
+    /// project's crates stop (or start) keeping a copy of the same instance
+    /// — every test of the binary would run. (Not through a weak symbol:
+    /// a definition elsewhere may replace it at link time.)
+    fn tells_apart(&self, from: u64, target: &u64) -> bool {
+        self.by_addr.get(target).is_some_and(|f| {
+            let reference = Reference {
+                from_instrumented: self.instrumented.contains(&from),
+                to_instrumented: self.instrumented.contains(target),
+                to_weak: self.weak_at.contains(target),
+            };
+            let copies_differ = self
+                .contents
+                .get(f.token.as_str())
+                .is_some_and(|c| c.len() > 1);
+            copies_differ && !reference.names_its_copy_exactly()
+        })
+    }
+
+    /// Each function's fingerprint, with the content of each copy its
+    /// references tell apart hashed in.
+    fn told_apart<'i>(&self, shallow: &[Shallow<'i>]) -> Vec<Computed<'i>> {
+        shallow
+            .par_iter()
+            .map(|s| {
+                let mut told: Vec<&u64> = s
+                    .ambiguous
+                    .iter()
+                    .filter(|t| self.tells_apart(s.addr, t))
+                    .collect();
+                told.dedup();
+                let fp = if told.is_empty() {
+                    s.fp
+                } else {
+                    let mut h = blake3::Hasher::new();
+                    h.update(&s.fp);
+                    for target in told {
+                        h.update(&self.shallow_of[target]);
+                    }
+                    truncate(h.finalize())
+                };
+                (s.addr, s.name, fp, self.instrumented.contains(&s.addr))
+            })
+            .collect()
+    }
+}
+
+/// The indexes in `names` of the instrumented functions that walk the
+/// whole environment.
+fn environment_walkers(
+    names: &[String],
+    shallow: &[Shallow<'_>],
+    instrumented: &FastSet<u64>,
+) -> Vec<u32> {
+    let walkers: FastSet<&str> = shallow
+        .iter()
+        .filter(|s| s.walks && instrumented.contains(&s.addr))
+        .map(|s| s.name)
+        .collect();
+    names
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| walkers.contains(name.as_str()))
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
+/// Each coverage flag and the index of its function (`entries`: function
+/// starts and their indexes, sorted).
+fn flags_of(image: &image::Image<'_>, entries: &[(u64, u32)]) -> Vec<(u64, u32)> {
+    // A flag whose entry is not a function's start names none: a test that
+    // sets it depends on its whole program.
+    image
+        .coverage_flags
+        .iter()
+        .filter_map(|(flag, entry)| {
+            let i = entries.binary_search_by_key(entry, |(a, _)| *a).ok()?;
+            Some((*flag, entries[i].1))
+        })
+        .collect()
+}
+
+/// The hash of each of `names`' stable name, with its index, sorted.
+fn stable_hashes(by_addr: &BTreeMap<u64, &image::Symbol>, names: &[String]) -> Vec<(u64, u32)> {
+    // A symbol's token is its stable name, demangled once already.
+    let token_of: FastMap<&str, &str> = by_addr
+        .values()
+        .map(|f| (f.name.as_str(), f.token.as_str()))
+        .collect();
+    let mut stable: Vec<(u64, u32)> = names
+        .par_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let hash = match token_of.get(name.as_str()) {
+                Some(token) => hash_of_stable_name(token),
+                None => stable_hash(name),
+            };
+            (hash, i as u32)
+        })
+        .collect();
+    stable.sort_unstable();
+    stable
+}
+
+/// The uninstrumented functions sorted by name, with their fingerprints,
+/// and the program's constructors among them.
+fn uninstrumented(
+    computed: &[Computed<'_>],
+    normaliser: &normalise::Normaliser<'_, '_>,
+) -> (Vec<String>, Vec<Fp>) {
+    let (mut other_names, mut other_fps, _) = by_name(
+        computed
+            .iter()
+            .filter(|c| !c.3 && !is_coverage_constructor(c.1)),
+    );
+    // Which constructors the program runs before `main`, by name: every
+    // test's process runs them all, so a constructor added or removed (an
+    // `inventory::submit!`, a `#[ctor]`) is a change for every test, as an
+    // uninstrumented function's is. (What an instrumented constructor
+    // executes is each test's coverage, written as `main` starts.)
+    if let Some(digest) = normaliser.section_digest(".init_array", &mut normalise::Memo::default())
+    {
+        let at = other_names.partition_point(|n| n.as_str() < CONSTRUCTORS);
+        other_names.insert(at, CONSTRUCTORS.to_owned());
+        other_fps.insert(at, truncate(blake3::Hash::from_bytes(digest)));
+    }
+    (other_names, other_fps)
 }
 
 /// The name the list of a program's constructors goes by among its
@@ -435,7 +546,7 @@ fn is_coverage_constructor(name: &str) -> bool {
 /// functions can share a name (one per codegen unit): the name stands for
 /// all of them, and its fingerprint for all of theirs.
 fn by_name<'a>(
-    computed: impl Iterator<Item = &'a (u64, &'a str, Fp, bool)>,
+    computed: impl Iterator<Item = &'a Computed<'a>>,
 ) -> (Vec<String>, Vec<Fp>, Vec<(u64, u32)>) {
     let mut named: BTreeMap<&str, (Vec<Fp>, Vec<u64>)> = BTreeMap::new();
     for (addr, name, fp, _) in computed {
@@ -475,7 +586,7 @@ struct Reference {
 
 impl Reference {
     /// Whether the reference cannot move to another copy of the same
-    /// instance in another build (see the comment in [`fingerprint`]).
+    /// instance in another build (see [`Copies::tells_apart`]).
     fn names_its_copy_exactly(self) -> bool {
         !self.from_instrumented && !self.to_instrumented && !self.to_weak
     }
