@@ -66,6 +66,42 @@ impl Ran {
     pub fn store(&self) -> Store {
         Store::new(&self.state.path().join("state"))
     }
+
+    /// The run, with what its JSON report (`text`) says: each test's
+    /// outcome, and the executables it built.
+    fn with_report(self, text: &str) -> Result<Ran> {
+        let report: serde_json::Value = serde_json::from_str(text)?;
+        let outcomes = report["tests"]
+            .as_array()
+            .map(|tests| {
+                tests
+                    .iter()
+                    .filter_map(|t| {
+                        let id = (
+                            t["binary"].as_str()?.to_owned(),
+                            t["name"].as_str()?.to_owned(),
+                        );
+                        Some((id, outcome_named(t["outcome"].as_str())))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let executables = report["binaries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|b| {
+                let programs = b["programs"].as_array().into_iter().flatten();
+                std::iter::once(&b["path"]).chain(programs)
+            })
+            .filter_map(|p| p.as_str().map(PathBuf::from))
+            .collect();
+        Ok(Ran {
+            outcomes: Some(outcomes),
+            executables,
+            ..self
+        })
+    }
 }
 
 impl Worktree {
@@ -162,10 +198,39 @@ impl Worktree {
         let state = tempfile::Builder::new()
             .prefix("ekstazi-worktree")
             .tempdir()?;
-        // A commit where the workspace is not (a project moved in or out):
-        // nothing to build. Run there, cargo would look for a manifest in
-        // the directories around the worktree — the user's own checkout,
-        // which holds it — and judge the commit by the user's code.
+        let unbuilt = |state| Ran {
+            outcomes: None,
+            executables: BTreeSet::new(),
+            state,
+        };
+        if !self.holds_the_workspace(commit) {
+            return Ok(unbuilt(state));
+        }
+        style::note(format!(
+            "building and running the tests at {}",
+            short(commit)
+        ));
+        let report = state.path().join("report.json");
+        let command = self.test_command(&state, &report, tests)?;
+        self.run_to_the_end(command)?;
+        let ran = unbuilt(state);
+        // What the run filed at this commit joins the history.
+        if file {
+            ekstazi_core::storage::merge_state::merge_filed(&self.store, &ran.store())
+                .context("cannot keep what the build learnt")?;
+        }
+        let Ok(text) = std::fs::read_to_string(&report) else {
+            return Ok(ran);
+        };
+        ran.with_report(&text)
+    }
+
+    /// Whether the workspace is there at `commit` (checked out): a
+    /// project moved in or out leaves nothing to build. Run there, cargo
+    /// would look for a manifest in the directories around the worktree —
+    /// the user's own checkout, which holds it — and judge the commit by
+    /// the user's code.
+    fn holds_the_workspace(&self, commit: &str) -> bool {
         let manifest = self.worktree.join(&self.workspace).join("Cargo.toml");
         if !manifest.is_file() {
             style::note(format!(
@@ -173,17 +238,19 @@ impl Worktree {
                 self.workspace.join("Cargo.toml").display(),
                 short(commit)
             ));
-            return Ok(Ran {
-                outcomes: None,
-                executables: BTreeSet::new(),
-                state,
-            });
+            return false;
         }
-        style::note(format!(
-            "building and running the tests at {}",
-            short(commit)
-        ));
-        let report = state.path().join("report.json");
+        true
+    }
+
+    /// `cargo ekstazi test` in the worktree, of its own `state`, writing
+    /// its JSON report to `report` and its output to the log.
+    fn test_command(
+        &self,
+        state: &tempfile::TempDir,
+        report: &Path,
+        tests: &[TestId],
+    ) -> Result<Command> {
         let mut command = Command::new(std::env::current_exe()?);
         clean_environment(&mut command);
         crate::secrets::hand_on(&mut command);
@@ -195,44 +262,57 @@ impl Worktree {
             .arg("--target-dir")
             .arg(&self.target_dir)
             .arg("--report-json")
-            .arg(&report)
+            .arg(report)
             .current_dir(self.worktree.join(&self.workspace))
             .stdin(Stdio::null());
         let log = std::fs::File::create(&self.log)
             .with_context(|| format!("cannot write {}", self.log.display()))?;
         command.stdout(log.try_clone()?).stderr(log);
+        command.args(self.selection_args(tests));
+        Ok(command)
+    }
+
+    /// The cargo options and test names that choose `tests` (every test
+    /// the user's options choose when empty).
+    fn selection_args(&self, tests: &[TestId]) -> Vec<String> {
         if tests.is_empty() {
-            command.args(self.cargo.to_cargo_args(true));
-        } else {
-            // The tests name their packages and targets; the user's
-            // selection of them would only add others to build.
-            command.args(self.cargo.build_only().to_cargo_args(true));
-            let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
-            if binaries.iter().any(|b| b.contains("::doc/")) {
-                // `--doc` goes with no other target: name the packages, and
-                // the names below choose among all their tests.
-                let packages: BTreeSet<&str> = binaries
-                    .iter()
-                    .map(|b| b.split_once("::").map_or(*b, |(package, _)| package))
-                    .collect();
-                for package in packages {
-                    command.args(["-p", package]);
-                }
-            } else {
-                for binary in binaries {
-                    command.args(ekstazi_core::model::key::cargo_target_args(binary));
-                }
-            }
-            command.args(["--", "--exact"]);
-            command.args(tests.iter().map(|(_, name)| name));
+            return self.cargo.to_cargo_args(true);
         }
+        // The tests name their packages and targets; the user's
+        // selection of them would only add others to build.
+        let mut args = self.cargo.build_only().to_cargo_args(true);
+        let binaries: BTreeSet<&str> = tests.iter().map(|(b, _)| b.as_str()).collect();
+        if binaries.iter().any(|b| b.contains("::doc/")) {
+            // `--doc` goes with no other target: name the packages, and
+            // the names below choose among all their tests.
+            let packages: BTreeSet<&str> = binaries
+                .iter()
+                .map(|b| b.split_once("::").map_or(*b, |(package, _)| package))
+                .collect();
+            for package in packages {
+                args.extend(["-p".to_owned(), package.to_owned()]);
+            }
+        } else {
+            for binary in binaries {
+                args.extend(ekstazi_core::model::key::cargo_target_args(binary));
+            }
+        }
+        args.extend(["--".to_owned(), "--exact".to_owned()]);
+        args.extend(tests.iter().map(|(_, name)| name.clone()));
+        args
+    }
+
+    /// Runs `command` in a process group of its own, holding the shared
+    /// target directory's lock, until it ends or the interrupt flag is
+    /// raised (then its whole group is stopped).
+    fn run_to_the_end(&self, mut command: Command) -> Result<()> {
         use std::os::unix::process::CommandExt;
         command.process_group(0);
         let _lock = self.lock_target()?;
         let mut child = command.spawn().context("cannot start cargo ekstazi test")?;
         loop {
             if child.try_wait()?.is_some() {
-                break;
+                return Ok(());
             }
             if self.interrupted.load(Ordering::SeqCst) {
                 // SAFETY: kill(2) on the child's own process group.
@@ -242,57 +322,17 @@ impl Worktree {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let ran = Ran {
-            outcomes: None,
-            executables: BTreeSet::new(),
-            state,
-        };
-        // What the run filed at this commit joins the history.
-        if file {
-            ekstazi_core::storage::merge_state::merge_filed(&self.store, &ran.store())
-                .context("cannot keep what the build learnt")?;
-        }
-        let Ok(text) = std::fs::read_to_string(&report) else {
-            return Ok(ran);
-        };
-        let report: serde_json::Value = serde_json::from_str(&text)?;
-        let outcomes = report["tests"]
-            .as_array()
-            .map(|tests| {
-                tests
-                    .iter()
-                    .filter_map(|t| {
-                        let id = (
-                            t["binary"].as_str()?.to_owned(),
-                            t["name"].as_str()?.to_owned(),
-                        );
-                        let outcome = match t["outcome"].as_str() {
-                            Some("passed") => Some(Outcome::Passed),
-                            Some("failed") => Some(Outcome::Failed),
-                            Some("crashed") => Some(Outcome::Crashed),
-                            Some("timed out") => Some(Outcome::TimedOut),
-                            _ => None,
-                        };
-                        Some((id, outcome))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let executables = report["binaries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|b| {
-                let programs = b["programs"].as_array().into_iter().flatten();
-                std::iter::once(&b["path"]).chain(programs)
-            })
-            .filter_map(|p| p.as_str().map(PathBuf::from))
-            .collect();
-        Ok(Ran {
-            outcomes: Some(outcomes),
-            executables,
-            ..ran
-        })
+    }
+}
+
+/// A test's outcome as the JSON report names it; `None`: it did not run.
+fn outcome_named(name: Option<&str>) -> Option<Outcome> {
+    match name {
+        Some("passed") => Some(Outcome::Passed),
+        Some("failed") => Some(Outcome::Failed),
+        Some("crashed") => Some(Outcome::Crashed),
+        Some("timed out") => Some(Outcome::TimedOut),
+        _ => None,
     }
 }
 
