@@ -19,16 +19,17 @@
 //!    ([`capture::collect`]), leaving out what [`capture::ignore`] (with the
 //!    workspace's [`options::config`]) and the test's own files say are not
 //!    inputs; [`capture::environment`] normalises environment variables and
-//!    [`capture::network`] judges the peers a test reached. The targets are
-//!    checksummed (as the test saw them) into a new record, which storage
-//!    keeps, sealed ([`files::sealed`]), and files in the history.
+//!    [`capture::network`] judges the peers a test reached; [`recording`]
+//!    checksums the targets (as the test saw them) into a new record, from
+//!    the test's evidence, which storage keeps, sealed ([`files::sealed`]),
+//!    and files in the history.
 //!
 //! [`workflows`] builds git workflows on the history: bisecting a
 //! regression, checking a merge.
 //!
 //! The top-level modules import one way, each only the ones before it:
 //! `files` < [`model`] < [`options`] < [`digests`] < [`capture`] <
-//! [`storage`] < [`selection`], [`workflows`]. A type two of them share
+//! [`storage`] < [`recording`], [`selection`], [`workflows`]. A type two of them share
 //! lives in the lower one. The formats the shim shares with the runner (the
 //! trace's tags, the fork server's messages, the listing hashes) are the
 //! `ekstazi-wire` crate's.
@@ -49,6 +50,7 @@ pub mod digests;
 pub mod files;
 pub mod model;
 pub mod options;
+pub mod recording;
 pub mod selection;
 pub mod storage;
 pub mod workflows;

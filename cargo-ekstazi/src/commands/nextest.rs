@@ -31,7 +31,6 @@ use crate::cargo::libtest::TestCase;
 use crate::cli::{HarnessArgs, NextestAction, NextestArgs};
 use crate::output::report::{self, Tally};
 use crate::pipeline::{self, records::Written};
-use crate::run::scheduler::Finished;
 use crate::session::options::Request;
 use crate::session::recording;
 use crate::session::{Planned, Session};
@@ -42,6 +41,7 @@ use ekstazi_core::model::record::Outcome;
 use ekstazi_core::model::record::Record;
 use ekstazi_core::options::settings::Granularity;
 use ekstazi_core::selection::filter::Filter;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
@@ -399,9 +399,9 @@ fn record_of(session: &Session, ran: &Ran<'_>, job: usize, result: &results::Rep
     let planned = ran.selected[job];
     let trace = runner::trace_path(&ran.dirs.traces, &result.binary, &result.name, 1);
     let stamp = runner::read_stamp(&runner::stamp_path(&trace));
-    let finished = Finished {
-        job,
+    let ended = recording::Ended {
         outcome: result.outcome,
+        untrusted_pass: false,
         duration: result.duration,
         // The runner's note, else nextest's, else the run's start: an
         // earlier start is only more cautious.
@@ -410,24 +410,24 @@ fn record_of(session: &Session, ran: &Ran<'_>, job: usize, result: &results::Rep
             .map(|s| s.started)
             .or(result.started)
             .unwrap_or(ran.launched),
-        output: Vec::new(),
-        trace,
-        tmpdir: ran
-            .dirs
-            .tmp
-            .as_ref()
-            .map(|t| session.tmpdir_of(&planned.case, t)),
-        partial: false,
-        interrupted: false,
-        attempts: 1,
+        trace: &trace,
     };
-    match &stamp {
-        Some(stamp) => {
-            let env = given_environment(session, stamp.env.clone());
-            recording::record_in(session, &planned.case, &finished, &env)
+    let env = match &stamp {
+        Some(stamp) => Cow::Owned(given_environment(session, stamp.env.clone())),
+        None => {
+            let tmpdir = ran
+                .dirs
+                .tmp
+                .as_ref()
+                .map(|t| session.tmpdir_of(&planned.case, t));
+            Cow::Owned(
+                session
+                    .environment_of(&planned.case, tmpdir.as_deref())
+                    .into_owned(),
+            )
         }
-        None => recording::record_of(session, &planned.case, &finished),
-    }
+    };
+    recording::record_of(session, &planned.case, &ended, &env)
 }
 
 /// The report stage: the summary and the notes.

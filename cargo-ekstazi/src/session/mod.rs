@@ -26,7 +26,7 @@ use crate::cargo::workspace::Workspace;
 use crate::git::repo::Repo;
 use crate::run::scheduler::Suite;
 use crate::run::scratch::Scratch;
-use ekstazi_core::capture::cargo_runs::BuildInputs;
+use ekstazi_core::capture::cargo_runs::KnownBuilds;
 use ekstazi_core::capture::environment::Environment;
 use ekstazi_core::capture::ignore::Ignore;
 use ekstazi_core::digests::checksum::Checksums;
@@ -42,7 +42,6 @@ use ekstazi_core::storage::store::Store;
 use options::Options;
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -98,9 +97,8 @@ pub struct Session {
     candidates: OnceLock<Candidates>,
     /// The history they are read from, and what was found of their chunks.
     filed: OnceLock<(History, Verdicts)>,
-    /// What each build directory a test's cargo used was built from, read
-    /// when the first test that ran cargo there is recorded.
-    cargo_builds: std::sync::Mutex<HashMap<PathBuf, Arc<BuildInputs>>>,
+    /// What each build directory a test's cargo used was built from.
+    builds: KnownBuilds,
 }
 
 impl Session {
@@ -145,27 +143,6 @@ impl Session {
     fn filed(&self) -> &(History, Verdicts) {
         self.filed
             .get_or_init(|| (self.store.history(), Verdicts::default()))
-    }
-
-    /// What the build directory `dir`, which a test's cargo used, was
-    /// built from: read again only when its dep-info files changed since
-    /// (another test's cargo may build there while this run records).
-    pub fn build_inputs(&self, dir: &Path) -> Arc<BuildInputs> {
-        use ekstazi_core::capture::cargo_runs;
-        let files = cargo_runs::dep_info_files(dir);
-        let mut known = self
-            .cargo_builds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(inputs) = known.get(dir)
-            && inputs.files == files
-        {
-            return Arc::clone(inputs);
-        }
-        let pinned: Vec<&Path> = self.ws.cargo_home.iter().map(PathBuf::as_path).collect();
-        let inputs = Arc::new(cargo_runs::build_inputs(dir, files, &pinned));
-        known.insert(dir.to_path_buf(), Arc::clone(&inputs));
-        inputs
     }
 
     /// What the scheduler runs tests from.

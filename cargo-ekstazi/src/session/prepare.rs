@@ -112,7 +112,7 @@ impl Session {
             repo,
             candidates: OnceLock::new(),
             filed: OnceLock::new(),
-            cargo_builds: Default::default(),
+            builds: Default::default(),
         })
     }
 }

@@ -23,8 +23,10 @@
 
 use crate::capture::trace::{Access, Trace};
 use crate::model::path::normalize;
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Why an access to `path` is cargo's or rustc's bookkeeping, if it is.
 /// Decided on the path alone, without reading the disk.
@@ -220,6 +222,30 @@ fn dep_info_in(dir: &Path) -> Vec<DepInfoFile> {
             })
         })
         .collect()
+}
+
+/// What each build directory a test's cargo used was built from, read
+/// when the first test that ran cargo there is recorded, and read again
+/// only when its dep-info files changed since (another test's cargo may
+/// build there while the run records).
+#[derive(Debug, Default)]
+pub struct KnownBuilds(Mutex<HashMap<PathBuf, Arc<BuildInputs>>>);
+
+impl KnownBuilds {
+    /// What the build directory `dir` was built from, with the sources
+    /// below `pinned` left to the lockfile (see [`build_inputs`]).
+    pub fn inputs(&self, dir: &Path, pinned: &[&Path]) -> Arc<BuildInputs> {
+        let files = dep_info_files(dir);
+        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(inputs) = known.get(dir)
+            && inputs.files == files
+        {
+            return Arc::clone(inputs);
+        }
+        let inputs = Arc::new(build_inputs(dir, files, pinned));
+        known.insert(dir.to_path_buf(), Arc::clone(&inputs));
+        inputs
+    }
 }
 
 /// What a build directory was compiled from.

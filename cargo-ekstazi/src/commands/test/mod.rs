@@ -344,15 +344,22 @@ impl<W: Write> Runner<'_, W> {
     /// records nothing, the run was partial, or it is never recorded.
     fn record(&mut self, planned: &Planned, finished: &Finished, label: &str) {
         if self.recording.on && !finished.partial && !planned.never_recorded() {
-            let mut record = recording::record_of(self.session, &planned.case, finished);
             let key = &self.session.built.binaries[planned.case.binary].key;
             let failed_in_verdicts = &self.recording.failed_in_verdicts;
             // A pass after a failure is no witness: the test runs next time.
-            if finished.flaky()
-                || failed_in_verdicts.contains(&background::label(key, &planned.case.name))
-            {
-                record.outcome = Outcome::Failed;
-            }
+            let untrusted_pass = finished.flaky()
+                || failed_in_verdicts.contains(&background::label(key, &planned.case.name));
+            let ended = recording::Ended {
+                outcome: finished.outcome,
+                untrusted_pass,
+                duration: finished.duration,
+                started: finished.started,
+                trace: &finished.trace,
+            };
+            let env = self
+                .session
+                .environment_of(&planned.case, finished.tmpdir.as_deref());
+            let record = recording::record_of(self.session, &planned.case, &ended, &env);
             self.ran.written.save(self.session, label, record);
         }
     }

@@ -222,7 +222,7 @@ fn mark_failed(session: &Session, failed: &[&Planned]) {
     for planned in failed {
         let key = &session.built.binaries[planned.case.binary].key;
         if let Loaded::Found(mut record) = session.store.load(key, &planned.case.name) {
-            record.outcome = Outcome::Failed;
+            ekstazi_core::recording::mark_failed(&mut record);
             if let Err(e) = session.store.save(&record) {
                 style::warn(format!(
                     "cannot mark {key} {} failed: {e}",
