@@ -207,55 +207,42 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             let selected = report.selected();
             let digests = evidence::binary_digests(&report);
 
-            // Safety: every test whose retest-all outcome changed since the
-            // previous commit that built (or that is new) must have been
-            // selected.
-            let mut misses = 0;
-            let mut not_reproduced = 0;
-            let mut changed = 0;
-            if let Some(previous) = previous.get(granularity) {
-                for (id, outcome) in &retest.outcomes {
-                    if outcome == "ignored" {
-                        continue;
-                    }
-                    let before = previous.get(id);
-                    if before.is_some_and(|b| b == outcome) {
-                        continue;
-                    }
-                    changed += usize::from(before.is_some());
-                    if !selected.contains_key(id) && report.knows(id) {
-                        misses += 1;
-                        let again = evidence::rerun_alone(
-                            &scratch,
-                            &args.project.cargo_args,
-                            id,
-                            RERUNS,
-                            args.project.timeout,
-                            &logs.join(format!("{i:03}-{short}-{granularity}-rerun.log")),
-                        )
-                        .unwrap_or_else(|e| vec![format!("not run again ({e})")]);
-                        let came_back = before.is_some_and(|b| again.contains(b));
-                        not_reproduced += usize::from(came_back);
-                        let detail = format!(
-                            "commit {commit} ({subject}), granularity {granularity}: went {} -> {outcome} under cargo test but cargo-ekstazi did not select it\nrun again alone under cargo test at this commit, {RERUNS} times: {}{}",
-                            before.map_or("(new)", String::as_str),
-                            again.join(", "),
-                            if came_back {
-                                " (its previous outcome came back: not reproduced)"
-                            } else {
-                                ""
-                            }
-                        );
-                        evidence::report_miss(
-                            &args.project.out.join("misses"),
-                            &format!("{short}-{granularity}"),
-                            &state,
-                            id,
-                            &detail,
-                        )?;
-                    }
-                }
+            let rerun_log = logs.join(format!("{i:03}-{short}-{granularity}-rerun.log"));
+            let safety = check_safety(
+                previous.get(granularity),
+                &retest.outcomes,
+                |id| selected.contains_key(id) || !report.knows(id),
+                |id| {
+                    evidence::rerun_alone(
+                        &scratch,
+                        &args.project.cargo_args,
+                        id,
+                        RERUNS,
+                        args.project.timeout,
+                        &rerun_log,
+                    )
+                    .unwrap_or_else(|e| vec![format!("not run again ({e})")])
+                },
+            );
+            for miss in &safety.flagged {
+                let detail = format!(
+                    "commit {commit} ({subject}), granularity {granularity}: {}",
+                    miss.detail
+                );
+                evidence::report_miss(
+                    &args.project.out.join("misses"),
+                    &format!("{short}-{granularity}"),
+                    &state,
+                    &miss.id,
+                    &detail,
+                )?;
             }
+            let Safety {
+                misses,
+                not_reproduced,
+                changed,
+                ..
+            } = safety;
             let ekstazi_only_failures = selected
                 .iter()
                 .filter(|(id, t)| {
@@ -311,7 +298,13 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
             if i > 0 {
                 rows.entry(granularity.clone()).or_default().push(row);
             }
-            previous.insert(granularity.clone(), retest.outcomes.clone());
+            // The next commit is compared with the outcome a test had
+            // before a change its reruns did not reproduce: else the
+            // flaky outcome's return counts as a miss of its own (a tail
+            // timing test on coreutils went ok, FAILED under load, ok).
+            let mut outcomes = retest.outcomes.clone();
+            outcomes.extend(safety.flaky);
+            previous.insert(granularity.clone(), outcomes);
             binaries_before.insert(granularity.clone(), digests);
         }
         // Write the results so far: a long replay can be read (and
@@ -321,6 +314,80 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     let summary = std::fs::read_to_string(args.project.out.join("summary.md"))?;
     print!("{summary}");
     Ok(())
+}
+
+/// A change of outcome the tool did not select for.
+struct Miss {
+    id: TestId,
+    /// What changed, and what its reruns alone gave.
+    detail: String,
+}
+
+/// The safety check of one commit.
+#[derive(Default)]
+struct Safety {
+    /// Changes of outcome the tool did not select for.
+    misses: usize,
+    /// Of those, the ones whose reruns alone brought the previous outcome
+    /// back.
+    not_reproduced: usize,
+    /// Tests whose outcome changed (new tests aside).
+    changed: usize,
+    flagged: Vec<Miss>,
+    /// The outcome before, of each change its reruns did not reproduce:
+    /// the run's, not the commit's.
+    flaky: Vec<(TestId, String)>,
+}
+
+/// Safety: every test whose retest-all outcome changed since the previous
+/// commit that built (or that is new) must have been selected. `covered`:
+/// the tool selected the test, or does not know it (not in its scope);
+/// `rerun`: the outcomes of the test run again alone.
+fn check_safety(
+    previous: Option<&HashMap<TestId, String>>,
+    outcomes: &HashMap<TestId, String>,
+    covered: impl Fn(&TestId) -> bool,
+    mut rerun: impl FnMut(&TestId) -> Vec<String>,
+) -> Safety {
+    let mut safety = Safety::default();
+    let Some(previous) = previous else {
+        return safety;
+    };
+    for (id, outcome) in outcomes {
+        if outcome == "ignored" {
+            continue;
+        }
+        let before = previous.get(id);
+        if before.is_some_and(|b| b == outcome) {
+            continue;
+        }
+        safety.changed += usize::from(before.is_some());
+        if covered(id) {
+            continue;
+        }
+        safety.misses += 1;
+        let again = rerun(id);
+        let came_back = before.is_some_and(|b| again.contains(b));
+        if let (true, Some(before)) = (came_back, before) {
+            safety.not_reproduced += 1;
+            safety.flaky.push((id.clone(), before.clone()));
+        }
+        let detail = format!(
+            "went {} -> {outcome} under cargo test but cargo-ekstazi did not select it\nrun again alone under cargo test at this commit, {RERUNS} times: {}{}",
+            before.map_or("(new)", String::as_str),
+            again.join(", "),
+            if came_back {
+                " (its previous outcome came back: not reproduced)"
+            } else {
+                ""
+            }
+        );
+        safety.flagged.push(Miss {
+            id: id.clone(),
+            detail,
+        });
+    }
+    safety
 }
 
 fn write_results(
@@ -458,5 +525,33 @@ mod tests {
             "ripgrep"
         );
         assert_eq!(project_name(Path::new("/x/fd")), "fd");
+    }
+
+    fn outcomes(list: &[(&str, &str)]) -> HashMap<TestId, String> {
+        list.iter()
+            .map(|(test, outcome)| (("b".to_owned(), (*test).to_owned()), (*outcome).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_flaky_outcome_that_returns_is_no_miss_of_its_own() {
+        let skipped = |_: &TestId| false;
+        // Commit 1: `tail` fails under load, and passes again alone.
+        let before = outcomes(&[("tail", "ok"), ("cut", "ok")]);
+        let now = outcomes(&[("tail", "FAILED"), ("cut", "ok")]);
+        let first = check_safety(Some(&before), &now, skipped, |_| vec!["ok".to_owned()]);
+        assert_eq!((first.misses, first.not_reproduced), (1, 1));
+        let mut next_before = now.clone();
+        next_before.extend(first.flaky);
+        // Commit 2: it passes, as its record says: nothing to flag.
+        let later = outcomes(&[("tail", "ok"), ("cut", "ok")]);
+        let second = check_safety(Some(&next_before), &later, skipped, |_| unreachable!());
+        assert_eq!((second.misses, second.changed), (0, 0));
+        // A failure the reruns keep is flagged at every commit it lasts.
+        let kept = check_safety(Some(&before), &now, skipped, |_| vec!["FAILED".to_owned()]);
+        assert_eq!((kept.misses, kept.not_reproduced), (1, 0));
+        assert!(kept.flaky.is_empty());
+        let selected = check_safety(Some(&before), &now, |_| true, |_| unreachable!());
+        assert_eq!((selected.misses, selected.changed), (0, 1));
     }
 }
