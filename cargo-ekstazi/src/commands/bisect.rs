@@ -14,7 +14,6 @@
 //! state directory as it was after the last finished query.
 
 use crate::cli::{BisectArgs, SearchArg};
-use crate::git::repo::Repo;
 use crate::git::worktree::{TestId, Worktree, short};
 use crate::style;
 use anyhow::{Context, Result, bail};
@@ -28,12 +27,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, ExitCode};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 pub fn run(args: BisectArgs) -> Result<ExitCode> {
-    let (root, store, _lock) = super::locked_state(&args.state)?;
-    let repo = Repo::at(&root).context("bisect needs the workspace to be in a git repository")?;
+    let opened = super::locked_repo(&args.state, "bisect")?;
+    let (root, store, repo) = (&opened.root, &opened.store, &opened.repo);
     let history = store.history();
     let revs = |given: &[String], default: &[&str]| -> Result<Vec<String>> {
         let given: Vec<&str> = if given.is_empty() {
@@ -51,25 +48,8 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     };
     let bad = revs(&args.bad, &["HEAD"])?;
     let mut good = revs(&args.good, &[])?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    // A closed terminal (SIGHUP) stops it as Ctrl-C does: its worktree and
-    // its inner run go.
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, interrupted.clone())?;
-    }
-    let mut builder = Worktree::new(
-        &repo,
-        &root,
-        &store,
-        interrupted.clone(),
-        &args.state.cargo,
-        "bisect",
-    )?;
-    let mut known = known_tests(&store, &history)?;
+    let mut builder = Worktree::new(repo, root, store, &args.state.cargo, "bisect")?;
+    let mut known = known_tests(store, &history)?;
     let mut builds = 0;
     if args
         .tests
@@ -99,7 +79,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
     if tests.iter().any(|(binary, _)| binary.contains("::doc/")) {
         bail!("doctests cannot be bisected: name the tests of a test binary");
     }
-    let dag = commit_dag(&root, &bad, &good, args.first_parent)?;
+    let dag = commit_dag(root, &bad, &good, args.first_parent)?;
     let mut oracle = Answers {
         history: history.clone(),
         tests: tests.clone(),
@@ -123,7 +103,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
         }
     }
     if good.is_empty() {
-        good.push(find_good(&root, &bad[0], &mut oracle)?);
+        good.push(find_good(root, &bad[0], &mut oracle)?);
     }
     let search = match args.search {
         SearchArg::Multiplying => Search::Multiplying,

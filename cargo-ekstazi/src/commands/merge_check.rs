@@ -16,7 +16,6 @@
 //! parents can skip what they showed.
 
 use crate::cli::{CargoOpts, MergeCheckArgs};
-use crate::git::repo::Repo;
 use crate::git::worktree::{Ran, TestId, Worktree, short};
 use crate::style;
 use anyhow::{Context, Result, bail};
@@ -33,13 +32,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
-    let (root, store, _lock) = super::locked_state(&args.state)?;
-    let repo =
-        Repo::at(&root).context("merge-check needs the workspace to be in a git repository")?;
+    let opened = super::locked_repo(&args.state, "merge-check")?;
+    let (root, store, repo) = (&opened.root, &opened.store, &opened.repo);
     let toplevel = repo
         .toplevel()
         .context("cannot find the repository's top level")?;
@@ -47,24 +43,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
         repo.resolve(rev)
             .with_context(|| format!("`{rev}` is not a commit of this repository"))
     };
-    let interrupted = Arc::new(AtomicBool::new(false));
-    // A closed terminal (SIGHUP) stops it as Ctrl-C does: its worktree and
-    // its inner run go.
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, interrupted.clone())?;
-    }
-    let mut worktree = Worktree::new(
-        &repo,
-        &root,
-        &store,
-        interrupted,
-        &args.state.cargo,
-        "merge-check",
-    )?;
+    let mut worktree = Worktree::new(repo, root, store, &args.state.cargo, "merge-check")?;
 
     // The merge and its parents.
     let (merge, parents, prospective) = if args.revs.len() >= 2 {
@@ -116,7 +95,7 @@ pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     } else {
         commits
             .iter()
-            .map(|c| survey_filed(&store, c, cargo))
+            .map(|c| survey_filed(store, c, cargo))
             .collect()
     };
     let from_history = filed.is_some();

@@ -2,7 +2,8 @@
 //! `nextest` go the run path of [`crate::pipeline`]; `why` prepares and
 //! analyses as they do; `history`, `merge-state`, `bisect` and
 //! `merge-check` need no build of the user's checkout, and find the state
-//! directory here ([`locked_state`], [`workspace_state_dir`]);
+//! directory here ([`locked_state`], [`workspace_state_dir`]; with the
+//! repository, [`locked_repo`]);
 //! `completions` and `man` describe the command line itself.
 //!
 //! Invariant: commands import every other module; nothing imports them.
@@ -21,8 +22,6 @@ pub mod why;
 
 use anyhow::{Context, Result};
 
-/// The workspace root, and the state directory `cargo ekstazi test` would
-/// use there (for the commands that need no build).
 /// The workspace's root and its state directory (`--state-dir` if given),
 /// locked exclusively, waiting for a run that holds it: for the commands
 /// that build other commits and file what they learn.
@@ -45,6 +44,32 @@ pub fn locked_state(
     Ok((root, store, lock))
 }
 
+/// Where `bisect` and `merge-check` begin: the workspace's root, its state
+/// directory locked ([`locked_state`]), and the git repository it is in.
+pub struct LockedRepo {
+    pub root: std::path::PathBuf,
+    pub store: ekstazi_core::storage::store::Store,
+    pub repo: crate::git::repo::Repo,
+    /// Held to the command's end.
+    _lock: ekstazi_core::storage::store::StoreLock,
+}
+
+/// The workspace's [`LockedRepo`], for `command`, which needs the
+/// repository.
+pub fn locked_repo(opts: &crate::cli::StateOpts, command: &str) -> Result<LockedRepo> {
+    let (root, store, lock) = locked_state(opts)?;
+    let repo = crate::git::repo::Repo::at(&root)
+        .with_context(|| format!("{command} needs the workspace to be in a git repository"))?;
+    Ok(LockedRepo {
+        root,
+        store,
+        repo,
+        _lock: lock,
+    })
+}
+
+/// The workspace root, and the state directory `cargo ekstazi test` would
+/// use there (for the commands that need no build).
 pub fn workspace_state_dir(
     manifest_path: Option<&std::path::Path>,
 ) -> Result<(std::path::PathBuf, std::path::PathBuf)> {

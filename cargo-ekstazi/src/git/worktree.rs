@@ -105,14 +105,26 @@ impl Ran {
 }
 
 impl Worktree {
+    /// The scratch worktree of this process for `purpose` (`bisect`,
+    /// `merge-check`), not made yet, whose runs Ctrl-C, SIGTERM and SIGHUP
+    /// stop; what killed runs left there is removed.
     pub fn new(
         repo: &Repo,
         root: &Path,
         store: &Store,
-        interrupted: Arc<AtomicBool>,
         cargo: &CargoOpts,
         purpose: &str,
     ) -> Result<Worktree> {
+        let interrupted = Arc::new(AtomicBool::new(false));
+        // A closed terminal (SIGHUP) stops it as Ctrl-C does: its worktree and
+        // its inner run go.
+        for signal in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            signal_hook::flag::register(signal, interrupted.clone())?;
+        }
         let toplevel = repo
             .toplevel()
             .context("cannot find the repository's top level")?;
