@@ -16,6 +16,7 @@
 //! parents can skip what they showed.
 
 use crate::cli::{CargoOpts, MergeCheckArgs};
+use crate::git::repo::Repo;
 use crate::git::worktree::{Ran, TestId, Worktree, short};
 use crate::style;
 use anyhow::{Context, Result, bail};
@@ -35,274 +36,463 @@ use std::process::ExitCode;
 
 pub fn run(args: MergeCheckArgs) -> Result<ExitCode> {
     let opened = super::locked_repo(&args.state, "merge-check")?;
-    let (root, store, repo) = (&opened.root, &opened.store, &opened.repo);
-    let toplevel = repo
+    let toplevel = opened
+        .repo
         .toplevel()
         .context("cannot find the repository's top level")?;
-    let resolve = |rev: &str| {
-        repo.resolve(rev)
-            .with_context(|| format!("`{rev}` is not a commit of this repository"))
-    };
-    let mut worktree = Worktree::new(repo, root, store, &args.state.cargo, "merge-check")?;
+    let mut worktree = Worktree::new(
+        &opened.repo,
+        &opened.root,
+        &opened.store,
+        &args.state.cargo,
+        "merge-check",
+    )?;
+    let merge = Merge::of(&args.revs, &opened.repo, &toplevel, &mut worktree)?;
+    let surveys = Surveys::take(&args, &opened.store, &mut worktree, &merge)?;
+    let workspace_in_repo = opened.root.strip_prefix(&toplevel).unwrap_or(Path::new(""));
+    let sides = sides(&merge, &surveys, &toplevel, workspace_in_repo)?;
+    let tests = surveys.tests();
+    let meeting = Meeting::of(&tests, &sides, &surveys);
+    let at_merge = run_at_merge(&mut worktree, &merge, &meeting.selected)?;
+    let conflicts = conflicts(
+        &mut worktree,
+        &merge,
+        &surveys,
+        &meeting,
+        &at_merge,
+        args.reruns,
+    )?;
+    let untested = untested(&sides, &meeting, &surveys);
+    let report = MergeCheckJson::of(merge, &surveys, &meeting, &at_merge, conflicts, untested);
+    write_report(&report, &sides, args.json)?;
+    Ok(exit_code(&report, &args))
+}
 
-    // The merge and its parents.
-    let (merge, parents, prospective) = if args.revs.len() >= 2 {
-        let revs: Vec<String> = args
-            .revs
-            .iter()
-            .map(|r| resolve(r))
-            .collect::<Result<_>>()?;
-        (make_merge(&mut worktree, &revs)?, revs, true)
-    } else {
-        let rev = args.revs.first().map_or("HEAD", String::as_str);
-        let merge = resolve(rev)?;
-        let parents: Vec<String> =
-            crate::git::worktree::git(&toplevel, &["rev-parse", &format!("{merge}^@")])?
-                .lines()
-                .map(str::to_owned)
-                .collect();
-        if parents.len() < 2 {
-            bail!(
-                "`{rev}` is not a merge commit: name two or more revisions to check how they merge"
-            );
-        }
-        (merge, parents, false)
-    };
+/// The merge checked, its parents and their merge base.
+struct Merge {
+    commit: String,
+    parents: Vec<String>,
+    /// Made by `merge-check` from the revisions given (not a branch's).
+    prospective: bool,
+    base: String,
+}
+
+impl Merge {
+    /// The merge of `revs` when they are two or more (made in the
+    /// worktree), else the merge commit `revs` names (`HEAD` by default).
+    fn of(revs: &[String], repo: &Repo, toplevel: &Path, worktree: &mut Worktree) -> Result<Merge> {
+        let resolve = |rev: &str| {
+            repo.resolve(rev)
+                .with_context(|| format!("`{rev}` is not a commit of this repository"))
+        };
+        let (commit, parents, prospective) = if revs.len() >= 2 {
+            let revs: Vec<String> = revs.iter().map(|r| resolve(r)).collect::<Result<_>>()?;
+            (make_merge(worktree, &revs)?, revs, true)
+        } else {
+            let rev = revs.first().map_or("HEAD", String::as_str);
+            let merge = resolve(rev)?;
+            let parents = parents_of_merge(toplevel, rev, &merge)?;
+            (merge, parents, false)
+        };
+        let base = merge_base(toplevel, &parents)?;
+        Ok(Merge {
+            commit,
+            parents,
+            prospective,
+            base,
+        })
+    }
+
+    /// The base, then each parent: the commits surveyed.
+    fn surveyed(&self) -> Vec<&String> {
+        std::iter::once(&self.base).chain(&self.parents).collect()
+    }
+
+    fn how_surveyed(&self, surveys: &Surveys) -> Vec<HowJson> {
+        self.surveyed()
+            .into_iter()
+            .map(|c| HowJson {
+                commit: c.clone(),
+                how: if surveys.from_history {
+                    "history"
+                } else {
+                    "built"
+                },
+            })
+            .collect()
+    }
+}
+
+/// The parents of `merge` (which `rev` names); an error when it has fewer
+/// than two.
+fn parents_of_merge(toplevel: &Path, rev: &str, merge: &str) -> Result<Vec<String>> {
+    let parents: Vec<String> =
+        crate::git::worktree::git(toplevel, &["rev-parse", &format!("{merge}^@")])?
+            .lines()
+            .map(str::to_owned)
+            .collect();
+    if parents.len() < 2 {
+        bail!("`{rev}` is not a merge commit: name two or more revisions to check how they merge");
+    }
+    Ok(parents)
+}
+
+/// The best common ancestor of all the parents.
+fn merge_base(toplevel: &Path, parents: &[String]) -> Result<String> {
     let mut base_args = vec!["merge-base", "--octopus"];
     base_args.extend(parents.iter().map(String::as_str));
-    let base = crate::git::worktree::git(&toplevel, &base_args)
+    crate::git::worktree::git(toplevel, &base_args)
         .ok()
         .and_then(|out| out.lines().next().map(str::to_owned))
-        .context("the revisions have no common ancestor to compare their changes with")?;
+        .context("the revisions have no common ancestor to compare their changes with")
+}
 
-    // Every test at the base and at each parent.
-    let workspace_in_repo = root.strip_prefix(&toplevel).unwrap_or(Path::new(""));
-    // From the history only when it holds every one of them: functions
-    // known from records (only those some test executed) and from builds
-    // (all of them) would differ where nothing changed. And not when the
-    // untested interactions are wanted: they are among the others.
-    let commits: Vec<&String> = std::iter::once(&base).chain(&parents).collect();
+/// Every test at the base and at each parent.
+struct Surveys {
+    at_base: Survey,
+    at_parents: Vec<Survey>,
+    /// From the records filed there, not built.
+    from_history: bool,
+}
+
+impl Surveys {
+    fn take(
+        args: &MergeCheckArgs,
+        store: &Store,
+        worktree: &mut Worktree,
+        merge: &Merge,
+    ) -> Result<Surveys> {
+        let commits = merge.surveyed();
+        let filed = surveys_filed(args, store, &commits);
+        let from_history = filed.is_some();
+        let mut surveys = match filed {
+            Some(filed) => filed,
+            None => surveys_built(worktree, &commits)?,
+        };
+        let at_parents = surveys.split_off(1);
+        let at_base = surveys.pop().expect("the base's survey");
+        Ok(Surveys {
+            at_base,
+            at_parents,
+            from_history,
+        })
+    }
+
+    /// Each parent's survey, then the base's.
+    fn all(&self) -> impl Iterator<Item = &Survey> {
+        self.at_parents.iter().chain([&self.at_base])
+    }
+
+    /// Every test surveyed anywhere.
+    fn tests(&self) -> BTreeSet<TestId> {
+        let mut tests = BTreeSet::new();
+        for at in self.all() {
+            tests.extend(at.outcomes.keys().cloned());
+        }
+        tests
+    }
+}
+
+/// The `commits` from the history only when it holds every one of them:
+/// functions known from records (only those some test executed) and from
+/// builds (all of them) would differ where nothing changed. And not when
+/// the untested interactions are wanted: they are among the others.
+fn surveys_filed(args: &MergeCheckArgs, store: &Store, commits: &[&String]) -> Option<Vec<Survey>> {
     // Nor when the options choose targets, features or a profile: the
     // records filed there do not say what they were run with. Packages are
     // known from the records' binaries.
     let cargo = &args.state.cargo;
-    let filed: Option<Vec<Survey>> = if args.build
-        || args.fail_on_untested
-        || cargo.selects_targets()
-        || cargo.chooses_build()
-    {
-        None
-    } else {
-        commits
-            .iter()
-            .map(|c| survey_filed(store, c, cargo))
-            .collect()
-    };
-    let from_history = filed.is_some();
-    let mut surveys = match filed {
-        Some(filed) => filed,
-        None => {
-            let mut built = Vec::with_capacity(commits.len());
-            for (i, commit) in commits.iter().enumerate() {
-                let what = match i {
-                    0 => "the merge base".to_owned(),
-                    i => format!("parent {i}"),
-                };
-                built.push(survey_built(&mut worktree, commit, &what)?);
-            }
-            built
-        }
-    };
-    let how: Vec<HowJson> = commits
-        .iter()
-        .map(|c| HowJson {
-            commit: (*c).clone(),
-            how: if from_history { "history" } else { "built" },
-        })
-        .collect();
-    let at_parents = surveys.split_off(1);
-    let at_base = surveys.pop().expect("the base's survey");
-    let mut sides = Vec::with_capacity(parents.len());
-    for (parent, at) in parents.iter().zip(&at_parents) {
-        sides.push(Side {
-            commit: parent.clone(),
-            functions: merge_check::changes(&at_base.functions, &at.functions),
-            files: changed_files(&toplevel, &base, parent, workspace_in_repo)?,
-        });
+    if args.build || args.fail_on_untested || cargo.selects_targets() || cargo.chooses_build() {
+        return None;
     }
+    commits
+        .iter()
+        .map(|c| survey_filed(store, c, cargo))
+        .collect()
+}
 
-    // The tests that meet two or more sides, and each side's own tests.
-    let mut tests: BTreeSet<TestId> = BTreeSet::new();
-    for at in at_parents.iter().chain([&at_base]) {
-        tests.extend(at.outcomes.keys().cloned());
+/// The `commits` (the base, then each parent) built and every test run
+/// there.
+fn surveys_built(worktree: &mut Worktree, commits: &[&String]) -> Result<Vec<Survey>> {
+    let mut built = Vec::with_capacity(commits.len());
+    for (i, commit) in commits.iter().enumerate() {
+        let what = match i {
+            0 => "the merge base".to_owned(),
+            i => format!("parent {i}"),
+        };
+        built.push(survey_built(worktree, commit, &what)?);
     }
-    let evidence: BTreeMap<&TestId, Evidence> = tests
-        .iter()
-        .map(|test| {
-            let mut all = Evidence::default();
-            for at in at_parents.iter().chain([&at_base]) {
-                if let Some(e) = at.evidence.get(test) {
-                    all.executed.extend(&e.executed);
-                    all.files.extend(e.files.iter().cloned());
-                    all.listed.extend(e.listed.iter().cloned());
-                    all.reads_env |= e.reads_env;
-                }
-            }
-            (test, all)
-        })
-        .collect();
-    let met: BTreeMap<&TestId, BTreeMap<usize, Vec<String>>> = evidence
-        .iter()
-        .map(|(test, e)| (*test, merge_check::sides_met(&sides, e)))
-        .collect();
-    let own: BTreeMap<&TestId, Vec<bool>> = tests
-        .iter()
-        .map(|test| {
-            let sides_own = at_parents
-                .iter()
-                .map(|at| at.is_own(test, &at_base))
-                .collect();
-            (test, sides_own)
-        })
-        .collect();
-    let both_sides: Vec<&TestId> = met
-        .iter()
-        .filter(|(_, sides)| sides.len() >= 2)
-        .map(|(test, _)| *test)
-        .collect();
-    let selected: Vec<TestId> = tests
-        .iter()
-        .filter(|t| both_sides.contains(t) || own[t].iter().any(|o| *o))
-        .cloned()
-        .collect();
+    Ok(built)
+}
 
-    // Those, at the merge.
-    let at_merge: HashMap<TestId, Option<Outcome>> = if selected.is_empty() {
-        HashMap::new()
-    } else {
-        // A prospective merge is a commit of its own by now (detached, in
-        // the object database), so it is checked out like any other; no
-        // branch holds it, so what its run learns is not filed.
-        worktree
-            .run(&merge, &selected, !prospective)?
-            .outcomes
-            .with_context(|| {
-                format!(
-                    "the merge {} does not build (the output: {})",
-                    short(&merge),
-                    worktree.log().display()
-                )
-            })?
-            .into_iter()
-            .collect()
-    };
-    // A failure is trusted only once it repeats: at the merge, and at a
-    // parent that is to excuse it.
-    let failed_at_merge: Vec<TestId> = selected
+/// What each parent changed against the base: functions and files.
+fn sides(
+    merge: &Merge,
+    surveys: &Surveys,
+    toplevel: &Path,
+    workspace_in_repo: &Path,
+) -> Result<Vec<Side>> {
+    merge
+        .parents
         .iter()
-        .filter(|t| matches!(at_merge.get(*t), Some(Some(o)) if *o != Outcome::Passed))
-        .cloned()
-        .collect();
-    let flaky_at_merge = passing_on_a_rerun(&mut worktree, &merge, &failed_at_merge, args.reruns)?;
-    let mut passed_at_parent: Vec<BTreeSet<TestId>> = Vec::new();
-    for (parent, at) in parents.iter().zip(&at_parents) {
-        let failed_there: Vec<TestId> = failed_at_merge
+        .zip(&surveys.at_parents)
+        .map(|(parent, at)| {
+            Ok(Side {
+                commit: parent.clone(),
+                functions: merge_check::changes(&surveys.at_base.functions, &at.functions),
+                files: changed_files(toplevel, &merge.base, parent, workspace_in_repo)?,
+            })
+        })
+        .collect()
+}
+
+/// Where the sides meet: what each test executed and read at the base and
+/// the parents, the sides it meets, and which tests run at the merge.
+struct Meeting<'a> {
+    evidence: BTreeMap<&'a TestId, Evidence>,
+    /// Per test, the sides it meets and the changes it meets there.
+    met: BTreeMap<&'a TestId, BTreeMap<usize, Vec<String>>>,
+    /// Per test, whether each side added it or changed its own function.
+    own: BTreeMap<&'a TestId, Vec<bool>>,
+    both_sides: Vec<&'a TestId>,
+    /// The tests that meet two or more sides, and each side's own tests.
+    selected: Vec<TestId>,
+}
+
+impl<'a> Meeting<'a> {
+    fn of(tests: &'a BTreeSet<TestId>, sides: &[Side], surveys: &Surveys) -> Meeting<'a> {
+        let evidence: BTreeMap<&TestId, Evidence> = tests
             .iter()
-            .filter(|t| !flaky_at_merge.contains(*t))
-            .filter(|t| at.outcomes.get(*t).is_some_and(|o| *o != Outcome::Passed))
+            .map(|test| (test, evidence_everywhere(test, surveys)))
+            .collect();
+        let met: BTreeMap<&TestId, BTreeMap<usize, Vec<String>>> = evidence
+            .iter()
+            .map(|(test, e)| (*test, merge_check::sides_met(sides, e)))
+            .collect();
+        let own: BTreeMap<&TestId, Vec<bool>> = tests
+            .iter()
+            .map(|test| {
+                let sides_own = surveys
+                    .at_parents
+                    .iter()
+                    .map(|at| at.is_own(test, &surveys.at_base))
+                    .collect();
+                (test, sides_own)
+            })
+            .collect();
+        let both_sides: Vec<&TestId> = met
+            .iter()
+            .filter(|(_, sides)| sides.len() >= 2)
+            .map(|(test, _)| *test)
+            .collect();
+        let selected: Vec<TestId> = tests
+            .iter()
+            .filter(|t| both_sides.contains(t) || own[t].iter().any(|o| *o))
             .cloned()
             .collect();
-        passed_at_parent.push(passing_on_a_rerun(
-            &mut worktree,
-            parent,
-            &failed_there,
-            args.reruns,
-        )?);
+        Meeting {
+            evidence,
+            met,
+            own,
+            both_sides,
+            selected,
+        }
     }
+
+    /// The changes `test` meets, each named with its side.
+    fn changes_met(&self, test: &TestId) -> Vec<String> {
+        self.met
+            .get(test)
+            .map(|m| {
+                m.iter()
+                    .flat_map(|(side, changes)| {
+                        changes
+                            .iter()
+                            .map(move |c| format!("parent {}: {c}", side + 1))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// What `test` executed and read at the base and at any parent.
+fn evidence_everywhere(test: &TestId, surveys: &Surveys) -> Evidence {
+    let mut all = Evidence::default();
+    for at in surveys.all() {
+        if let Some(e) = at.evidence.get(test) {
+            all.executed.extend(&e.executed);
+            all.files.extend(e.files.iter().cloned());
+            all.listed.extend(e.listed.iter().cloned());
+            all.reads_env |= e.reads_env;
+        }
+    }
+    all
+}
+
+/// The `selected` tests run at the merge, and how each ended.
+fn run_at_merge(
+    worktree: &mut Worktree,
+    merge: &Merge,
+    selected: &[TestId],
+) -> Result<HashMap<TestId, Option<Outcome>>> {
+    if selected.is_empty() {
+        return Ok(HashMap::new());
+    }
+    // A prospective merge is a commit of its own by now (detached, in
+    // the object database), so it is checked out like any other; no
+    // branch holds it, so what its run learns is not filed.
+    Ok(worktree
+        .run(&merge.commit, selected, !merge.prospective)?
+        .outcomes
+        .with_context(|| {
+            format!(
+                "the merge {} does not build (the output: {})",
+                short(&merge.commit),
+                worktree.log().display()
+            )
+        })?
+        .into_iter()
+        .collect())
+}
+
+/// The tests that fail at the merge, each with its verdict, where it has
+/// one.
+fn conflicts(
+    worktree: &mut Worktree,
+    merge: &Merge,
+    surveys: &Surveys,
+    meeting: &Meeting,
+    at_merge: &HashMap<TestId, Option<Outcome>>,
+    reruns: usize,
+) -> Result<Vec<ConflictJson>> {
+    let reran = Reran::at_merge_and_parents(
+        worktree,
+        merge,
+        surveys,
+        &meeting.selected,
+        at_merge,
+        reruns,
+    )?;
     let mut conflicts = Vec::new();
-    for test in &selected {
+    for test in &meeting.selected {
         let Some(Some(outcome)) = at_merge.get(test) else {
             continue;
         };
-        let outcomes: Vec<Option<Outcome>> = at_parents
+        if let Some(kind) = reran.verdict(test, *outcome, surveys, &meeting.own[test]) {
+            conflicts.push(ConflictJson {
+                test: test_name(test),
+                kind,
+                changes: meeting.changes_met(test),
+            });
+        }
+    }
+    Ok(conflicts)
+}
+
+/// What the failures at the merge showed when run again.
+struct Reran {
+    /// Those that passed at the merge on a rerun.
+    flaky_at_merge: BTreeSet<TestId>,
+    /// Per parent, those that failed there too and passed there on a rerun.
+    passed_at_parent: Vec<BTreeSet<TestId>>,
+}
+
+impl Reran {
+    fn at_merge_and_parents(
+        worktree: &mut Worktree,
+        merge: &Merge,
+        surveys: &Surveys,
+        selected: &[TestId],
+        at_merge: &HashMap<TestId, Option<Outcome>>,
+        reruns: usize,
+    ) -> Result<Reran> {
+        // A failure is trusted only once it repeats: at the merge, and at a
+        // parent that is to excuse it.
+        let failed_at_merge: Vec<TestId> = selected
             .iter()
-            .zip(&passed_at_parent)
+            .filter(|t| matches!(at_merge.get(*t), Some(Some(o)) if *o != Outcome::Passed))
+            .cloned()
+            .collect();
+        let flaky_at_merge = passing_on_a_rerun(worktree, &merge.commit, &failed_at_merge, reruns)?;
+        let mut passed_at_parent: Vec<BTreeSet<TestId>> = Vec::new();
+        for (parent, at) in merge.parents.iter().zip(&surveys.at_parents) {
+            let failed_there: Vec<TestId> = failed_at_merge
+                .iter()
+                .filter(|t| !flaky_at_merge.contains(*t))
+                .filter(|t| at.outcomes.get(*t).is_some_and(|o| *o != Outcome::Passed))
+                .cloned()
+                .collect();
+            passed_at_parent.push(passing_on_a_rerun(worktree, parent, &failed_there, reruns)?);
+        }
+        Ok(Reran {
+            flaky_at_merge,
+            passed_at_parent,
+        })
+    }
+
+    /// The verdict on `test`, which ended with `outcome` at the merge;
+    /// `own` says which sides added or changed it.
+    fn verdict(
+        &self,
+        test: &TestId,
+        outcome: Outcome,
+        surveys: &Surveys,
+        own: &[bool],
+    ) -> Option<Verdict> {
+        let outcomes: Vec<Option<Outcome>> = surveys
+            .at_parents
+            .iter()
+            .zip(&self.passed_at_parent)
             .map(|(at, passed)| match passed.contains(test) {
                 true => Some(Outcome::Passed),
                 false => at.outcomes.get(test).copied(),
             })
             .collect();
-        let kind = match flaky_at_merge.contains(test) {
+        match self.flaky_at_merge.contains(test) {
             true => Some(Verdict::FlakyAtMerge),
-            false => merge_check::classify(*outcome, &outcomes, &own[test]),
-        };
-        if let Some(kind) = kind {
-            let changes = met
-                .get(test)
-                .map(|m| {
-                    m.iter()
-                        .flat_map(|(side, changes)| {
-                            changes
-                                .iter()
-                                .map(move |c| format!("parent {}: {c}", side + 1))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            conflicts.push(ConflictJson {
-                test: test_name(test),
-                kind,
-                changes,
-            });
+            false => merge_check::classify(outcome, &outcomes, own),
         }
     }
+}
+
+/// The functions changed on different sides that no test executes
+/// together.
+fn untested(sides: &[Side], meeting: &Meeting, surveys: &Surveys) -> Vec<Untested> {
     let mut calls = merge_check::Calls::default();
-    for at in at_parents.iter().chain([&at_base]) {
+    for at in surveys.all() {
         calls.add(&at.calls);
     }
-    let names: Vec<&Functions> = at_parents
-        .iter()
-        .chain([&at_base])
-        .map(|at| &at.functions)
-        .collect();
-    let untested = merge_check::untested(
-        &sides,
-        &evidence.values().cloned().collect::<Vec<_>>(),
+    let names: Vec<&Functions> = surveys.all().map(|at| &at.functions).collect();
+    merge_check::untested(
+        sides,
+        &meeting.evidence.values().cloned().collect::<Vec<_>>(),
         &calls,
         &names,
-    );
+    )
+}
 
-    let report = MergeCheckJson {
-        merge: merge.clone(),
-        prospective,
-        parents: parents.clone(),
-        base: vec![base],
-        both_sides: both_sides.iter().map(|t| test_name(t)).collect(),
-        // Not those gone at the merge (a test a side renamed or removed).
-        ran_at_merge: selected
-            .iter()
-            .filter(|t| matches!(at_merge.get(*t), Some(Some(_))))
-            .map(test_name)
-            .collect(),
-        surveyed: how,
-        conflicts,
-        untested,
-    };
-    if args.json {
+/// The report, as JSON or for people.
+fn write_report(report: &MergeCheckJson, sides: &[Side], json: bool) -> Result<()> {
+    if json {
         let mut out = std::io::stdout().lock();
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        serde_json::to_writer_pretty(&mut out, report)?;
         writeln!(out)?;
     } else {
-        print_report(&mut anstream::stdout().lock(), &report, &sides)?;
+        print_report(&mut anstream::stdout().lock(), report, sides)?;
     }
+    Ok(())
+}
+
+/// A failure the merge is to blame for, or with `--fail-on-untested` an
+/// untested interaction, fails the check.
+fn exit_code(report: &MergeCheckJson, args: &MergeCheckArgs) -> ExitCode {
     let blamed = report.conflicts.iter().any(|c| c.kind.blames(args.strict));
-    Ok(
-        if blamed || (args.fail_on_untested && !report.untested.is_empty()) {
-            ExitCode::from(crate::exit::TESTS_FAILED)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    if blamed || (args.fail_on_untested && !report.untested.is_empty()) {
+        ExitCode::from(crate::exit::TESTS_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Makes the merge of `revs` in the worktree, as a detached commit.
@@ -534,7 +724,6 @@ fn functions_of(ran: &Ran) -> Result<Functions> {
     Ok(functions)
 }
 
-/// The files `side` changed against `base`, relative to the workspace.
 /// Of `tests`, which failed at `commit`, those that pass when run there
 /// again, up to `reruns` times (each run of the ones still failing; not
 /// filed, a rerun only confirms).
@@ -563,6 +752,7 @@ fn passing_on_a_rerun(
     Ok(passed)
 }
 
+/// The files `side` changed against `base`, relative to the workspace.
 fn changed_files(
     toplevel: &Path,
     base: &str,
@@ -599,6 +789,35 @@ struct MergeCheckJson {
     surveyed: Vec<HowJson>,
     conflicts: Vec<ConflictJson>,
     untested: Vec<Untested>,
+}
+
+impl MergeCheckJson {
+    fn of(
+        merge: Merge,
+        surveys: &Surveys,
+        meeting: &Meeting,
+        at_merge: &HashMap<TestId, Option<Outcome>>,
+        conflicts: Vec<ConflictJson>,
+        untested: Vec<Untested>,
+    ) -> MergeCheckJson {
+        MergeCheckJson {
+            // Not those gone at the merge (a test a side renamed or removed).
+            ran_at_merge: meeting
+                .selected
+                .iter()
+                .filter(|t| matches!(at_merge.get(*t), Some(Some(_))))
+                .map(test_name)
+                .collect(),
+            both_sides: meeting.both_sides.iter().map(|t| test_name(t)).collect(),
+            surveyed: merge.how_surveyed(surveys),
+            merge: merge.commit,
+            prospective: merge.prospective,
+            parents: merge.parents,
+            base: vec![merge.base],
+            conflicts,
+            untested,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -665,8 +884,14 @@ fn print_report(out: &mut impl Write, report: &MergeCheckJson, sides: &[Side]) -
             "(from filed records: functions no test executes are not compared; --build to build)"
         )?;
     }
+    print_untested(out, &report.untested)
+}
+
+/// The functions changed on several sides that no test executes (alone or
+/// together).
+fn print_untested(out: &mut impl Write, untested: &[Untested]) -> Result<()> {
     let (alone, pairs): (Vec<&Untested>, Vec<&Untested>) =
-        report.untested.iter().partition(|u| u.with.is_none());
+        untested.iter().partition(|u| u.with.is_none());
     let parents = |u: &Untested| -> String {
         let sides: Vec<String> = u.sides.iter().map(|s| format!("{}", s + 1)).collect();
         sides.join(", ")
