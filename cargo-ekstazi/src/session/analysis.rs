@@ -12,7 +12,8 @@ use ekstazi_core::model::peer::Peer;
 use ekstazi_core::model::record::{Outcome, Record};
 use ekstazi_core::options::settings::External;
 use ekstazi_core::selection::filter::{Decision, Filter};
-use ekstazi_core::selection::select::{self, Present, Reason};
+use ekstazi_core::selection::select::{Present, Reason};
+use ekstazi_core::selection::verdict::{self, InPart, Judgement};
 use ekstazi_core::selection::vouch::filed_vouches;
 use ekstazi_core::storage::history::Known;
 use ekstazi_core::storage::history::candidates::Vouch;
@@ -174,7 +175,11 @@ impl Session {
         // the tests they do not vouch for, which try the records filed in
         // the history in turn.
         let judged = self.judge_current(scoped, loaded, only_filed.is_some());
-        if judged.iter().flat_map(|(.., j)| j).any(|j| j.may_vouch) {
+        if judged
+            .iter()
+            .flat_map(|(.., j)| j)
+            .any(|j| j.judgement.may_vouch)
+        {
             self.read_history();
         }
         let plan = judged
@@ -448,19 +453,16 @@ impl Session {
                 // as it is (a test's own `TMPDIR` is one more variable).
                 let (loaded, sealed, file, env) = match current {
                     Current::Indexed(summarised, file) => {
-                        let own_env = summarised.deps().any(|dep| {
-                            matches!(dep.target, Target::Env(_) | Target::Environment)
-                        });
+                        let own_env = summarised
+                            .deps()
+                            .any(|dep| matches!(dep.target, Target::Env(_) | Target::Environment));
                         let env = if own_env {
                             self.selection_environment_of(&case)
                         } else {
                             Cow::Borrowed(&self.environments[case.binary])
                         };
                         let present = self.present(case.binary, &env);
-                        if !present.forced
-                            && rules.is_empty()
-                            && select::summary_vouches(&summarised, &present)
-                        {
+                        if verdict::summary_decides(&summarised, &present, &rules) {
                             // Decided: the test's own environment (a copy of
                             // its binary's, thousands at once) is not kept.
                             let judged = Judged {
@@ -469,8 +471,10 @@ impl Session {
                                 file,
                                 env: Cow::Borrowed(&self.environments[case.binary]),
                                 rules,
-                                holds: true,
-                                may_vouch: false,
+                                judgement: Judgement {
+                                    holds: true,
+                                    may_vouch: false,
+                                },
                             };
                             return (case, decision, Some(judged));
                         }
@@ -482,28 +486,15 @@ impl Session {
                 };
                 let env = env.unwrap_or_else(|| self.selection_environment_of(&case));
                 let present = self.present(case.binary, &env);
-                // A failure last time runs again, whatever passed elsewhere:
-                // a failed run's dependencies are what it read before it
-                // failed, not what its failure came from, so they do not
-                // say that it failed in another world than this one.
-                let history =
-                    self.repo.is_some() && !only_filed && !present.forced && rules.is_empty();
-                let holds = history
-                    && matches!(&loaded, Loaded::Found(record) if select::vouches(record, &present));
-                let may_vouch = history
-                    && !holds
-                    && match &loaded {
-                        Loaded::Found(record) => record.outcome == Outcome::Passed,
-                        Loaded::Missing | Loaded::Invalid(_) => true,
-                    };
+                let history = self.repo.is_some() && !only_filed;
+                let judgement = verdict::judge(&loaded, &present, &rules, history);
                 let judged = Judged {
                     loaded: Held::Read(loaded),
                     sealed,
                     file,
                     env,
                     rules,
-                    holds,
-                    may_vouch,
+                    judgement,
                 };
                 (case, decision, Some(judged))
             })
@@ -519,8 +510,7 @@ impl Session {
             file,
             env,
             rules,
-            holds,
-            may_vouch,
+            judgement,
         }) = judged
         else {
             return Planned {
@@ -556,37 +546,28 @@ impl Session {
         // a filed one that vouches, and naming every changed
         // function of the current record cost them more than the
         // history's own reading (ripgrep, `perf`).
-        let filed = if may_vouch {
+        let filed = if judgement.may_vouch {
             self.vouching(&case, &present)
         } else {
             None
         };
-        let (mut reasons, last, last_known, vouched) = match filed {
-            Some((record, id, vouch)) => (
-                Vec::new(),
-                Some(Last::Record(record)),
-                Known::Filed(id),
-                Some(vouch),
-            ),
+        let vouched = filed.is_some();
+        let in_part = self.in_part(&case);
+        let reasons = verdict::reasons(&loaded, &present, judgement, vouched, in_part, rules);
+        let (last, last_known, vouched) = match filed {
+            Some((record, id, vouch)) => {
+                (Some(Last::Record(record)), Known::Filed(id), Some(vouch))
+            }
             None => {
-                // Judged already: `select::reasons` finds none
-                // exactly when `select::vouches` holds (not forced).
-                let reasons = if holds {
-                    Vec::new()
-                } else {
-                    select::reasons(&loaded, &present)
-                };
                 let last = match loaded {
                     Loaded::Found(record) => Some(Last::Record(record)),
                     _ => None,
                 };
                 // The store gives a digest with a found record only.
                 let last_known = sealed.map_or(Known::Nothing, Known::Current);
-                (reasons, last, last_known, None)
+                (last, last_known, None)
             }
         };
-        self.name_partial_units(&case, &mut reasons);
-        reasons.extend(rules);
         Planned {
             case,
             decision,
@@ -675,45 +656,20 @@ impl Session {
         }
     }
 
-    /// The reasons the settings give to run a test whatever its record says.
     /// A unit that is one verdict (a library's doctests, a `harness =
-    /// false` binary) given the filter or the words after `--` runs in
-    /// part, and a partial run is not recorded (see
-    /// `crate::run::scheduler`): without a record, it is new at every such
-    /// run, which says so rather than `new`.
-    fn name_partial_units(&self, case: &TestCase, reasons: &mut [Reason]) {
+    /// false` binary), given the filter or the words after `--`, runs in
+    /// part (see `crate::run::scheduler`).
+    fn in_part(&self, case: &TestCase) -> Option<InPart<'_>> {
         let binary = &self.built.binaries[case.binary];
-        let words = &self.options.harness_words;
-        if words.is_empty() || !(binary.doctests.is_some() || binary.custom_harness) {
-            return;
-        }
-        let unit = if binary.doctests.is_some() {
-            "a library's doctests run"
-        } else {
-            "a binary without libtest runs"
-        };
-        for reason in reasons.iter_mut().filter(|r| **r == Reason::New) {
-            *reason = Reason::Always(format!(
-                "with the test arguments `{}`, {unit} in part, and a partial run is never recorded",
-                words.join(" ")
-            ));
-        }
+        (binary.doctests.is_some() || binary.custom_harness).then(|| InPart {
+            words: &self.options.harness_words,
+            doctests: binary.doctests.is_some(),
+        })
     }
 
     fn rules(&self, case: &TestCase) -> Vec<Reason> {
         let key = &self.built.binaries[case.binary].key;
-        let settings = &self.options.settings;
-        let mut reasons = Vec::new();
-        if settings.skipme {
-            reasons.push(Reason::Skipme);
-        }
-        if let Some(pattern) = settings.always_run.matching(key, &case.name) {
-            reasons.push(Reason::AlwaysRunPattern(pattern.to_owned()));
-        }
-        if let Some(pattern) = settings.never_record.matching(key, &case.name) {
-            reasons.push(Reason::NeverRecorded(pattern.to_owned()));
-        }
-        reasons
+        verdict::rules(&self.options.settings, key, &case.name)
     }
 }
 
@@ -744,11 +700,7 @@ struct Judged<'a> {
     file: Option<Identity>,
     env: Cow<'a, Environment>,
     rules: Vec<Reason>,
-    /// Its current record vouches for it (judged only where the history
-    /// may be tried; else its reasons are worked out in the second pass).
-    holds: bool,
-    /// Its current record does not vouch for it, and a filed one may.
-    may_vouch: bool,
+    judgement: Judgement,
 }
 
 /// The records filed under one commit, by test.

@@ -5,7 +5,8 @@
 //! dependency ([`changed_code::holds`], [`changed_code::changes`]),
 //! libtest's name filters ([`filter::Filter`], [`filter::Decision`]) and
 //! the records of other commits that may vouch for a test
-//! ([`vouch::Verdicts`]).
+//! ([`vouch::Verdicts`]); [`verdict`] puts them together into a test's
+//! reasons to run.
 //!
 //! Invariant: selection is the top of a run's pipeline: it reads storage,
 //! digests, capture's normalisation and the model; nothing below imports
@@ -14,4 +15,5 @@
 pub mod changed_code;
 pub mod filter;
 pub mod select;
+pub mod verdict;
 pub mod vouch;
