@@ -14,6 +14,7 @@
 //! state directory as it was after the last finished query.
 
 use crate::cli::{BisectArgs, SearchArg};
+use crate::git::repo::Repo;
 use crate::git::worktree::{TestId, Worktree, short};
 use crate::style;
 use anyhow::{Context, Result, bail};
@@ -30,29 +31,76 @@ use std::process::{Command, ExitCode};
 
 pub fn run(args: BisectArgs) -> Result<ExitCode> {
     let opened = super::locked_repo(&args.state, "bisect")?;
-    let (root, store, repo) = (&opened.root, &opened.store, &opened.repo);
-    let history = store.history();
-    let revs = |given: &[String], default: &[&str]| -> Result<Vec<String>> {
-        let given: Vec<&str> = if given.is_empty() {
-            default.to_vec()
-        } else {
-            given.iter().map(String::as_str).collect()
-        };
-        given
-            .iter()
-            .map(|rev| {
-                repo.resolve(rev)
-                    .with_context(|| format!("`{rev}` is not a commit of this repository"))
-            })
-            .collect()
+    let history = opened.store.history();
+    let bad = resolve_revs(&opened.repo, &args.bad, &["HEAD"])?;
+    let mut good = resolve_revs(&opened.repo, &args.good, &[])?;
+    let mut builder = Worktree::new(
+        &opened.repo,
+        &opened.root,
+        &opened.store,
+        &args.state.cargo,
+        "bisect",
+    )?;
+    let (tests, builds) = named_tests(&args.tests, &opened.store, &history, &mut builder, &bad[0])?;
+    let dag = commit_dag(&opened.root, &bad, &good, args.first_parent)?;
+    let mut oracle = Answers::new(history.clone(), tests.clone(), builder, builds);
+    oracle.refuse_failing(&good)?;
+    if good.is_empty() {
+        good.push(find_good(&opened.root, &bad[0], &mut oracle)?);
+    }
+    let search = search_of(args.search);
+    let found = bisect::regressions(&dag, &bad, &good, &mut oracle, search, args.propagate);
+    if let Some(e) = oracle.failure.take() {
+        return Err(e);
+    }
+    let builds = oracle.builds;
+    let test_runs = oracle.test_runs;
+    let queries = oracle.log.take();
+    let git_bisect_builds = if args.compare_git_bisect {
+        Some(git_bisect_builds(&dag, &bad, &good, &mut oracle)?)
+    } else {
+        None
     };
-    let bad = revs(&args.bad, &["HEAD"])?;
-    let mut good = revs(&args.good, &[])?;
-    let mut builder = Worktree::new(repo, root, store, &args.state.cargo, "bisect")?;
-    let mut known = known_tests(store, &history)?;
+    drop(oracle);
+
+    let report = BisectJson {
+        regressions: regressions_explained(&opened.store, &opened.repo, &history, &tests, &found),
+        queries,
+        builds,
+        test_runs,
+        git_bisect_builds,
+    };
+    write_report(&report, args.json)?;
+    conclude(&report, unsolved(&found))
+}
+
+/// The commits `given` names, else those `default` names.
+fn resolve_revs(repo: &Repo, given: &[String], default: &[&str]) -> Result<Vec<String>> {
+    let given: Vec<&str> = if given.is_empty() {
+        default.to_vec()
+    } else {
+        given.iter().map(String::as_str).collect()
+    };
+    given
+        .iter()
+        .map(|rev| {
+            repo.resolve(rev)
+                .with_context(|| format!("`{rev}` is not a commit of this repository"))
+        })
+        .collect()
+}
+
+/// The tests `queries` name, and how many builds it took to find them.
+fn named_tests(
+    queries: &[String],
+    store: &Store,
+    history: &History,
+    builder: &mut Worktree,
+    bad: &str,
+) -> Result<(Vec<TestId>, usize)> {
+    let mut known = known_tests(store, history)?;
     let mut builds = 0;
-    if args
-        .tests
+    if queries
         .iter()
         .any(|query| matching(&known, query).is_empty())
     {
@@ -61,82 +109,67 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
         // files answers for the bad end too.
         style::note(format!(
             "no record names {}: building the bad end {} to list its tests",
-            args.tests.join(", "),
-            short(&bad[0])
+            queries.join(", "),
+            short(bad)
         ));
-        let ran = builder.run(&bad[0], &[], true)?;
+        let ran = builder.run(bad, &[], true)?;
         builds += 1;
         let outcomes = ran.outcomes.with_context(|| {
             format!(
                 "the bad end {} does not build (the output: {})",
-                short(&bad[0]),
+                short(bad),
                 builder.log().display()
             )
         })?;
         known.extend(outcomes.into_iter().map(|(id, _)| id));
     }
-    let tests = resolve_tests(&args.tests, &known)?;
+    let tests = resolve_tests(queries, &known)?;
     if tests.iter().any(|(binary, _)| binary.contains("::doc/")) {
         bail!("doctests cannot be bisected: name the tests of a test binary");
     }
-    let dag = commit_dag(root, &bad, &good, args.first_parent)?;
-    let mut oracle = Answers {
-        history: history.clone(),
-        tests: tests.clone(),
-        seen: RefCell::new(HashMap::new()),
-        log: RefCell::new(Vec::new()),
-        builder,
-        builds,
-        test_runs: 0,
-        failure: None,
-        quiet: false,
-    };
-    for commit in &good {
-        if oracle
-            .history_answer(commit)
-            .is_some_and(|(a, _)| a == Answer::Bad)
-        {
-            bail!(
-                "a named test fails at the good commit {} (its filed records say so)",
-                short(commit)
-            );
-        }
-    }
-    if good.is_empty() {
-        good.push(find_good(root, &bad[0], &mut oracle)?);
-    }
-    let search = match args.search {
+    Ok((tests, builds))
+}
+
+fn search_of(arg: SearchArg) -> Search {
+    match arg {
         SearchArg::Multiplying => Search::Multiplying,
         SearchArg::MultiplyingThenBinary => Search::MultiplyingThenBinary,
         SearchArg::Binary => Search::Binary,
-    };
-    let found = bisect::regressions(&dag, &bad, &good, &mut oracle, search, args.propagate);
+    }
+}
+
+/// How many commits git bisect asks about on the same answers: each of
+/// its questions is a build (it has no history); commits this search did
+/// not judge are built now.
+fn git_bisect_builds(
+    dag: &Dag,
+    bad: &[String],
+    good: &[String],
+    oracle: &mut Answers,
+) -> Result<usize> {
+    oracle.quiet = true;
+    let mut asked = 0;
+    for leaf in bad {
+        asked += bisect::git_bisect(dag, leaf, good, &mut |c: &str| {
+            oracle.known(c).unwrap_or_else(|| oracle.query(c))
+        })
+        .1;
+    }
     if let Some(e) = oracle.failure.take() {
         return Err(e);
     }
-    let builds = oracle.builds;
-    let test_runs = oracle.test_runs;
-    let queries = oracle.log.take();
-    // git bisect on the same answers: each of its questions is a build (it
-    // has no history); commits this search did not judge are built now.
-    let git_bisect_builds = if args.compare_git_bisect {
-        oracle.quiet = true;
-        let mut asked = 0;
-        for leaf in &bad {
-            asked += bisect::git_bisect(&dag, leaf, &good, &mut |c: &str| {
-                oracle.known(c).unwrap_or_else(|| oracle.query(c))
-            })
-            .1;
-        }
-        if let Some(e) = oracle.failure.take() {
-            return Err(e);
-        }
-        Some(asked)
-    } else {
-        None
-    };
-    drop(oracle);
+    Ok(asked)
+}
 
+/// Each regression point found, with its bad commit's subject and what
+/// differs between the tests' records at its two ends.
+fn regressions_explained(
+    store: &Store,
+    repo: &Repo,
+    history: &History,
+    tests: &[TestId],
+    found: &[Result<Regression, Unsolved>],
+) -> Vec<RegressionJson> {
     let table = ekstazi_core::digests::functions::FunctionTable::load(&store.functions_dir());
     let subjects = repo.subjects(
         found
@@ -144,7 +177,7 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
             .flatten()
             .flat_map(|r| [r.good.as_str(), r.bad.as_str()]),
     );
-    let regressions: Vec<RegressionJson> = found
+    found
         .iter()
         .flatten()
         .map(|r| RegressionJson {
@@ -153,10 +186,14 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
             leaf: r.leaf.clone(),
             subject: subjects.get(&r.bad).cloned(),
             skipped: r.skipped.clone(),
-            changed: explain(&history, &tests, r, &table),
+            changed: explain(history, tests, r, &table),
         })
-        .collect();
-    let unsolved: Vec<String> = found
+        .collect()
+}
+
+/// Why no regression point was found from some bad commits.
+fn unsolved(found: &[Result<Regression, Unsolved>]) -> Vec<String> {
+    found
         .iter()
         .filter_map(|r| r.as_ref().err())
         .map(|e| match e {
@@ -167,21 +204,24 @@ pub fn run(args: BisectArgs) -> Result<ExitCode> {
                 format!("the tests pass at the bad commit {}", short(leaf))
             }
         })
-        .collect();
-    let report = BisectJson {
-        regressions,
-        queries,
-        builds,
-        test_runs,
-        git_bisect_builds,
-    };
+        .collect()
+}
+
+/// The report, as JSON or for people.
+fn write_report(report: &BisectJson, json: bool) -> Result<()> {
     let mut out = anstream::stdout().lock();
-    if args.json {
-        serde_json::to_writer(&mut out, &report)?;
+    if json {
+        serde_json::to_writer(&mut out, report)?;
         writeln!(out)?;
     } else {
-        print_report(&mut out, &report)?;
+        print_report(&mut out, report)?;
     }
+    Ok(())
+}
+
+/// Success when a regression point was found, with a warning for each bad
+/// commit without one; else an error that says why.
+fn conclude(report: &BisectJson, unsolved: Vec<String>) -> Result<ExitCode> {
     if report.regressions.is_empty() {
         bail!(
             "no regression point found: {}",
@@ -457,6 +497,39 @@ struct Answers {
 }
 
 impl Answers {
+    /// The answers for `tests`, none given yet; `builds` were spent
+    /// already.
+    fn new(history: History, tests: Vec<TestId>, builder: Worktree, builds: usize) -> Answers {
+        Answers {
+            history,
+            tests,
+            seen: RefCell::new(HashMap::new()),
+            log: RefCell::new(Vec::new()),
+            builder,
+            builds,
+            test_runs: 0,
+            failure: None,
+            quiet: false,
+        }
+    }
+
+    /// An error when the history shows a named test failing at one of the
+    /// `good` commits.
+    fn refuse_failing(&self, good: &[String]) -> Result<()> {
+        for commit in good {
+            if self
+                .history_answer(commit)
+                .is_some_and(|(a, _)| a == Answer::Bad)
+            {
+                bail!(
+                    "a named test fails at the good commit {} (its filed records say so)",
+                    short(commit)
+                );
+            }
+        }
+        Ok(())
+    }
+
     fn logged(&self, commit: &str, answer: Answer, how: &'static str) {
         if self.quiet {
             return;
