@@ -45,6 +45,9 @@
 //!   from their packages alone and run on the demo (`package_check`).
 //! - `common/`: what `bench` and `eval` both use (statistics, running
 //!   commands, the workspace's files); it uses neither.
+//! - Checks run as tests: the code map stays true (`docs_check`), and
+//!   cargo-ekstazi makes no record, dependency or verdict itself
+//!   (`rooms_check`).
 
 mod bench;
 mod common;
@@ -53,6 +56,8 @@ mod docs_check;
 mod eval;
 mod layout;
 mod package_check;
+#[cfg(test)]
+mod rooms_check;
 
 use anyhow::Result;
 use bench::{edit, end_to_end, granularity, history, selection, shim};
