@@ -2,7 +2,7 @@
 //! then recorded as `cargo ekstazi test` records it.
 //!
 //! 1. The same run path as `test` up to the plan ([`pipeline::prepare`],
-//!    [`pipeline::open_records`], [`pipeline::plan`]), with the same
+//!    [`pipeline::open_and_plan`]), with the same
 //!    housekeeping of the records.
 //! 2. `cargo nextest run` with the same cargo options, the instrumented
 //!    build's environment, `--target <host>` and `--target-dir`: cargo finds
@@ -104,10 +104,14 @@ fn run_selected(mut args: NextestArgs) -> Result<ExitCode> {
         return Ok(exit_code(status));
     }
     let user_runner = config::user_runner(&session.ws.host, session.ws.cargo_home.as_deref())?;
-    let lock = pipeline::open_records(&mut session, true)?;
+    let pipeline::Opened {
+        lock,
+        plan,
+        mut tally,
+        nothing,
+    } = pipeline::open_and_plan(&mut session, true)?;
     let recording = lock.is_some();
-    let (plan, mut tally, nothing) = pipeline::plan(&mut session, recording)?;
-    let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
+    let selected = pipeline::selected(&plan);
     let mut stdout = anstream::stdout().lock();
     if let Some(why) = nothing {
         // Nextest is not started: it would only say that no test matched.

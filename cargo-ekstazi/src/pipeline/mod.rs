@@ -6,7 +6,8 @@
 //! 2. [`open_records`]: the notes about the records, and the state
 //!    directory's lock for a run that records;
 //! 3. [`analyse`] (`list`), or [`plan`] (`test`, `nextest`): the analysis,
-//!    the housekeeping before a recording run, the selection line;
+//!    the housekeeping before a recording run, the selection line (`test`
+//!    and `nextest` take 2 and 3 as one, [`open_and_plan`]);
 //! 4. run → record → report: the command's own (the scheduler for `test`,
 //!    `cargo nextest run` for `nextest`), each finished test's record
 //!    written through [`records::Written`], and [`records::finish_recording`]
@@ -58,6 +59,34 @@ pub fn open_records(session: &mut Session, records: bool) -> Result<Option<Store
     // With `--skipme` the granularity is binary: nothing falls back.
     records::note_fallbacks(session);
     Ok(lock)
+}
+
+/// What a command that runs tests (`test`, `nextest`) opens with: the
+/// records opened ([`open_records`]), and the plan made ([`plan`]).
+pub struct Opened {
+    /// The state directory's lock; `None`: nothing is recorded.
+    pub lock: Option<StoreLock>,
+    pub plan: Vec<Planned>,
+    pub tally: Tally,
+    /// When nothing is selected, the sentence that says why.
+    pub nothing: Option<String>,
+}
+
+/// The tests a run runs, in the plan's order.
+pub fn selected(plan: &[Planned]) -> Vec<&Planned> {
+    plan.iter().filter(|p| p.selected()).collect()
+}
+
+/// [`open_records`] (taking the lock when `records`), then [`plan`].
+pub fn open_and_plan(session: &mut Session, records: bool) -> Result<Opened> {
+    let lock = open_records(session, records)?;
+    let (plan, tally, nothing) = plan(session, lock.is_some())?;
+    Ok(Opened {
+        lock,
+        plan,
+        tally,
+        nothing,
+    })
 }
 
 /// The analysis alone (`list`): every test the filter keeps, decided; and

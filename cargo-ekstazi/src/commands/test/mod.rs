@@ -70,10 +70,14 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         && !auditing
         && !verdicts_first
         && verdict_first::unrecorded_applies(&session);
-    let lock = pipeline::open_records(&mut session, !verdicts_first && !unrecorded)?;
+    let pipeline::Opened {
+        lock,
+        plan,
+        tally,
+        nothing,
+    } = pipeline::open_and_plan(&mut session, !verdicts_first && !unrecorded)?;
     let recording = lock.is_some();
-    let (plan, tally, nothing) = pipeline::plan(&mut session, recording)?;
-    let selected: Vec<&Planned> = plan.iter().filter(|p| p.selected()).collect();
+    let selected = pipeline::selected(&plan);
     let mut stdout = anstream::stdout().lock();
     if let Some(why) = nothing {
         writeln!(stdout, "{why}")?;
