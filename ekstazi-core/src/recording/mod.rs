@@ -156,36 +156,7 @@ pub fn record(evidence: &Evidence<'_>, facts: &Facts<'_>) -> Record {
         }
     };
     let trace = trace::parse(bytes);
-    let ignore = match &evidence.unit {
-        Unit::Doctests { ignore, .. } => *ignore,
-        Unit::Binary { .. } => facts.ignore,
-    };
-    let collected = collect(
-        &trace,
-        &Context {
-            anchors: facts.checksums.anchors(),
-            ignore,
-            env: evidence.env,
-            services: facts.services,
-        },
-    );
-    record.always.extend(collected.always);
-    if evidence.trace_lost {
-        record.always.push(
-            "the shim could not write all of its trace (a full disk, a file size limit, or its descriptor taken)"
-                .to_owned(),
-        );
-    }
-    record.network = collected.network;
-    record.ignored = collected.ignored;
-    add_observed(
-        facts.checksums,
-        evidence.started,
-        collected.observed,
-        &collected.witnesses,
-        &mut record,
-    );
-    let cargo_dirs = cargo_builds::deps(&trace, evidence.started, evidence.env, facts, &mut record);
+    let cargo_dirs = add_accessed(&trace, evidence, facts, &mut record);
     let Unit::Binary { path, sum, code } = evidence.unit else {
         // Rustdoc's own executables: no code dependencies, no test binary.
         // Nor the programs a doctest unit runs: rustdoc runs the linker
@@ -219,6 +190,47 @@ pub fn record(evidence: &Evidence<'_>, facts: &Facts<'_>) -> Record {
     }
     record.sort_deps();
     record
+}
+
+/// Adds what the trace shows the test accessed, each as the test saw it,
+/// and the inputs of the builds a cargo it ran used. Returns those build
+/// directories.
+fn add_accessed(
+    trace: &trace::Trace,
+    evidence: &Evidence<'_>,
+    facts: &Facts<'_>,
+    record: &mut Record,
+) -> Vec<PathBuf> {
+    let ignore = match &evidence.unit {
+        Unit::Doctests { ignore, .. } => *ignore,
+        Unit::Binary { .. } => facts.ignore,
+    };
+    let collected = collect(
+        trace,
+        &Context {
+            anchors: facts.checksums.anchors(),
+            ignore,
+            env: evidence.env,
+            services: facts.services,
+        },
+    );
+    record.always.extend(collected.always);
+    if evidence.trace_lost {
+        record.always.push(
+            "the shim could not write all of its trace (a full disk, a file size limit, or its descriptor taken)"
+                .to_owned(),
+        );
+    }
+    record.network = collected.network;
+    record.ignored = collected.ignored;
+    add_observed(
+        facts.checksums,
+        evidence.started,
+        collected.observed,
+        &collected.witnesses,
+        record,
+    );
+    cargo_builds::deps(trace, evidence.started, evidence.env, facts, record)
 }
 
 /// Marks `record` failed: its test failed where the verdicts were given,
