@@ -35,7 +35,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
     let failed_in_verdicts = background::failed_in_verdicts()?;
     let start = Instant::now();
     let in_background = failed_in_verdicts.is_some();
-    let mut auditing = args.audit;
+    let asked_audit = args.audit;
     let mut request = request(args)?;
     if in_background {
         // The reports the user asked for are the verdict run's.
@@ -43,25 +43,7 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         request.junit = None;
     }
     let mut session = pipeline::prepare(request)?;
-    let settings = &session.options.settings;
-    // The log is read only when a schedule is set.
-    if !auditing && !in_background && !settings.forceall && settings.full_every.is_some() {
-        let runs = run_log::read(session.store.root());
-        if runs.in_the_future > 0 {
-            style::warn(format!(
-                "{} line(s) of {} dated after this machine's clock were left out \
-                 ([run] full-every counts the others)",
-                runs.in_the_future,
-                session.store.root().join(run_log::FILE).display()
-            ));
-        }
-        if let Some(why) = audit::due(settings, &runs.entries) {
-            style::note(format!(
-                "running every test as an audit: {why} ([run] full-every)"
-            ));
-            auditing = true;
-        }
-    }
+    let auditing = asked_audit || (!in_background && audit_is_due(&session));
     // Decided before anything is recorded, as a run without it would.
     let would = auditing.then(|| audit::would_be_plan(&mut session));
     let verdicts_first = !in_background && !auditing && verdict_first::applies(&session);
@@ -136,6 +118,31 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         }
         _ => code,
     })
+}
+
+/// Whether `[run] full-every` makes this run an audit (the run log is
+/// read only when a schedule is set, and not under `--forceall`).
+fn audit_is_due(session: &Session) -> bool {
+    let settings = &session.options.settings;
+    if settings.forceall || settings.full_every.is_none() {
+        return false;
+    }
+    let runs = run_log::read(session.store.root());
+    if runs.in_the_future > 0 {
+        style::warn(format!(
+            "{} line(s) of {} dated after this machine's clock were left out \
+             ([run] full-every counts the others)",
+            runs.in_the_future,
+            session.store.root().join(run_log::FILE).display()
+        ));
+    }
+    let due = audit::due(settings, &runs.entries);
+    if let Some(why) = &due {
+        style::note(format!(
+            "running every test as an audit: {why} ([run] full-every)"
+        ));
+    }
+    due.is_some()
 }
 
 /// This run, in the state directory's log of runs (`stats`, `full-every`).
