@@ -16,7 +16,7 @@
 //!    place of the whole program ([`code`]);
 //! 5. every variable, where a program may have walked the environment.
 //!
-//! Invariant: the record's dependencies come out sorted
+//! Invariant: every record's dependencies come out sorted
 //! ([`Record::sort_deps`]), so that the history files the same record
 //! whether it was just made or read.
 
@@ -127,6 +127,16 @@ pub struct Facts<'a> {
 /// time whatever changed); a failure's dependencies say what it failed on
 /// (`bisect` compares them with a pass's).
 pub fn record(evidence: &Evidence<'_>, facts: &Facts<'_>) -> Record {
+    let mut record = unsorted(evidence, facts);
+    // In the order its file gives back, so that the history files the
+    // same record whether it was just made or read: a doctest unit's too,
+    // and one whose trace could not be read.
+    record.sort_deps();
+    record
+}
+
+/// [`record`], its dependencies in the order they were found.
+fn unsorted(evidence: &Evidence<'_>, facts: &Facts<'_>) -> Record {
     let mut record = empty_record(evidence, facts);
     // A doctest unit's build files, and then what rustdoc and the
     // doctests were seen to read.
@@ -188,7 +198,6 @@ pub fn record(evidence: &Evidence<'_>, facts: &Facts<'_>) -> Record {
             sum: sum.clone(),
         });
     }
-    record.sort_deps();
     record
 }
 
@@ -323,4 +332,80 @@ fn depend_on_every_variable(env: &Environment, record: &mut Record) {
 /// `path` with its links resolved, or as it is where it cannot be.
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::path::Anchors;
+    use crate::storage::store::Store;
+
+    /// A doctest unit's record, from `trace`, in a workspace of its own.
+    fn doctest_record(trace: Result<Vec<u8>, String>) -> Record {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        for file in ["Cargo.toml", "Cargo.lock", "src/lib.rs"] {
+            std::fs::create_dir_all(ws.join(file).parent().unwrap()).unwrap();
+            std::fs::write(ws.join(file), file).unwrap();
+        }
+        let anchors = Anchors::new(ws, &ws.join("target"), None);
+        let env = Environment::new([("RUSTDOC".into(), "rustdoc".into())], &anchors, None, ws);
+        let checksums = Checksums::new(anchors);
+        let snapshots = Snapshots::new(Store::new(&ws.join(".ekstazi")));
+        let ignore = Ignore::defaults();
+        let builds = KnownBuilds::default();
+        let facts = Facts {
+            global: &Global::default(),
+            checksums: &checksums,
+            snapshots: &snapshots,
+            environ_walkers: &EnvironWalkers::default(),
+            ignore: &ignore,
+            services: &[],
+            root: ws,
+            cargo_home: None,
+            builds: &builds,
+        };
+        let manifests = [ws.join("Cargo.toml")];
+        let evidence = Evidence {
+            binary: "pkg::doc/lib",
+            test: "doctests",
+            outcome: Outcome::Passed,
+            untrusted_pass: false,
+            duration: Duration::from_millis(5),
+            started: SystemTime::now(),
+            trace,
+            trace_lost: false,
+            env: &env,
+            unit: Unit::Doctests {
+                dep_info: Vec::new(),
+                build_outputs: &[],
+                manifests: &manifests,
+                build_env: &env,
+                ignore: &ignore,
+            },
+        };
+        record(&evidence, &facts)
+    }
+
+    #[test]
+    fn every_record_comes_out_with_its_dependencies_in_their_one_order() {
+        // A doctest unit's build files and variables, with a trace and
+        // without one: the order a record file gives back, so that the
+        // history files the same record whether it was just made or read.
+        for trace in [Ok(Vec::new()), Err("denied".to_owned())] {
+            let made = doctest_record(trace);
+            assert!(made.deps.len() >= 4, "{:?}", made.deps);
+            let mut sorted = made.clone();
+            sorted.sort_deps();
+            assert_eq!(made.deps, sorted.deps);
+        }
+    }
+
+    #[test]
+    fn a_pass_that_is_no_witness_is_recorded_failed() {
+        let mut made = doctest_record(Ok(Vec::new()));
+        assert_eq!(made.outcome, Outcome::Passed);
+        mark_failed(&mut made);
+        assert_eq!(made.outcome, Outcome::Failed);
+    }
 }
