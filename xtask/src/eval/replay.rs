@@ -22,13 +22,15 @@
 //! (the base branch's), and a recording run then records the commit, as
 //! the base branch's push would, its time reported apart.
 
-use super::evidence::{self, EkstaziOpts, RunMode, TestId};
+use super::evidence::{
+    self, EkstaziOpts, EkstaziRun, Report, ReportTest, RetestAll, RunMode, TestId,
+};
 use super::replay_rows::{Row, summary_table, time_table, write_csv};
 use crate::common::process::output;
 use anyhow::Result;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// How many times a missed test runs again alone, to tell a change of
@@ -107,213 +109,364 @@ impl ReplayArgs {
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
     let (ekstazi, scratch) = args.project.scratch_setup()?;
+    let commits = first_parents(args, &scratch)?;
+    let mut replay = Replay::new(args, &commits, &ekstazi, &scratch)?;
+    for i in 0..commits.len() {
+        if replay.commit(i)? {
+            // Write the results so far: a long replay can be read (and
+            // plotted) while it runs.
+            write_results(
+                args,
+                &replay.rows,
+                &replay.not_built,
+                &replay.ekstazi_failed,
+                i,
+            )?;
+        }
+    }
+    let summary = std::fs::read_to_string(args.project.out.join("summary.md"))?;
+    print!("{summary}");
+    Ok(())
+}
+
+/// The commits to replay, oldest first: `--commits` of `--from`'s first
+/// parents and the one to start from.
+fn first_parents(args: &ReplayArgs, scratch: &Path) -> Result<Vec<String>> {
     let listing = output(
         Command::new("git")
             .arg("-C")
-            .arg(&scratch)
+            .arg(scratch)
             .args(["rev-list", "--first-parent", "-n"])
             .arg((args.commits + 1).to_string())
             .arg(&args.from),
     )?;
     let mut commits: Vec<String> = listing.lines().map(str::to_owned).collect();
     commits.reverse();
-    eprintln!(
-        "replaying {} commits (+1 to start from) of {}",
-        commits.len() - 1,
-        args.project.repo.display()
-    );
+    Ok(commits)
+}
 
-    let mut rows: HashMap<String, Vec<Row>> = HashMap::new();
-    // Per granularity, the retest-all outcomes at the commit its state was
-    // last recorded at (a commit whose run failed recorded nothing).
-    let mut previous: HashMap<String, HashMap<TestId, String>> = HashMap::new();
-    // Per granularity, the test executables' digests at that commit.
-    let mut binaries_before: HashMap<String, HashMap<String, blake3::Hash>> = HashMap::new();
-    let mut not_built: Vec<String> = Vec::new();
-    let mut ekstazi_failed: Vec<String> = Vec::new();
-    let logs = args.project.out.join("logs");
-    let reports = args.project.out.join("reports");
-    std::fs::create_dir_all(&reports)?;
-    for (i, commit) in commits.iter().enumerate() {
-        let line = evidence::checkout_headline(&scratch, commit)?;
+/// One replay as it goes: the commits and the tool, and what the commits
+/// replayed so far leave to the next ones (per granularity, the outcomes
+/// the safety check compares with and the test executables' digests), the
+/// rows and what did not build or run.
+struct Replay<'a> {
+    args: &'a ReplayArgs,
+    commits: &'a [String],
+    ekstazi: &'a Path,
+    scratch: &'a Path,
+    logs: PathBuf,
+    reports: PathBuf,
+    rows: HashMap<String, Vec<Row>>,
+    /// Per granularity, the retest-all outcomes at the commit its state was
+    /// last recorded at (a commit whose run failed recorded nothing).
+    previous: HashMap<String, HashMap<TestId, String>>,
+    /// Per granularity, the test executables' digests at that commit.
+    binaries_before: HashMap<String, HashMap<String, blake3::Hash>>,
+    not_built: Vec<String>,
+    ekstazi_failed: Vec<String>,
+}
+
+/// The commit being replayed, and what `cargo test` did there.
+struct Commit<'c> {
+    i: usize,
+    hash: &'c str,
+    short: &'c str,
+    subject: &'c str,
+    retest: RetestAll,
+}
+
+/// One granularity's run at a commit: its state directory, and the stem of
+/// its files' names under `reports/` and `logs/`.
+struct Side<'g> {
+    granularity: &'g str,
+    state: PathBuf,
+    stem: String,
+}
+
+impl<'a> Replay<'a> {
+    fn new(
+        args: &'a ReplayArgs,
+        commits: &'a [String],
+        ekstazi: &'a Path,
+        scratch: &'a Path,
+    ) -> Result<Self> {
+        eprintln!(
+            "replaying {} commits (+1 to start from) of {}",
+            commits.len() - 1,
+            args.project.repo.display()
+        );
+        let reports = args.project.out.join("reports");
+        std::fs::create_dir_all(&reports)?;
+        Ok(Replay {
+            args,
+            commits,
+            ekstazi,
+            scratch,
+            logs: args.project.out.join("logs"),
+            reports,
+            rows: HashMap::new(),
+            previous: HashMap::new(),
+            binaries_before: HashMap::new(),
+            not_built: Vec::new(),
+            ekstazi_failed: Vec::new(),
+        })
+    }
+
+    /// Replays commit `i`: `cargo test`, then each granularity's run. False
+    /// when the commit did not build: nothing new to write then.
+    fn commit(&mut self, i: usize) -> Result<bool> {
+        let hash = &self.commits[i];
+        let line = evidence::checkout_headline(self.scratch, hash)?;
         let (short, subject) = line.split_once(' ').unwrap_or((&line, ""));
-        eprintln!("[{i}/{}] {short} {subject}", commits.len() - 1);
+        eprintln!("[{i}/{}] {short} {subject}", self.commits.len() - 1);
+        let Some(retest) = self.retest(i, short)? else {
+            return Ok(false);
+        };
+        let at = Commit {
+            i,
+            hash,
+            short,
+            subject,
+            retest,
+        };
+        let args = self.args;
+        for granularity in &args.granularity {
+            self.granularity(&at, granularity)?;
+        }
+        Ok(true)
+    }
 
+    /// `cargo test` at commit `i`; `None` when it did not build.
+    fn retest(&mut self, i: usize, short: &str) -> Result<Option<RetestAll>> {
+        let project = &self.args.project;
         let retest = evidence::retest_all(
-            &scratch,
-            &args.project.cargo_args,
-            args.project.timeout,
-            &logs.join(format!("{i:03}-{short}-cargo-test.log")),
+            self.scratch,
+            &project.cargo_args,
+            project.timeout,
+            &self.logs.join(format!("{i:03}-{short}-cargo-test.log")),
         )?;
         if !retest.built {
             eprintln!("  does not build: skipped");
             if i > 0 {
-                not_built.push(short.to_owned());
+                self.not_built.push(short.to_owned());
             }
-            continue;
+            return Ok(None);
         }
-
-        for granularity in &args.granularity {
-            let state = args.project.out.join(format!("state-{granularity}"));
-            let target = args.project.out.join(format!("target-{granularity}"));
-            let report_path = reports.join(format!("{i:03}-{short}-{granularity}.json"));
-            let opts = EkstaziOpts {
-                ekstazi: &ekstazi,
-                dir: &scratch,
-                state: &state,
-                granularity,
-                cargo_args: &args.project.cargo_args,
-                target_dir: Some(&target),
-                log: &logs.join(format!("{i:03}-{short}-{granularity}.log")),
-                report: &report_path,
-                timeout: args.project.timeout,
-                mode: args.mode(),
-            };
-            // The first commit only records: it is the base of the next.
-            let timed = match (args.pull_request, i) {
-                (true, 0) => None,
-                _ => Some(evidence::ekstazi_test(&opts)?),
-            };
-            let run = match (args.pull_request, timed) {
-                (true, timed) => {
-                    let record_report =
-                        reports.join(format!("{i:03}-{short}-{granularity}-record.json"));
-                    let record_log = logs.join(format!("{i:03}-{short}-{granularity}-record.log"));
-                    let recorded = evidence::ekstazi_test(&EkstaziOpts {
-                        mode: RunMode::Record,
-                        report: &record_report,
-                        log: &record_log,
-                        ..opts
-                    })?;
-                    match timed {
-                        Some(mut timed) => {
-                            timed.recording = recorded.wall;
-                            timed
-                        }
-                        None => recorded,
-                    }
-                }
-                (false, timed) => timed.expect("timed unless a pull request's base"),
-            };
-            let Some(report) = run.report else {
-                eprintln!(
-                    "  {granularity}: cargo ekstazi test failed and wrote no report (see logs)"
-                );
-                if i > 0 {
-                    ekstazi_failed.push(format!("{short} ({granularity})"));
-                }
-                continue;
-            };
-            let selected = report.selected();
-            let digests = evidence::binary_digests(&report);
-
-            let rerun_log = logs.join(format!("{i:03}-{short}-{granularity}-rerun.log"));
-            let safety = check_safety(
-                previous.get(granularity),
-                &retest.outcomes,
-                |id| selected.contains_key(id) || !report.knows(id),
-                |id| {
-                    evidence::rerun_alone(
-                        &scratch,
-                        &args.project.cargo_args,
-                        id,
-                        RERUNS,
-                        args.project.timeout,
-                        &rerun_log,
-                    )
-                    .unwrap_or_else(|e| vec![format!("not run again ({e})")])
-                },
-            );
-            for miss in &safety.flagged {
-                let detail = format!(
-                    "commit {commit} ({subject}), granularity {granularity}: {}",
-                    miss.detail
-                );
-                evidence::report_miss(
-                    &args.project.out.join("misses"),
-                    &format!("{short}-{granularity}"),
-                    &state,
-                    &miss.id,
-                    &detail,
-                )?;
-            }
-            let Safety {
-                misses,
-                not_reproduced,
-                changed,
-                ..
-            } = safety;
-            let ekstazi_only_failures = selected
-                .iter()
-                .filter(|(id, t)| {
-                    t.outcome.as_deref().is_some_and(|o| o != "passed")
-                        && retest.outcomes.get(*id).is_some_and(|o| o == "ok")
-                })
-                .count();
-            let row = Row {
-                commit: short.to_owned(),
-                subject: subject.to_owned(),
-                tests: report.in_scope().count(),
-                selected: selected.len(),
-                retest_build: retest.build,
-                retest_test: retest.tests,
-                retest_doctests: retest.doctests,
-                ekstazi_total: run.wall,
-                ekstazi_build: report.timing("build"),
-                ekstazi_selection: report.selection_cost(),
-                ekstazi_run: report.timing("run"),
-                ekstazi_recording: run.recording,
-                changed_outcomes: changed,
-                misses,
-                misses_not_reproduced: not_reproduced,
-                binaries: digests.len(),
-                binaries_changed: digests
-                    .iter()
-                    .filter(|(key, digest)| {
-                        binaries_before
-                            .get(granularity)
-                            .and_then(|before| before.get(*key))
-                            != Some(*digest)
-                    })
-                    .count(),
-                ekstazi_only_failures,
-                reasons: evidence::format_kinds(&report.reason_kinds()),
-            };
-            eprintln!(
-                "  {granularity}: {}/{} selected ({:.1}%), {:.1}s vs cargo test {:.1}s, selection {:.2}s, {} of {} test executables changed{}",
-                row.selected,
-                row.tests,
-                row.share(),
-                row.ekstazi_total,
-                row.retest_total(),
-                row.ekstazi_selection,
-                row.binaries_changed,
-                row.binaries,
-                if misses > 0 {
-                    format!(", {misses} MISSES ({not_reproduced} not reproduced alone)")
-                } else {
-                    String::new()
-                }
-            );
-            if i > 0 {
-                rows.entry(granularity.clone()).or_default().push(row);
-            }
-            // The next commit is compared with the outcome a test had
-            // before a change its reruns did not reproduce: else the
-            // flaky outcome's return counts as a miss of its own (a tail
-            // timing test on coreutils went ok, FAILED under load, ok).
-            let mut outcomes = retest.outcomes.clone();
-            outcomes.extend(safety.flaky);
-            previous.insert(granularity.clone(), outcomes);
-            binaries_before.insert(granularity.clone(), digests);
-        }
-        // Write the results so far: a long replay can be read (and
-        // plotted) while it runs.
-        write_results(args, &rows, &not_built, &ekstazi_failed, i)?;
+        Ok(Some(retest))
     }
-    let summary = std::fs::read_to_string(args.project.out.join("summary.md"))?;
-    print!("{summary}");
-    Ok(())
+
+    /// `granularity`'s run at the commit: the tool, the safety check, the
+    /// row; then what the next commit compares with.
+    fn granularity(&mut self, at: &Commit, granularity: &str) -> Result<()> {
+        let side = Side {
+            granularity,
+            state: self.args.project.out.join(format!("state-{granularity}")),
+            stem: format!("{:03}-{}-{granularity}", at.i, at.short),
+        };
+        let run = self.run_tool(at, &side)?;
+        let Some(report) = &run.report else {
+            eprintln!("  {granularity}: cargo ekstazi test failed and wrote no report (see logs)");
+            if at.i > 0 {
+                self.ekstazi_failed
+                    .push(format!("{} ({granularity})", at.short));
+            }
+            return Ok(());
+        };
+        let selected = report.selected();
+        let digests = evidence::binary_digests(report);
+        let safety = self.safety(at, &side, report, &selected)?;
+        let binaries = [digests.len(), self.binaries_changed(granularity, &digests)];
+        let row = row(at, &run, report, &selected, &safety, binaries);
+        print_progress(granularity, &row);
+        if at.i > 0 {
+            self.rows
+                .entry(granularity.to_owned())
+                .or_default()
+                .push(row);
+        }
+        // The next commit is compared with the outcome a test had
+        // before a change its reruns did not reproduce: else the
+        // flaky outcome's return counts as a miss of its own (a tail
+        // timing test on coreutils went ok, FAILED under load, ok).
+        let mut outcomes = at.retest.outcomes.clone();
+        outcomes.extend(safety.flaky);
+        self.previous.insert(granularity.to_owned(), outcomes);
+        self.binaries_before.insert(granularity.to_owned(), digests);
+        Ok(())
+    }
+
+    /// `cargo ekstazi test` at the commit, in the granularity's own state
+    /// and target directory, timed as `--verdict-first` or
+    /// `--pull-request` asks. With `--pull-request` a recording run then
+    /// records the commit (its time the run's `recording`), and at the
+    /// first commit, the base of the next, only that run runs.
+    fn run_tool(&self, at: &Commit, side: &Side) -> Result<EkstaziRun> {
+        let project = &self.args.project;
+        let target = project.out.join(format!("target-{}", side.granularity));
+        let report_path = self.reports.join(format!("{}.json", side.stem));
+        let opts = EkstaziOpts {
+            ekstazi: self.ekstazi,
+            dir: self.scratch,
+            state: &side.state,
+            granularity: side.granularity,
+            cargo_args: &project.cargo_args,
+            target_dir: Some(&target),
+            log: &self.logs.join(format!("{}.log", side.stem)),
+            report: &report_path,
+            timeout: project.timeout,
+            mode: self.args.mode(),
+        };
+        // The first commit only records: it is the base of the next.
+        let timed = match (self.args.pull_request, at.i) {
+            (true, 0) => None,
+            _ => Some(evidence::ekstazi_test(&opts)?),
+        };
+        Ok(match (self.args.pull_request, timed) {
+            (true, timed) => {
+                let record_report = self.reports.join(format!("{}-record.json", side.stem));
+                let record_log = self.logs.join(format!("{}-record.log", side.stem));
+                let recorded = evidence::ekstazi_test(&EkstaziOpts {
+                    mode: RunMode::Record,
+                    report: &record_report,
+                    log: &record_log,
+                    ..opts
+                })?;
+                match timed {
+                    Some(mut timed) => {
+                        timed.recording = recorded.wall;
+                        timed
+                    }
+                    None => recorded,
+                }
+            }
+            (false, timed) => timed.expect("timed unless a pull request's base"),
+        })
+    }
+
+    /// The safety check of the run (see [`check_safety`]), a missed test
+    /// run again alone under `cargo test`; each miss reported under
+    /// `misses/`.
+    fn safety(
+        &self,
+        at: &Commit,
+        side: &Side,
+        report: &Report,
+        selected: &HashMap<TestId, &ReportTest>,
+    ) -> Result<Safety> {
+        let project = &self.args.project;
+        let rerun_log = self.logs.join(format!("{}-rerun.log", side.stem));
+        let safety = check_safety(
+            self.previous.get(side.granularity),
+            &at.retest.outcomes,
+            |id| selected.contains_key(id) || !report.knows(id),
+            |id| {
+                evidence::rerun_alone(
+                    self.scratch,
+                    &project.cargo_args,
+                    id,
+                    RERUNS,
+                    project.timeout,
+                    &rerun_log,
+                )
+                .unwrap_or_else(|e| vec![format!("not run again ({e})")])
+            },
+        );
+        for miss in &safety.flagged {
+            let detail = format!(
+                "commit {} ({}), granularity {}: {}",
+                at.hash, at.subject, side.granularity, miss.detail
+            );
+            evidence::report_miss(
+                &project.out.join("misses"),
+                &format!("{}-{}", at.short, side.granularity),
+                &side.state,
+                &miss.id,
+                &detail,
+            )?;
+        }
+        Ok(safety)
+    }
+
+    /// Of the test executables `digests` lists, those that differ in
+    /// content from `granularity`'s at the commit before (new ones
+    /// included).
+    fn binaries_changed(
+        &self,
+        granularity: &str,
+        digests: &HashMap<String, blake3::Hash>,
+    ) -> usize {
+        digests
+            .iter()
+            .filter(|(key, digest)| {
+                self.binaries_before
+                    .get(granularity)
+                    .and_then(|before| before.get(*key))
+                    != Some(*digest)
+            })
+            .count()
+    }
+}
+
+/// The row of one granularity's run at a commit; `binaries`: the test
+/// executables the run listed, and how many of them changed.
+fn row(
+    at: &Commit,
+    run: &EkstaziRun,
+    report: &Report,
+    selected: &HashMap<TestId, &ReportTest>,
+    safety: &Safety,
+    [binaries, binaries_changed]: [usize; 2],
+) -> Row {
+    let retest = &at.retest;
+    let ekstazi_only_failures = selected
+        .iter()
+        .filter(|(id, t)| {
+            t.outcome.as_deref().is_some_and(|o| o != "passed")
+                && retest.outcomes.get(*id).is_some_and(|o| o == "ok")
+        })
+        .count();
+    Row {
+        commit: at.short.to_owned(),
+        subject: at.subject.to_owned(),
+        tests: report.in_scope().count(),
+        selected: selected.len(),
+        retest_build: retest.build,
+        retest_test: retest.tests,
+        retest_doctests: retest.doctests,
+        ekstazi_total: run.wall,
+        ekstazi_build: report.timing("build"),
+        ekstazi_selection: report.selection_cost(),
+        ekstazi_run: report.timing("run"),
+        ekstazi_recording: run.recording,
+        changed_outcomes: safety.changed,
+        misses: safety.misses,
+        misses_not_reproduced: safety.not_reproduced,
+        binaries,
+        binaries_changed,
+        ekstazi_only_failures,
+        reasons: evidence::format_kinds(&report.reason_kinds()),
+    }
+}
+
+/// The line each granularity's run at a commit ends with.
+fn print_progress(granularity: &str, row: &Row) {
+    let (misses, not_reproduced) = (row.misses, row.misses_not_reproduced);
+    eprintln!(
+        "  {granularity}: {}/{} selected ({:.1}%), {:.1}s vs cargo test {:.1}s, selection {:.2}s, {} of {} test executables changed{}",
+        row.selected,
+        row.tests,
+        row.share(),
+        row.ekstazi_total,
+        row.retest_total(),
+        row.ekstazi_selection,
+        row.binaries_changed,
+        row.binaries,
+        if misses > 0 {
+            format!(", {misses} MISSES ({not_reproduced} not reproduced alone)")
+        } else {
+            String::new()
+        }
+    );
 }
 
 /// A change of outcome the tool did not select for.
