@@ -805,17 +805,43 @@ fn binary_of_running_line<'k>(
 fn parse_cargo_test(output: &str, keys: &HashMap<PathBuf, String>) -> HashMap<TestId, String> {
     let mut outcomes = HashMap::new();
     let mut current: Option<&String> = None;
+    // A test whose line was cut after ` ... ` by what another test wrote
+    // past the capture: its outcome comes on a line of its own.
+    let mut pending: Option<&str> = None;
     for line in output.lines() {
         let trimmed = line.trim();
         if trimmed.starts_with("Doc-tests ") {
             current = None;
         } else if let Some(rest) = trimmed.strip_prefix("Running ") {
             current = binary_of_running_line(rest, keys);
-        } else if let (Some(key), Some((name, outcome))) = (current, result_line(line)) {
-            outcomes.insert((key.clone(), name.to_owned()), outcome.to_owned());
+        } else if let Some(key) = current {
+            let found = match (result_line(line), pending) {
+                (Some(result), _) => Some(result),
+                (None, Some(name)) if is_outcome(trimmed) => Some((name, trimmed)),
+                (None, _) => {
+                    pending = started_line(line).or(pending);
+                    None
+                }
+            };
+            if let Some((name, outcome)) = found {
+                outcomes.insert((key.clone(), name.to_owned()), outcome.to_owned());
+                pending = None;
+            }
         }
     }
     outcomes
+}
+
+fn is_outcome(word: &str) -> bool {
+    matches!(word, "ok" | "FAILED" | "ignored")
+}
+
+/// A test's name from a `test NAME ... ` line whose outcome did not
+/// follow on it (`test tests::x ... 5`, the `5` another test's).
+fn started_line(line: &str) -> Option<&str> {
+    let (head, _) = line.rsplit_once(" ... ")?;
+    let name = from_last_test(head)?;
+    (!name.is_empty() && !name.contains(char::is_whitespace)).then_some(name)
 }
 
 /// What follows the last `test ` of a libtest line: what a test wrote past
@@ -833,7 +859,7 @@ fn result_line(line: &str) -> Option<(&str, &str)> {
     let (head, outcome) = line.rsplit_once(" ... ")?;
     let name = from_last_test(head)?;
     let outcome = outcome.split(',').next().unwrap_or(outcome).trim();
-    let known = matches!(outcome, "ok" | "FAILED" | "ignored");
+    let known = is_outcome(outcome);
     (known && !name.is_empty() && !name.contains(char::is_whitespace)).then_some((name, outcome))
 }
 
@@ -871,11 +897,14 @@ test src/lib.rs - x (line 3) ... ok
         let keys = grep_keys();
         let text = RUNNING_GREP.to_owned()
             + "\
-running 3 tests
+running 4 tests
        500test tests::after_a_number ... ok
 checksum-error-invalid-lengthtest features::after_words ... FAILED
 test a::b ... ignored, slow
 a line of its own ... ok
+test tests::cut_short ... 5
+4Q
+ok
 ";
         let outcomes = parse_cargo_test(&text, &keys);
         assert_eq!(
@@ -887,7 +916,9 @@ a line of its own ... ok
             "FAILED"
         );
         assert_eq!(outcomes[&("grep".into(), "a::b".into())], "ignored");
-        assert_eq!(outcomes.len(), 3, "{outcomes:?}");
+        // numfmt's, on coreutils: its outcome on a line of its own.
+        assert_eq!(outcomes[&("grep".into(), "tests::cut_short".into())], "ok");
+        assert_eq!(outcomes.len(), 4, "{outcomes:?}");
     }
 
     #[test]
