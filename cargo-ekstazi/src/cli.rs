@@ -69,6 +69,22 @@ Examples:
 Options also come from .config/ekstazi.toml and EKSTAZI_* variables
 (the command line wins, then the file, then the environment).")]
     Test(TestArgs),
+    /// Test on every save: only the tests the change affects, verdicts first
+    ///
+    /// Watches the workspace's files (not the target directory, `.git`, the
+    /// state directory or what .gitignore leaves out, but always the files
+    /// the records name) and, after each save or burst of saves, runs
+    /// `cargo ekstazi test --verdict-first` with the same options: the
+    /// verdicts, why each test ran, what was skipped, then the recording in
+    /// the background. A save during a cycle cancels it and starts the next.
+    /// Keys, in a terminal: a runs all, f reruns the failures, Enter reruns
+    /// the last cycle's tests, q quits.
+    #[command(after_help = "\
+Examples:
+  cargo ekstazi watch                   the affected tests on every save
+  cargo ekstazi watch -p mycrate        only mycrate's tests
+  cargo ekstazi watch --no-clear        keep each cycle's output on the screen")]
+    Watch(WatchArgs),
     /// Show which tests would run and why, without running any
     ///
     /// Builds what `cargo test --no-run` would, then prints the selection.
@@ -301,6 +317,15 @@ impl TestArgs {
             ..self.selection.layer()
         }
     }
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// Do not clear the terminal before each cycle
+    #[arg(long, help_heading = "Watching")]
+    pub no_clear: bool,
+    #[command(flatten)]
+    pub test: TestArgs,
 }
 
 #[derive(Args, Debug)]

@@ -86,6 +86,7 @@ fn main() -> ExitCode {
     style::init(cli.color.as_deref());
     let result = match cli.command {
         Command::Test(args) => commands::test::run(args),
+        Command::Watch(args) => commands::watch::run(args),
         Command::List(args) => commands::list::run(args),
         Command::Why(args) => commands::why::run(args),
         Command::MergeState(args) => commands::merge_state::run(args),

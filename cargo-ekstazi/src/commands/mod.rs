@@ -18,6 +18,7 @@ pub mod merge_state;
 pub mod nextest;
 pub mod stats;
 pub mod test;
+pub mod watch;
 pub mod why;
 
 use anyhow::{Context, Result};
@@ -83,12 +84,19 @@ pub fn workspace_state_dir(
         .exec()
         .context("cannot find the workspace (give --state-dir to work outside one)")?;
     let root = metadata.workspace_root.into_std_path_buf();
-    let config = ekstazi_core::options::config::Config::load(&root)?;
-    let file = ekstazi_core::options::settings::Layer::from_config(&config, &root)?;
+    let state = state_dir_at(&root)?;
+    Ok((root, state))
+}
+
+/// The state directory `cargo ekstazi test` would use in the workspace at
+/// `root` when the command line names none: the configuration file's, the
+/// environment's, or `.ekstazi`.
+pub fn state_dir_at(root: &std::path::Path) -> Result<std::path::PathBuf> {
+    let config = ekstazi_core::options::config::Config::load(root)?;
+    let file = ekstazi_core::options::settings::Layer::from_config(&config, root)?;
     let env = ekstazi_core::options::settings::Layer::from_env(|name| std::env::var(name).ok())?;
-    let state = file
+    Ok(file
         .state_dir
         .or(env.state_dir)
-        .map_or_else(|| Ok(root.join(".ekstazi")), std::path::absolute)?;
-    Ok((root, state))
+        .map_or_else(|| Ok(root.join(".ekstazi")), std::path::absolute)?)
 }
