@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long the events of one save, or one burst of saves, may be apart.
-const QUIET: Duration = Duration::from_millis(50);
+const QUIET: Duration = Duration::from_millis(20);
 /// The longest a steady stream of events holds a cycle back.
 const LONGEST: Duration = Duration::from_millis(500);
 /// Files larger than this are not read when the watch starts, to know
