@@ -33,3 +33,4 @@ mod transparent;
 mod unchanged_build;
 mod ux;
 mod verdict_first;
+mod watch;
