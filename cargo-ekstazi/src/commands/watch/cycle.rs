@@ -195,6 +195,9 @@ struct Report {
 pub struct Test {
     binary: String,
     name: String,
+    /// `#[ignore]`d: neither run nor skipped as unaffected.
+    #[serde(default)]
+    ignored: bool,
     selected: bool,
     reasons: Vec<String>,
     outcome: Option<String>,
@@ -242,7 +245,7 @@ impl Summary {
         let skipped: Vec<String> = self
             .tests
             .iter()
-            .filter(|test| !test.selected)
+            .filter(|test| !test.selected && !test.ignored)
             .map(Test::label)
             .collect();
         lines.push(skipped_line(&skipped));
@@ -321,6 +324,7 @@ mod tests {
         Test {
             binary: "shapes".into(),
             name: name.into(),
+            ignored: false,
             selected,
             reasons: reasons.iter().map(|r| r.to_string()).collect(),
             outcome: outcome.map(str::to_owned),
@@ -334,6 +338,10 @@ mod tests {
                 test("a", true, Some("passed"), &["function changed: s::a"]),
                 test("b", true, Some("failed"), &["new", "failed last time"]),
                 test("c", false, None, &[]),
+                Test {
+                    ignored: true,
+                    ..test("d", false, None, &[])
+                },
             ],
         };
         assert_eq!(
