@@ -11,6 +11,8 @@
 //!   - `bench-edit`: end to end after a one-function edit (`bench::edit`).
 //!     With `--parts`, what each part of the instrumented build adds to the
 //!     rebuild after such an edit (`bench::build_parts`).
+//!   - `bench-watch`: from a save to the last verdict with `cargo ekstazi
+//!     watch` running, against bacon and `cargo test` (`bench::watch`).
 //!   - `bench-shim`: the shim's own cost per call and on a real project's
 //!     tests, and with `--instrumented` the instrumentation's too
 //!     (`bench::shim`).
@@ -60,7 +62,7 @@ mod package_check;
 mod rooms_check;
 
 use anyhow::Result;
-use bench::{edit, end_to_end, granularity, history, selection, shim};
+use bench::{edit, end_to_end, granularity, history, selection, shim, watch};
 use clap::{Parser, Subcommand};
 use eval::{bisect, graph_replay, merges, mutate, noise, parity, plot, replay};
 use std::path::PathBuf;
@@ -80,6 +82,10 @@ enum Task {
     /// Time `cargo ekstazi test` against `cargo test` after a one-function
     /// edit, a new one each round, and print the ratio
     BenchEdit(edit::Args),
+    /// Time from a save to the last verdict after a one-function edit, a
+    /// new one each round: `cargo ekstazi watch` against `bacon --headless
+    /// test` (if on PATH) and `cargo test` started after the save
+    BenchWatch(watch::Args),
     /// What function granularity costs on one project, from clean builds:
     /// build and test time against binary granularity, fingerprinting speed
     BenchGranularity(granularity::Args),
@@ -172,6 +178,7 @@ fn main() -> Result<()> {
     match Cli::parse().task {
         Task::Bench(args) => end_to_end::bench(args),
         Task::BenchEdit(args) => bench::bench_edit(args),
+        Task::BenchWatch(args) => watch::bench(args),
         Task::BenchGranularity(args) => granularity::bench(args),
         Task::BenchSelection(args) => selection::bench(args),
         Task::BenchHistory(args) => history::bench(args),

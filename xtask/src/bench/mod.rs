@@ -8,6 +8,9 @@
 //! - `bench-edit`: end to end after a one-function edit (`edit`, whose
 //!   `Args` and `edit` it shares); with `--parts`, what each part of the
 //!   instrumented build adds to the rebuild (`build_parts`).
+//! - `bench-watch`: from a save to the last verdict with `cargo ekstazi
+//!   watch` running, against bacon and `cargo test` (`watch`, which uses
+//!   `edit`'s edit).
 //! - `bench-shim`: the shim's cost per call and on a project's tests
 //!   (`shim`).
 //! - `bench-granularity`: what function granularity costs (`granularity`).
@@ -22,8 +25,9 @@
 //! medians.
 //!
 //! Invariant: benchmarks use `common` (timed runs, the one `median`) and
-//! ekstazi-core, never `eval`; within, `build_parts` uses `edit` and not
-//! the other way round (the choice between them is `bench_edit`'s).
+//! ekstazi-core, never `eval`; within, `build_parts` and `watch` use
+//! `edit` and not the other way round (the choice between `edit` and
+//! `build_parts` is `bench_edit`'s).
 
 pub mod build_parts;
 pub mod edit;
@@ -32,6 +36,7 @@ pub mod granularity;
 pub mod history;
 pub mod selection;
 pub mod shim;
+pub mod watch;
 
 use crate::common::files::{copy_tree, tempfile_dir, workspace_root};
 use anyhow::Result;
