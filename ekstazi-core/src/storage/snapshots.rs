@@ -30,6 +30,17 @@ pub struct Snapshots {
     tables: Mutex<HashMap<Hash, Option<Arc<Uninstrumented>>>>,
     /// Changed uninstrumented functions, per (recorded table, present build).
     compared: Mutex<HashMap<(Hash, Hash), Changed>>,
+    /// While saves are held back ([`Snapshots::hold_saves`]): the snapshots
+    /// fingerprinted since, to keep later.
+    held: Mutex<Option<Vec<(Hash, Arc<Snapshot>)>>>,
+}
+
+impl Drop for Snapshots {
+    /// What was held back and not yet kept, as a run that ends early
+    /// would have kept it.
+    fn drop(&mut self) {
+        self.save_held();
+    }
 }
 
 impl Snapshots {
@@ -43,6 +54,27 @@ impl Snapshots {
             builds: Mutex::new(HashMap::new()),
             tables: Mutex::new(HashMap::new()),
             compared: Mutex::new(HashMap::new()),
+            held: Mutex::new(None),
+        }
+    }
+
+    /// Keeps the snapshots fingerprinted from now on in memory until
+    /// [`Snapshots::save_held`] (or the end of this value), rather than as
+    /// each is made: compressing one for keeping takes a good part of the
+    /// time it took to make, which a run that gives verdicts first spends
+    /// after them. A snapshot is a cache by the build's checksum; one not
+    /// kept is only made again.
+    pub fn hold_saves(&self) {
+        let mut held = self.held.lock().expect("held snapshots lock");
+        held.get_or_insert_with(Vec::new);
+    }
+
+    /// Keeps the snapshots held back, and stops holding them.
+    pub fn save_held(&self) {
+        let held = self.held.lock().expect("held snapshots lock").take();
+        for (id, snapshot) in held.into_iter().flatten() {
+            // As in `of_binary`: a snapshot not kept costs the next run time.
+            let _ = self.store.save_snapshot(&id, &snapshot);
         }
     }
 
@@ -66,16 +98,21 @@ impl Snapshots {
             return Ok(build.clone());
         }
         let snapshot = match self.store.load_snapshot(id) {
-            Some(snapshot) => snapshot,
+            Some(snapshot) => Arc::new(snapshot),
             None => {
-                let snapshot = self.fingerprint(binary)?;
-                // Not being able to keep it costs only time: the next run
-                // computes it again.
-                let _ = self.store.save_snapshot(id, &snapshot);
+                let snapshot = Arc::new(self.fingerprint(binary)?);
+                match self.held.lock().expect("held snapshots lock").as_mut() {
+                    Some(held) => held.push((*id, Arc::clone(&snapshot))),
+                    // Not being able to keep it costs only time: the next
+                    // run computes it again.
+                    None => {
+                        let _ = self.store.save_snapshot(id, &snapshot);
+                    }
+                }
                 snapshot
             }
         };
-        let build = Arc::new(Build::new(*id, Arc::new(snapshot)));
+        let build = Arc::new(Build::new(*id, snapshot));
         self.builds
             .lock()
             .expect("build cache lock")

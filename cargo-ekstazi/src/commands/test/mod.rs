@@ -52,6 +52,10 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         && !auditing
         && !verdicts_first
         && verdict_first::unrecorded_applies(&session);
+    if verdicts_first || unrecorded {
+        // Kept after the verdicts: no recording here needs them before.
+        session.snapshots.hold_saves();
+    }
     let pipeline::Opened {
         lock,
         plan,

@@ -141,6 +141,8 @@ pub fn run(
     }
     report::print_summary(stdout, &[], &tally, start.elapsed())?;
     stdout.flush()?;
+    // Before the recording starts, which reads them.
+    session.snapshots.save_held();
     let code = match tally.failed {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::from(crate::exit::TESTS_FAILED),
