@@ -120,14 +120,7 @@ pub fn spawn(state_dir: &Path, failed: &[String]) -> Result<PathBuf> {
 pub fn cancel(state_dir: &Path) -> Option<u32> {
     let state = StateDir::new(state_dir);
     let pid_file = state_dir.join(PID_FILE);
-    let pid: i32 = String::from_utf8(state.read_bounded(&pid_file, 32).ok()?)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    if pid <= 0 || pid as u32 == std::process::id() {
-        return None;
-    }
+    let pid = recording_pid(state_dir)?;
     if !is_recording_of(pid, state_dir) {
         let _ = state.remove(&pid_file);
         return None;
@@ -150,6 +143,20 @@ pub fn cancel(state_dir: &Path) -> Option<u32> {
     }
     let _ = state.remove(&pid_file);
     Some(pid as u32)
+}
+
+/// Whether a verdict-first run's recording runs on this state directory.
+pub fn runs(state_dir: &Path) -> bool {
+    recording_pid(state_dir).is_some_and(|pid| is_recording_of(pid, state_dir))
+}
+
+/// The process id the state directory's [`PID_FILE`] names, unless it is
+/// this process's.
+fn recording_pid(state_dir: &Path) -> Option<i32> {
+    let state = StateDir::new(state_dir);
+    let text = state.read_bounded(&state_dir.join(PID_FILE), 32).ok()?;
+    let pid: i32 = String::from_utf8(text).ok()?.trim().parse().ok()?;
+    (pid > 0 && pid as u32 != std::process::id()).then_some(pid)
 }
 
 /// In the background run, at its end: its process id file goes, unless a

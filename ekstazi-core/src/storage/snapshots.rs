@@ -18,6 +18,9 @@ pub(crate) const NAMED_CHANGES: usize = 10;
 /// The uninstrumented functions that changed between two builds, demangled.
 type Changed = Arc<Vec<String>>;
 
+/// Snapshots made but not yet kept, by the build's checksum.
+type Held = Vec<(Hash, Arc<Snapshot>)>;
+
 /// Function fingerprints by build, loaded from the store or computed once
 /// per run, and the function table records name functions by.
 pub struct Snapshots {
@@ -32,7 +35,7 @@ pub struct Snapshots {
     compared: Mutex<HashMap<(Hash, Hash), Changed>>,
     /// While saves are held back ([`Snapshots::hold_saves`]): the snapshots
     /// fingerprinted since, to keep later.
-    held: Mutex<Option<Vec<(Hash, Arc<Snapshot>)>>>,
+    held: Mutex<Option<Held>>,
 }
 
 impl Drop for Snapshots {

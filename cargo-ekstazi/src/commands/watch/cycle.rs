@@ -8,7 +8,7 @@
 //! records. Its output goes straight to the terminal, so cargo's errors
 //! and libtest's verdicts read as they do under `cargo test`.
 
-use super::{Event, Places};
+use super::Event;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::ffi::OsString;
@@ -54,7 +54,6 @@ impl Cycle {
     /// Starts the cycle's run; [`Event::Ended`] says when it ends.
     pub fn start(
         number: u64,
-        places: &Places,
         forwarded: &[OsString],
         extra: Extra,
         events: Sender<Event>,
@@ -67,8 +66,9 @@ impl Cycle {
             .into_temp_path();
         let me = std::env::current_exe().context("cannot find cargo-ekstazi's own executable")?;
         let mut command = Command::new(me);
+        // In the watch's own directory: in a member's, `cargo test` tests
+        // that member alone.
         command
-            .current_dir(&places.root)
             .args(["ekstazi", "test", "--verdict-first"])
             .arg("--report-json")
             .arg(&report)

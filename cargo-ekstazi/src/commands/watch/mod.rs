@@ -47,6 +47,7 @@ pub enum Event {
 }
 
 /// Where the workspace lives, for the watcher and the cycles.
+#[derive(Clone)]
 pub struct Places {
     pub root: PathBuf,
     pub target_dir: PathBuf,
@@ -57,6 +58,11 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
     let test = &args.test;
     if test.report_json.is_some() || test.junit.is_some() {
         bail!("`watch` writes its own report each cycle: --report-json and --junit are for `test`");
+    }
+    if test.audit || test.verdict_first == Some(false) {
+        bail!(
+            "`watch` gives each cycle's verdicts first: --audit and --verdict-first=false are for `test`"
+        );
     }
     // The same errors `test` would give, once, rather than every cycle.
     parse_harness_args(test.filter.as_deref(), &test.libtest)?;
@@ -97,8 +103,9 @@ fn places(args: &WatchArgs) -> Result<Places> {
     })
 }
 
-/// The command line after `watch`, less what only `watch` reads: each
-/// cycle's `test` gets the rest as given.
+/// The command line after `watch`, less what only `watch` reads and the
+/// `--verdict-first` every cycle is given: each cycle's `test` gets the
+/// rest as given.
 fn forwarded_args(argv: impl Iterator<Item = OsString>) -> Vec<OsString> {
     let mut args = argv.skip(1).peekable();
     if args.peek().is_some_and(|arg| arg == "ekstazi") {
@@ -108,7 +115,8 @@ fn forwarded_args(argv: impl Iterator<Item = OsString>) -> Vec<OsString> {
     let mut harness = false;
     for arg in args.skip_while(|arg| arg != "watch").skip(1) {
         harness |= arg == "--";
-        if harness || arg != "--no-clear" {
+        let own = ["--no-clear", "--verdict-first", "--verdict-first=true"];
+        if harness || !own.iter().any(|own| arg == *own) {
             forwarded.push(arg);
         }
     }
@@ -253,13 +261,7 @@ impl Watch {
         self.screen.clear();
         self.screen
             .line(&format!("── cycle {}: {why} ──", self.number));
-        Cycle::start(
-            self.number,
-            &self.places,
-            &self.forwarded,
-            extra,
-            self.events.clone(),
-        )
+        Cycle::start(self.number, &self.forwarded, extra, self.events.clone())
     }
 
     fn ended(&mut self, cycle: Cycle) -> Result<()> {
@@ -297,7 +299,10 @@ mod tests {
     #[test]
     fn only_what_watch_reads_stays_behind() {
         let forwarded = forwarded_args(
-            words("cargo-ekstazi ekstazi watch --no-clear -p a parse -- --no-clear").into_iter(),
+            words(
+                "cargo-ekstazi ekstazi watch --no-clear -p a --verdict-first parse -- --no-clear",
+            )
+            .into_iter(),
         );
         assert_eq!(forwarded, words("-p a parse -- --no-clear"));
         let direct = forwarded_args(words("cargo-ekstazi watch -v").into_iter());

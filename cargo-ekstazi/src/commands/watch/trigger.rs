@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 const QUIET: Duration = Duration::from_millis(20);
 /// The longest a steady stream of events holds a cycle back.
 const LONGEST: Duration = Duration::from_millis(500);
+/// The longest the files the records name wait for a recording to end.
+const RECORDING_AWAITED: Duration = Duration::from_secs(600);
 /// Files larger than this are not read when the watch starts, to know
 /// their bytes; a write to one always counts.
 const LARGEST_KNOWN: u64 = 16 << 20;
@@ -51,8 +53,9 @@ struct Scope {
     root: PathBuf,
     /// Never watched: the target directory, `.git`, the state directory.
     skipped: Vec<PathBuf>,
-    /// The ignore files found, shallowest first, and the global one.
-    ignores: Vec<Gitignore>,
+    /// The ignore files found, shallowest first, and the global one
+    /// (read again when one of them changes).
+    ignores: Mutex<Vec<Gitignore>>,
     /// Files the records name: they count whatever the ignore files say.
     named: Mutex<HashSet<PathBuf>>,
     /// The directories watched.
@@ -76,12 +79,12 @@ impl Trigger {
                 places.root.join(".git"),
                 places.state_dir.clone(),
             ],
-            ignores: Vec::new(),
+            ignores: Mutex::new(Vec::new()),
             named: Mutex::new(named_paths(places)),
             watched: Mutex::new(HashSet::new()),
         };
         let walked = scope.walk(&places.root);
-        scope.ignores = ignore_files(&places.root, &walked.ignore_files);
+        scope.ignores = Mutex::new(ignore_files(&places.root, &walked.ignore_files));
         let scope = Arc::new(scope);
         let trigger = Trigger {
             scope: Arc::clone(&scope),
@@ -113,15 +116,25 @@ impl Trigger {
         lock(&self.scope.watched).len()
     }
 
-    /// After a cycle: the files the records now name, watched from now on.
+    /// After a cycle, once its recording in the background has ended: the
+    /// files the records then name, watched from then on. On a thread of
+    /// its own: reading every record takes time on a large workspace.
     pub fn refresh_named(&self, places: &Places) {
-        let named = named_paths(places);
-        let dirs: Vec<PathBuf> = named
-            .iter()
-            .filter_map(|path| path.parent().map(Path::to_path_buf))
-            .collect();
-        *lock(&self.scope.named) = named;
-        self.watch_dirs(dirs.iter().map(PathBuf::as_path));
+        let trigger = self.clone_handle();
+        let places = places.clone();
+        std::thread::spawn(move || {
+            let give_up = Instant::now() + RECORDING_AWAITED;
+            while crate::run::background::runs(&places.state_dir) && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let named = named_paths(&places);
+            let dirs: Vec<PathBuf> = named
+                .iter()
+                .filter_map(|path| path.parent().map(Path::to_path_buf))
+                .collect();
+            *lock(&trigger.scope.named) = named;
+            trigger.watch_dirs(dirs.iter().map(PathBuf::as_path));
+        });
     }
 
     fn watch_dirs<'a>(&self, dirs: impl Iterator<Item = &'a Path>) {
@@ -182,6 +195,12 @@ impl Scope {
         walked
     }
 
+    /// Reads the ignore files again, from a walk of the workspace.
+    fn read_ignore_files(&self) {
+        let walked = self.walk(&self.root);
+        *lock(&self.ignores) = ignore_files(&self.root, &walked.ignore_files);
+    }
+
     fn is_skipped(&self, path: &Path) -> bool {
         !path.starts_with(&self.root) || self.skipped.iter().any(|dir| path.starts_with(dir))
     }
@@ -196,7 +215,7 @@ impl Scope {
         }
         let is_dir = path.is_dir();
         let mut ignored = false;
-        for matcher in &self.ignores {
+        for matcher in lock(&self.ignores).iter() {
             let base = match matcher.path().as_os_str().is_empty() {
                 true => self.root.as_path(),
                 false => matcher.path(),
@@ -336,6 +355,13 @@ impl Filter {
                 paths.extend(event.paths);
             }
         }
+        let rules_changed = paths.iter().any(|path| {
+            let name = path.file_name();
+            name == Some(".gitignore".as_ref()) || name == Some(".ignore".as_ref())
+        });
+        if rules_changed {
+            self.trigger.scope.read_ignore_files();
+        }
         let mut changed = Vec::new();
         for path in paths {
             if changed.contains(&path) || !self.trigger.scope.counts(&path) {
@@ -432,15 +458,14 @@ mod tests {
     }
 
     fn scope(root: &Path) -> Scope {
-        let mut scope = Scope {
+        let scope = Scope {
             root: root.to_path_buf(),
             skipped: vec![root.join("target"), root.join(".git")],
-            ignores: Vec::new(),
+            ignores: Mutex::new(Vec::new()),
             named: Mutex::new(HashSet::from([root.join("out/kept.txt")])),
             watched: Mutex::new(HashSet::new()),
         };
-        let walked = scope.walk(root);
-        scope.ignores = ignore_files(root, &walked.ignore_files);
+        scope.read_ignore_files();
         scope
     }
 
