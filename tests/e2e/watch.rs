@@ -905,6 +905,46 @@ fn piped_it_prints_plain_lines_and_sigint_ends_it() {
     assert_eq!(left_in(&f), []);
 }
 
+#[test]
+fn options_a_cycle_cannot_keep_are_refused_before_any_cycle() {
+    let f = Fixture::new("basic");
+    for (args, named) in [
+        (&["watch", "--audit"][..], "--audit"),
+        (&["watch", "--verdict-first=false"], "--verdict-first=false"),
+        (&["watch", "--junit", "j.xml"], "--junit"),
+        (&["watch", "--report-json", "r.json"], "--report-json"),
+        (&["watch", "--", "--list"], "--list"),
+    ] {
+        let run = f.run(args);
+        assert_eq!(run.code(), Some(1), "{args:?}: {run:?}");
+        assert!(!run.stdout.contains(HEADER), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(named), "{args:?}: {run:?}");
+    }
+}
+
+#[test]
+fn in_a_members_directory_each_cycle_tests_that_member_as_cargo_does() {
+    let _serial = serial();
+    let f = Fixture::new("basic");
+    // `--verdict-first` is what every cycle is given already: not repeated.
+    let mut command = f.command(&["watch", "--verdict-first"]);
+    let mut child = command
+        .current_dir(f.path().join("alpha"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut plain = Plain::new(&mut child);
+    let first = plain.cycle();
+    first.assert_ran(&["alpha tests::doubles", "alpha tests::triples"], &[]);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    plain.line(|l| l == "cargo-ekstazi: stopped watching");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(left_in(&f), []);
+}
+
 /// A watch's piped output, line by line.
 struct Plain {
     lines_in: Receiver<String>,
