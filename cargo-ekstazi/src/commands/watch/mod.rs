@@ -84,6 +84,8 @@ pub fn run(args: WatchArgs) -> Result<ExitCode> {
         trigger,
         number: 0,
         last: None,
+        cancelled_by: None,
+        waiting: None,
     };
     watch.run(receiver)
 }
@@ -149,6 +151,44 @@ struct Watch {
     number: u64,
     /// What the last cycle that ended ran, and how.
     last: Option<Summary>,
+    /// The files whose change cancelled the cycles before the running one,
+    /// and how many cycles in a row they cancelled.
+    cancelled_by: Option<(Vec<PathBuf>, usize)>,
+    /// A cycle to start when the running one ends.
+    waiting: Option<(String, Extra)>,
+}
+
+/// What a save does while a cycle may run.
+#[derive(Debug, PartialEq, Eq)]
+enum OnSave {
+    /// No cycle runs: one starts.
+    Start,
+    /// The running cycle is cancelled, and one starts.
+    Cancel,
+    /// The next cycle starts when the running one ends: the files that
+    /// cancelled the cycles before it, [`CANCELS_IN_A_ROW`] of them, changed
+    /// again: most likely their own tests write them, and cancelling this
+    /// one too would never end.
+    Wait,
+}
+
+/// How many cycles in a row the same files may cancel.
+const CANCELS_IN_A_ROW: usize = 2;
+
+fn on_save(
+    running: bool,
+    cancelled_by: Option<&(Vec<PathBuf>, usize)>,
+    paths: &[PathBuf],
+) -> OnSave {
+    match (running, cancelled_by) {
+        (false, _) => OnSave::Start,
+        (true, Some((files, times)))
+            if !paths.is_empty() && files == paths && *times >= CANCELS_IN_A_ROW =>
+        {
+            OnSave::Wait
+        }
+        (true, _) => OnSave::Cancel,
+    }
 }
 
 /// Why the loop ends.
@@ -193,15 +233,42 @@ impl Watch {
             Event::Ended(number) => {
                 if let Some(cycle) = running.take_if(|cycle| cycle.number == number) {
                     self.ended(cycle)?;
+                    if let Some((why, extra)) = self.waiting.take() {
+                        *running = Some(self.start(why, extra)?);
+                    }
                 }
                 return Ok(None);
             }
-            Event::Changed(paths) => (self.changed(&paths), Extra::None),
+            Event::Changed(paths) => {
+                let why = self.changed(&paths);
+                match on_save(running.is_some(), self.cancelled_by.as_ref(), &paths) {
+                    OnSave::Wait => {
+                        self.screen.line(&format!(
+                            "cargo-ekstazi: {why} again: the next cycle starts when this one ends"
+                        ));
+                        self.waiting = Some((why, Extra::None));
+                        return Ok(None);
+                    }
+                    OnSave::Cancel => {
+                        let times = match &self.cancelled_by {
+                            Some((files, times)) if *files == paths => times + 1,
+                            _ => 1,
+                        };
+                        self.cancelled_by = Some((paths, times));
+                    }
+                    OnSave::Start => self.cancelled_by = None,
+                }
+                (why, Extra::None)
+            }
             Event::Key(key) => match self.asked(key) {
-                Some(asked) => asked,
+                Some(asked) => {
+                    self.cancelled_by = None;
+                    asked
+                }
                 None => return Ok(None),
             },
         };
+        self.waiting = None;
         if let Some(cycle) = running.take() {
             self.screen.line(&format!(
                 "cargo-ekstazi: cycle {} cancelled: {why}",
@@ -294,6 +361,19 @@ mod tests {
 
     fn words(line: &str) -> Vec<OsString> {
         line.split(' ').map(OsString::from).collect()
+    }
+
+    #[test]
+    fn files_that_cancelled_two_cycles_in_a_row_wait_for_the_third() {
+        let lib = vec![PathBuf::from("src/lib.rs")];
+        let out = vec![PathBuf::from("out.txt")];
+        assert_eq!(on_save(false, Some(&(lib.clone(), 5)), &lib), OnSave::Start);
+        assert_eq!(on_save(true, None, &lib), OnSave::Cancel);
+        assert_eq!(on_save(true, Some(&(lib.clone(), 1)), &lib), OnSave::Cancel);
+        assert_eq!(on_save(true, Some(&(out, 2)), &lib), OnSave::Cancel);
+        assert_eq!(on_save(true, Some(&(lib.clone(), 2)), &lib), OnSave::Wait);
+        // Lost events say nothing of which files: they cancel.
+        assert_eq!(on_save(true, Some(&(Vec::new(), 2)), &[]), OnSave::Cancel);
     }
 
     #[test]
