@@ -10,7 +10,8 @@
 //!     alike; the figures that matter are the ratios (`bench::end_to_end`).
 //!   - `bench-edit`: end to end after a one-function edit (`bench::edit`).
 //!     With `--parts`, what each part of the instrumented build adds to the
-//!     rebuild after such an edit (`bench::build_parts`).
+//!     rebuild after such an edit (`bench::build_parts`); with `--stages`,
+//!     each side's stages (`bench::edit_stages`).
 //!   - `bench-watch`: from a save to the last verdict with `cargo ekstazi
 //!     watch` running, against bacon and `cargo test` (`bench::watch`).
 //!   - `bench-shim`: the shim's own cost per call and on a real project's
@@ -80,7 +81,8 @@ enum Task {
     /// `cargo test` and `cargo nextest run`, and print the ratios
     Bench(end_to_end::Args),
     /// Time `cargo ekstazi test` against `cargo test` after a one-function
-    /// edit, a new one each round, and print the ratio
+    /// edit, a new one each round, and print the ratio (with --stages,
+    /// where the time goes on each side)
     BenchEdit(edit::Args),
     /// Time from a save to the last verdict after a one-function edit, a
     /// new one each round: `cargo ekstazi watch` against `bacon --headless

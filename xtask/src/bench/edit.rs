@@ -13,8 +13,11 @@
 //!
 //! With `--parts`, the same edits time only the rebuild, plain and with each
 //! part of the instrumented build added in turn (`super::build_parts`,
-//! chosen by `super::bench_edit`).
+//! chosen by `super::bench_edit`). With `--stages`, the plain side is its
+//! build and its tests timed apart, and the tool's stages are read from its
+//! report (`super::edit_stages`).
 
+use super::edit_stages;
 use crate::common::process::{
     ekstazi_binary, ekstazi_command, plain_command, run, wait_for_recording,
 };
@@ -50,6 +53,12 @@ pub struct Args {
     /// background is waited for before the next command, and shown apart
     #[arg(long, conflicts_with = "parts")]
     pub verdict_first: bool,
+    /// Also time the stages, with or without --verdict-first: `cargo test
+    /// --no-run` then `cargo test` apart (their sum is `cargo test`'s
+    /// time), and `cargo ekstazi test`'s own (its --report-json); prints
+    /// their medians and the floor and end-to-end ratios
+    #[arg(long, conflicts_with = "parts")]
+    pub stages: bool,
     /// Cargo options for both commands (e.g. --workspace)
     #[arg(last = true)]
     pub cargo_args: Vec<String>,
@@ -75,17 +84,31 @@ pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
     let result = rounds(args, ekstazi, project, &file, &edited);
     // The project is the user's: it gets its file back whatever happened.
     std::fs::write(&file, &original)?;
-    let (plain, ekstazi, recording) = result?;
-
-    let (p, e) = (median(&seconds(&plain)), median(&seconds(&ekstazi)));
-    println!("| after a one-function edit | median | min |");
-    println!("|---|---:|---:|");
+    let timings = result?;
     let name = if args.verdict_first {
         "cargo ekstazi test --verdict-first"
     } else {
         "cargo ekstazi test"
     };
-    for (name, times) in [("cargo test", &plain), (name, &ekstazi)] {
+    print_ends(args, &timings, name);
+    if args.stages {
+        edit_stages::print(&timings.stages, name);
+    }
+    Ok(())
+}
+
+/// Both sides' medians and minimums, and their ratio.
+fn print_ends(args: &Args, timings: &Timings, name: &str) {
+    let Timings {
+        plain,
+        ekstazi,
+        recording,
+        ..
+    } = timings;
+    let (p, e) = (median(&seconds(plain)), median(&seconds(ekstazi)));
+    println!("| after a one-function edit | median | min |");
+    println!("|---|---:|---:|");
+    for (name, times) in [("cargo test", plain), (name, ekstazi)] {
         let min = times
             .iter()
             .min()
@@ -96,7 +119,7 @@ pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
     }
     let per_round: Vec<String> = plain
         .iter()
-        .zip(&ekstazi)
+        .zip(ekstazi)
         .map(|(p, e)| format!("{:.2}", e.as_secs_f64() / p.as_secs_f64()))
         .collect();
     println!();
@@ -104,16 +127,22 @@ pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
     if args.verdict_first {
         println!(
             "- then recording in the background: {:.3}s (median)",
-            median(&seconds(&recording))
+            median(&seconds(recording))
         );
     }
     println!("- round by round: {}", per_round.join(", "));
-    Ok(())
 }
 
-/// Per round: `cargo test`, `cargo ekstazi test`, and the recording after
-/// a verdict-first run.
-type Timings = (Vec<Duration>, Vec<Duration>, Vec<Duration>);
+/// Per round: `cargo test` (with `--stages`, its build and tests summed),
+/// `cargo ekstazi test`, the recording after a verdict-first run, and with
+/// `--stages` both sides' stages.
+#[derive(Default)]
+struct Timings {
+    plain: Vec<Duration>,
+    ekstazi: Vec<Duration>,
+    recording: Vec<Duration>,
+    stages: Vec<edit_stages::Round>,
+}
 
 fn rounds(
     args: &Args,
@@ -122,13 +151,52 @@ fn rounds(
     file: &Path,
     edited: &dyn Fn(usize) -> Result<String>,
 ) -> Result<Timings> {
-    let cargo = |cmd: &[&str]| plain_command(cmd, &args.cargo_args);
-    let ekstazi = |cmd: &[&str]| ekstazi_command(ekstazi, cmd, &args.cargo_args);
+    let report = args.stages.then(edit_stages::Report::new).transpose()?;
+    let mut timed = vec!["test".to_owned(), "-q".to_owned()];
+    if args.verdict_first {
+        timed.push("--verdict-first".to_owned());
+    }
+    timed.extend(report.iter().flat_map(edit_stages::Report::args));
+    let timed: Vec<&str> = timed.iter().map(String::as_str).collect();
+    let tool = ekstazi_command(ekstazi, &timed, &args.cargo_args);
+    let state = project.join(".ekstazi");
+    settle(args, project, file, edited, &tool)?;
 
-    // Both builds made and the records settled at edit 0, so that every
-    // timed run starts from the previous round's tree; and the edit checked
-    // before anything is timed: a line outside a function body would time
-    // two failing builds.
+    let mut timings = Timings::default();
+    for round in 1..=args.runs {
+        eprintln!("round {round}/{}", args.runs);
+        std::fs::write(file, edited(round)?)?;
+        let plain_first = round % 2 == 1;
+        let first = plain_first.then(|| plain_side(args, project)).transpose()?;
+        if let Some(report) = &report {
+            report.clear()?;
+        }
+        timings.ekstazi.push(run(project, &tool)?);
+        timings.recording.push(wait_for_recording(&state)?);
+        let tool_stages = report.as_ref().map(edit_stages::Report::read).transpose()?;
+        let (plain, plain_stages) = match first {
+            Some(first) => first,
+            None => plain_side(args, project)?,
+        };
+        timings.plain.push(plain);
+        if let (Some(plain), Some(tool)) = (plain_stages, tool_stages) {
+            timings.stages.push(edit_stages::Round { plain, tool });
+        }
+    }
+    Ok(timings)
+}
+
+/// Both builds made and the records settled at edit 0, so that every
+/// timed run starts from the previous round's tree; and the edit checked
+/// before anything is timed: a line outside a function body would time
+/// two failing builds.
+fn settle(
+    args: &Args,
+    project: &Path,
+    file: &Path,
+    edited: &dyn Fn(usize) -> Result<String>,
+    tool: &[String],
+) -> Result<()> {
     std::fs::write(file, edited(0)?)?;
     let built = Command::new("cargo")
         .arg("test")
@@ -144,31 +212,23 @@ fn rounds(
             args.line
         );
     }
-    let mut timed = vec!["test", "-q"];
-    if args.verdict_first {
-        timed.push("--verdict-first");
-    }
-    let state = project.join(".ekstazi");
     for _ in 0..2 {
-        run(project, &ekstazi(&timed))?;
-        wait_for_recording(&state)?;
+        run(project, tool)?;
+        wait_for_recording(&project.join(".ekstazi"))?;
     }
+    Ok(())
+}
 
-    let (mut plain, mut instrumented, mut recording) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 1..=args.runs {
-        eprintln!("round {round}/{}", args.runs);
-        std::fs::write(file, edited(round)?)?;
-        let plain_first = round % 2 == 1;
-        if plain_first {
-            plain.push(run(project, &cargo(&["test", "-q"]))?);
-        }
-        instrumented.push(run(project, &ekstazi(&timed))?);
-        recording.push(wait_for_recording(&state)?);
-        if !plain_first {
-            plain.push(run(project, &cargo(&["test", "-q"]))?);
-        }
+/// `cargo test`, or with `--stages` its build then its tests, timed apart
+/// (the time is their sum).
+fn plain_side(args: &Args, project: &Path) -> Result<(Duration, Option<edit_stages::PlainStages>)> {
+    if !args.stages {
+        let cargo = plain_command(&["test", "-q"], &args.cargo_args);
+        return Ok((run(project, &cargo)?, None));
     }
-    Ok((plain, instrumented, recording))
+    let stages = edit_stages::plain(project, &args.cargo_args)?;
+    let sum = Duration::from_secs_f64(stages.build + stages.tests);
+    Ok((sum, Some(stages)))
 }
 
 /// `source` with the round's statement inserted before its 1-based `line`.

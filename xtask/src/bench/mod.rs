@@ -7,7 +7,9 @@
 //!   run` (`end_to_end`).
 //! - `bench-edit`: end to end after a one-function edit (`edit`, whose
 //!   `Args` and `edit` it shares); with `--parts`, what each part of the
-//!   instrumented build adds to the rebuild (`build_parts`).
+//!   instrumented build adds to the rebuild (`build_parts`); with
+//!   `--stages`, where the time goes on each side (`edit_stages`, which
+//!   `edit` uses).
 //! - `bench-watch`: from a save to the last verdict with `cargo ekstazi
 //!   watch` running, against bacon and `cargo test` (`watch`, which uses
 //!   `edit`'s edit).
@@ -26,11 +28,12 @@
 //!
 //! Invariant: benchmarks use `common` (timed runs, the one `median`) and
 //! ekstazi-core, never `eval`; within, `build_parts` and `watch` use
-//! `edit` and not the other way round (the choice between `edit` and
+//! `edit` and not the other way round (`edit` uses `edit_stages`) (the choice between `edit` and
 //! `build_parts` is `bench_edit`'s).
 
 pub mod build_parts;
 pub mod edit;
+pub mod edit_stages;
 pub mod end_to_end;
 pub mod granularity;
 pub mod history;
