@@ -12,7 +12,7 @@ use cargo_metadata::{Artifact, BuildScript, Message, PackageId, Target};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// One test binary cargo built.
@@ -98,13 +98,26 @@ pub fn request(
 }
 
 /// Runs the build: what it made, and what it read and made, for its stamp.
-pub fn build(ws: &Workspace, request: Request) -> Result<(Built, Gathered)> {
+/// `linked` is told of each test binary as cargo reports it linked, while
+/// cargo goes on building the others.
+pub fn build(
+    ws: &Workspace,
+    request: Request,
+    linked: &dyn Fn(&Path),
+) -> Result<(Built, Gathered)> {
     let Request { mut command, .. } = request;
     let mut child = command.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut messages = Messages::default();
     for message in Message::parse_stream(BufReader::new(stdout)) {
-        messages.read(ws, message.context("cannot read cargo's build messages")?);
+        let message = message.context("cannot read cargo's build messages")?;
+        if let Message::CompilerArtifact(artifact) = &message
+            && artifact.profile.test
+            && let Some(executable) = &artifact.executable
+        {
+            linked(executable.as_std_path());
+        }
+        messages.read(ws, message);
     }
     let status = child.wait().context("cargo did not finish")?;
     if !status.success() {

@@ -47,6 +47,21 @@ impl Session {
         let state_dir = state_dir(&ws, &options)?;
         stop_background_recording(&state_dir);
         let shim = crate::run::shim::install(&ws.target_dir)?;
+        let store = Store::new(&state_dir);
+        let checksums = Checksums::new(Anchors::new(
+            &ws.root,
+            &ws.target_dir,
+            ws.cargo_home.as_deref(),
+        ))
+        .with_toolchain(&ws.sysroot)
+        .with_kept(store.kept_sums().as_deref());
+        let snapshots =
+            Snapshots::new(store.clone()).blind_to(checksums.anchors(), Some(&ws.sysroot));
+        if options.settings.verdict_first || options.settings.no_record {
+            // Kept after the verdicts, should they come first: see
+            // `Snapshots::hold_saves`.
+            snapshots.hold_saves();
+        }
         laps.lap("workspace");
         let mut build_unchanged = false;
         let (built, archived) = match &archive {
@@ -56,7 +71,8 @@ impl Session {
                 (built, Some(manifest))
             }
             None => {
-                let (built, provenance) = build_tests(&ws, &options, &shim, &state_dir)?;
+                let early = (&checksums, &snapshots);
+                let (built, provenance) = build_tests(&ws, &options, &shim, &state_dir, early)?;
                 laps.lap("build");
                 build_unchanged = provenance == Provenance::Stamped;
                 (built, None)
@@ -64,19 +80,9 @@ impl Session {
         };
         let (envs, tests) = list_tests(&ws, &built)?;
         laps.lap("list");
-        let store = Store::new(&state_dir);
         let global = global_fingerprint(&ws, &options, archived.as_ref());
-        let checksums = Checksums::new(Anchors::new(
-            &ws.root,
-            &ws.target_dir,
-            ws.cargo_home.as_deref(),
-        ))
-        .with_toolchain(&ws.sysroot)
-        .with_kept(store.kept_sums().as_deref());
         let binary_sums = checksum_binaries(&built, &checksums);
         laps.lap("binary checksums");
-        let snapshots =
-            Snapshots::new(store.clone()).blind_to(checksums.anchors(), Some(&ws.sysroot));
         let code = built.binaries.iter().map(|_| OnceLock::new()).collect();
         let mut ignore = ignored_paths(&options, &ws, &state_dir, &shim)?;
         // Made before the analysis: a test that lists the system's temporary
@@ -144,11 +150,14 @@ fn open_workspace(request: &Request) -> Result<Workspace> {
 
 /// The test binaries, built as `cargo test` would (instrumented with
 /// function granularity), and the doctest units when doctests are on.
+/// With function granularity, each test binary is fingerprinted as soon as
+/// it is linked ([`fingerprint_while_building`]).
 fn build_tests(
     ws: &Workspace,
     options: &Options,
     shim: &Path,
     state_dir: &Path,
+    early: (&Checksums, &Snapshots),
 ) -> Result<(Built, Provenance)> {
     let instrumentation = crate::cargo::instrument::Instrumentation {
         shim,
@@ -161,7 +170,11 @@ fn build_tests(
     let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
     let request = test_build::request(ws, &options.cargo, instrumented, extra)?;
     let store = (!options.settings.skipme).then(|| Store::new(state_dir));
-    let (mut built, provenance) = stamped_build::build(ws, store.as_ref(), request)?;
+    let build = |linked: &dyn Fn(&Path)| stamped_build::build(ws, store.as_ref(), request, linked);
+    let (mut built, provenance) = match instrumented.is_some() && store.is_some() {
+        true => fingerprint_while_building(early, build)?,
+        false => build(&|_| {})?,
+    };
     if only_doctests {
         built.binaries.clear();
     }
@@ -170,6 +183,31 @@ fn build_tests(
         built.binaries.extend(units);
     }
     Ok((built, provenance))
+}
+
+/// Runs `build`, fingerprinting each test binary it reports linked on a
+/// thread of its own, while cargo builds the others: the analysis then
+/// finds those fingerprints made, by the binary's checksum. A binary that
+/// changed after is another checksum, fingerprinted again.
+fn fingerprint_while_building<T>(
+    (checksums, snapshots): (&Checksums, &Snapshots),
+    build: impl FnOnce(&dyn Fn(&Path)) -> T,
+) -> T {
+    std::thread::scope(|scope| {
+        let (linked, binaries) = std::sync::mpsc::channel::<PathBuf>();
+        scope.spawn(move || {
+            for binary in binaries {
+                if let Sum::Hash(id) = checksums.test_binary(&binary) {
+                    // Its error, if any, comes again where the analysis
+                    // asks for it.
+                    let _ = snapshots.of_binary(&binary, &id);
+                }
+            }
+        });
+        build(&|binary| {
+            let _ = linked.send(binary.to_path_buf());
+        })
+    })
 }
 
 /// The test binaries of a nextest archive made elsewhere, unpacked where

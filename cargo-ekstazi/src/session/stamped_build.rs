@@ -14,7 +14,7 @@ use anyhow::Result;
 use ekstazi_core::model::dep::Hash;
 use ekstazi_core::storage::build_stamp::BuildStamp;
 use ekstazi_core::storage::store::Store;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// How the test binaries came to be.
@@ -34,9 +34,10 @@ pub fn build(
     ws: &Workspace,
     store: Option<&Store>,
     request: Request,
+    linked: &dyn Fn(&Path),
 ) -> Result<(Built, Provenance)> {
     let Some(store) = store else {
-        let (built, _) = test_build::build(ws, request)?;
+        let (built, _) = test_build::build(ws, request, linked)?;
         return Ok((built, Provenance::Cargo));
     };
     if let Some(built) = stamped(ws, store, &request.digest) {
@@ -44,7 +45,7 @@ pub fn build(
     }
     let digest = request.digest;
     let started = SystemTime::now();
-    match test_build::build(ws, request) {
+    match test_build::build(ws, request, linked) {
         Ok((built, gathered)) => {
             stamp(ws, store, digest, gathered, &built, started);
             Ok((built, Provenance::Cargo))

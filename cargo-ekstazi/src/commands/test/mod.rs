@@ -52,9 +52,9 @@ pub fn run(args: TestArgs) -> Result<ExitCode> {
         && !auditing
         && !verdicts_first
         && verdict_first::unrecorded_applies(&session);
-    if verdicts_first || unrecorded {
-        // Kept after the verdicts: no recording here needs them before.
-        session.snapshots.hold_saves();
+    if !verdicts_first && !unrecorded {
+        // Held in case the verdicts came first; they do not.
+        session.snapshots.save_held();
     }
     let pipeline::Opened {
         lock,
