@@ -643,6 +643,29 @@ fn a_data_file_runs_the_test_that_reads_it_and_a_touch_runs_nothing() {
 }
 
 #[test]
+fn a_file_the_records_name_counts_though_gitignore_leaves_it_out() {
+    let _serial = serial();
+    let f = Fixture::new("basic");
+    f.write(".gitignore", "/target\nbeta/data/\n");
+    // Recorded first: the watch reads, as it starts, what the records name.
+    f.test_ok(&[]);
+    let mut watch = Watch::start(&f, &[]);
+    let first = watch.cycle();
+    assert_eq!(first.ran(), BTreeSet::new(), "{first:?}");
+
+    // Out of the tree .gitignore keeps: no cycle.
+    f.write("beta/data/unread.txt", "nobody reads this\n");
+    watch.assert_quiet(HEADER, Duration::from_secs(3));
+    // Named by `reads_data`'s record: a cycle, and that test.
+    f.write("beta/data/a.txt", "other data\n");
+    let second = watch.cycle();
+    assert_eq!(second.why, "beta/data/a.txt changed", "{second:?}");
+    second.assert_ran(&["beta::files reads_data"], &[]);
+    watch.key("q");
+    assert_eq!(watch.exit_code(WAIT), 0);
+}
+
+#[test]
 fn a_save_during_a_cycle_cancels_it() {
     let _serial = serial();
     let f = Fixture::new("verdicts");

@@ -90,9 +90,8 @@ impl Trigger {
             scope: Arc::clone(&scope),
             watcher: Arc::clone(&watcher),
         };
-        let named: Vec<PathBuf> = lock(&scope.named).iter().cloned().collect();
-        let parents = named.iter().filter_map(|path| path.parent());
-        trigger.watch_dirs(walked.dirs.iter().map(PathBuf::as_path).chain(parents));
+        let named = named_dirs(&lock(&scope.named));
+        trigger.watch_dirs(walked.dirs.iter().chain(&named).map(PathBuf::as_path));
         // Read now, before the first cycle starts: a save made from here on
         // differs from what is known.
         let known = known_bytes(&walked.files);
@@ -128,10 +127,7 @@ impl Trigger {
                 std::thread::sleep(Duration::from_millis(200));
             }
             let named = named_paths(&places);
-            let dirs: Vec<PathBuf> = named
-                .iter()
-                .filter_map(|path| path.parent().map(Path::to_path_buf))
-                .collect();
+            let dirs = named_dirs(&named);
             *lock(&trigger.scope.named) = named;
             trigger.watch_dirs(dirs.iter().map(PathBuf::as_path));
         });
@@ -210,8 +206,12 @@ impl Scope {
         if self.is_skipped(path) || is_scratch(path) {
             return false;
         }
-        if lock(&self.named).contains(path) {
-            return true;
+        {
+            // A file in a directory a record lists counts too.
+            let named = lock(&self.named);
+            if named.contains(path) || path.parent().is_some_and(|dir| named.contains(dir)) {
+                return true;
+            }
         }
         let is_dir = path.is_dir();
         let mut ignored = false;
@@ -287,6 +287,18 @@ fn named_paths(places: &Places) -> HashSet<PathBuf> {
         }
     }
     named
+}
+
+/// The directories to watch for the paths the records name: a directory
+/// itself (its entries may be listed), a file's directory.
+fn named_dirs(named: &HashSet<PathBuf>) -> Vec<PathBuf> {
+    named
+        .iter()
+        .filter_map(|path| match path.is_dir() {
+            true => Some(path.clone()),
+            false => path.parent().map(Path::to_path_buf),
+        })
+        .collect()
 }
 
 /// What a path holds, to tell a write that changed it from one that did not.
@@ -462,7 +474,10 @@ mod tests {
             root: root.to_path_buf(),
             skipped: vec![root.join("target"), root.join(".git")],
             ignores: Mutex::new(Vec::new()),
-            named: Mutex::new(HashSet::from([root.join("out/kept.txt")])),
+            named: Mutex::new(HashSet::from([
+                root.join("out/kept.txt"),
+                root.join("out/listed"),
+            ])),
             watched: Mutex::new(HashSet::new()),
         };
         scope.read_ignore_files();
@@ -485,6 +500,10 @@ mod tests {
         assert!(
             scope.counts(&root.join("out/kept.txt")),
             "named by a record"
+        );
+        assert!(
+            scope.counts(&root.join("out/listed/new.txt")),
+            "in a directory a record names"
         );
         assert!(!scope.counts(&root.join("run.log")));
         assert!(
