@@ -195,6 +195,14 @@ impl Watch {
         self.session.flush().unwrap();
     }
 
+    /// Quits with `q`, which says so and ends it with status 0.
+    #[track_caller]
+    fn quit(&mut self) {
+        self.key("q");
+        self.expect("cargo-ekstazi: stopped watching");
+        assert_eq!(self.exit_code(WAIT), 0);
+    }
+
     /// Waits up to `limit` for it to end; how it ended.
     #[track_caller]
     fn ended_within(&mut self, limit: Duration) -> WaitStatus {
@@ -336,6 +344,12 @@ impl Cycle {
             .get(label)
             .unwrap_or_else(|| panic!("{label} did not run: {self:?}"))
             .1
+    }
+
+    /// Asserts that `label` ran, and why, in words starting with `prefix`.
+    #[track_caller]
+    fn assert_why_starts(&self, label: &str, prefix: &str) {
+        assert!(self.why(label).starts_with(prefix), "{self:?}");
     }
 
     #[track_caller]
@@ -558,12 +572,7 @@ fn an_edit_runs_the_tests_it_affects_and_says_why() {
     let callers = DOUBLE_CALLERS;
     second.assert_ran(callers, &[]);
     for label in callers {
-        assert!(
-            second
-                .why(label)
-                .starts_with("function changed: alpha::double"),
-            "{second:?}"
-        );
+        second.assert_why_starts(label, "function changed: alpha::double");
     }
     assert!(
         second
@@ -571,9 +580,7 @@ fn an_edit_runs_the_tests_it_affects_and_says_why() {
             .starts_with("test result: ok. 3 selected: 3 passed; 0 failed"),
         "{second:?}"
     );
-    watch.key("q");
-    watch.expect("cargo-ekstazi: stopped watching");
-    assert_eq!(watch.exit_code(WAIT), 0);
+    watch.quit();
 
     // The summary's skipped tests are the selection's: an ignored test
     // (`alpha tests::slow_and_ignored`) was not skipped as unaffected.
@@ -638,8 +645,7 @@ fn a_data_file_runs_the_test_that_reads_it_and_a_touch_runs_nothing() {
         "file changed: beta/data/a.txt",
         "{third:?}"
     );
-    watch.key("q");
-    assert_eq!(watch.exit_code(WAIT), 0);
+    watch.quit();
 }
 
 #[test]
@@ -661,8 +667,7 @@ fn a_file_the_records_name_counts_though_gitignore_leaves_it_out() {
     let second = watch.cycle();
     assert_eq!(second.why, "beta/data/a.txt changed", "{second:?}");
     second.assert_ran(&["beta::files reads_data"], &[]);
-    watch.key("q");
-    assert_eq!(watch.exit_code(WAIT), 0);
+    watch.quit();
 }
 
 #[test]
@@ -708,14 +713,8 @@ fn a_save_during_a_cycle_cancels_it() {
     let second = watch.cycle();
     assert_eq!(second.number, 2, "{second:?}");
     second.assert_ran(&[&verdicts("counts_runs"), &verdicts("multiplies")], &[]);
-    assert!(
-        second
-            .why(&verdicts("multiplies"))
-            .starts_with("function changed: verdicts::mul"),
-        "{second:?}"
-    );
-    watch.key("q");
-    assert_eq!(watch.exit_code(WAIT), 0);
+    second.assert_why_starts(&verdicts("multiplies"), "function changed: verdicts::mul");
+    watch.quit();
 }
 
 #[test]
@@ -772,9 +771,7 @@ fn keys_run_every_test_the_failed_ones_the_last_ones_again_or_quit() {
     );
     again.assert_ran(&[], &[&verdicts("multiplies")]);
 
-    watch.key("q");
-    watch.expect("cargo-ekstazi: stopped watching");
-    assert_eq!(watch.exit_code(WAIT), 0);
+    watch.quit();
     assert_eq!(left_in(&f), []);
 }
 
@@ -809,18 +806,12 @@ fn a_build_error_is_shown_and_the_next_save_recovers() {
         "{fixed:?}"
     );
     fixed.assert_ran(DOUBLE_CALLERS, &[]);
-    assert!(
-        fixed
-            .why("alpha tests::doubles")
-            .starts_with("function changed: alpha::double"),
-        "{fixed:?}"
-    );
+    fixed.assert_why_starts("alpha tests::doubles", "function changed: alpha::double");
     assert!(
         fixed.verdict().starts_with("test result: ok. "),
         "{fixed:?}"
     );
-    watch.key("q");
-    assert_eq!(watch.exit_code(WAIT), 0);
+    watch.quit();
 }
 
 /// Ctrl-C while a test holds the cycle's verdicts: the watch ends, its
