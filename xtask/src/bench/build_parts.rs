@@ -46,7 +46,7 @@ struct Variant {
 }
 
 pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
-    let file = project.join(&args.file);
+    let file = project.join(&args.point.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
     eprintln!("measuring in {}", project.display());
@@ -84,7 +84,7 @@ fn rounds(
     original: &str,
 ) -> Result<(Vec<Variant>, Vec<Vec<Duration>>)> {
     // cargo-ekstazi installs the shim the coverage pass links against.
-    std::fs::write(file, edit(original, args.line, 0)?)?;
+    std::fs::write(file, edit(original, args.point.line, 0)?)?;
     run(
         project,
         &ekstazi_command(ekstazi, &["test", "-q"], &args.cargo_args),
@@ -117,8 +117,8 @@ fn rounds(
             bail!(
                 "{} does not build with the edit at {}:{}: {}",
                 variant.name,
-                args.file.display(),
-                args.line,
+                args.point.file.display(),
+                args.point.line,
                 String::from_utf8_lossy(&output.stderr)
             );
         }
@@ -130,7 +130,7 @@ fn rounds(
     let mut times = vec![Vec::new(); variants.len()];
     for round in 1..=args.runs {
         eprintln!("round {round}/{}", args.runs);
-        std::fs::write(file, edit(original, args.line, round)?)?;
+        std::fs::write(file, edit(original, args.point.line, round)?)?;
         for k in 0..variants.len() {
             let i = (k + round) % variants.len();
             times[i].push(build(&variants[i])?);

@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// `bench-edit`'s options, for `edit` and `build_parts` alike.
+/// The project, the edit made in it each round, and the cargo-ekstazi
+/// measured: `bench-edit`'s and `bench-watch`'s.
 #[derive(clap::Args)]
-pub struct Args {
+pub struct EditPoint {
     /// The cargo project to measure [default: a copy of examples/demo]
     #[arg(long)]
     pub project: Option<PathBuf>,
@@ -42,6 +43,33 @@ pub struct Args {
     /// A cargo-ekstazi binary to measure [default: built from this workspace]
     #[arg(long)]
     pub ekstazi: Option<PathBuf>,
+}
+
+impl EditPoint {
+    /// Fails unless `cargo test --no-run` builds `dir` with the edit made:
+    /// a line outside a function body would time failing builds.
+    pub fn check_builds(&self, dir: &Path, cargo_args: &[String]) -> Result<()> {
+        let built = Command::new("cargo")
+            .args(["test", "--no-run", "-q"])
+            .args(cargo_args)
+            .current_dir(dir)
+            .status()?;
+        if !built.success() {
+            bail!(
+                "the project does not build with the edit at {}:{}: is that line inside a function body?",
+                self.file.display(),
+                self.line
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `bench-edit`'s options, for `edit` and `build_parts` alike.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub point: EditPoint,
     /// Timed rounds (an edit, then both commands)
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
@@ -68,17 +96,17 @@ impl Args {
     /// The cargo-ekstazi binary, given or built (and taken out of the
     /// options), and at least one round.
     pub fn resolve(mut self) -> Result<(PathBuf, Self)> {
-        let ekstazi = ekstazi_binary(self.ekstazi.take())?;
+        let ekstazi = ekstazi_binary(self.point.ekstazi.take())?;
         let runs = self.runs.max(1);
         Ok((ekstazi, Args { runs, ..self }))
     }
 }
 
 pub fn measure(args: &Args, ekstazi: &Path, project: &Path) -> Result<()> {
-    let file = project.join(&args.file);
+    let file = project.join(&args.point.file);
     let original = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
-    let edited = |round: usize| edit(&original, args.line, round);
+    let edited = |round: usize| edit(&original, args.point.line, round);
     eprintln!("measuring in {}", project.display());
 
     let result = rounds(args, ekstazi, project, &file, &edited);
@@ -198,20 +226,7 @@ fn settle(
     tool: &[String],
 ) -> Result<()> {
     std::fs::write(file, edited(0)?)?;
-    let built = Command::new("cargo")
-        .arg("test")
-        .arg("--no-run")
-        .arg("-q")
-        .args(&args.cargo_args)
-        .current_dir(project)
-        .status()?;
-    if !built.success() {
-        bail!(
-            "the project does not build with the edit at {}:{}: is that line inside a function body?",
-            args.file.display(),
-            args.line
-        );
-    }
+    args.point.check_builds(project, &args.cargo_args)?;
     for _ in 0..2 {
         run(project, tool)?;
         wait_for_recording(&project.join(".ekstazi"))?;

@@ -49,7 +49,7 @@ use std::path::Path;
 /// `--parts` the rebuild's parts (`build_parts`).
 pub fn bench_edit(args: edit::Args) -> Result<()> {
     let (ekstazi, args) = args.resolve()?;
-    in_project(args.project.as_deref(), |project| {
+    in_project(args.point.project.as_deref(), |project| {
         if args.parts {
             build_parts::measure(&args, &ekstazi, project)
         } else {

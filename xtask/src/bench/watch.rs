@@ -49,22 +49,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// `bench-watch`'s options: `bench-edit`'s project, edit point, binary and
-/// cargo options.
+/// cargo options (the project is copied three times, and left as it is).
 #[derive(clap::Args)]
 pub struct Args {
-    /// The cargo project to measure [default: examples/demo]; it is copied
-    /// three times, and left as it is
-    #[arg(long)]
-    pub project: Option<PathBuf>,
-    /// The source file to edit, relative to the project
-    #[arg(long)]
-    pub file: PathBuf,
-    /// The 1-based line a statement is inserted before (inside a function body)
-    #[arg(long)]
-    pub line: usize,
-    /// A cargo-ekstazi binary to measure [default: built from this workspace]
-    #[arg(long)]
-    pub ekstazi: Option<PathBuf>,
+    #[command(flatten)]
+    pub point: super::edit::EditPoint,
     /// Timed rounds (an edit saved in each copy), after two warm-up rounds
     #[arg(long, default_value_t = 7)]
     pub runs: usize,
@@ -127,8 +116,8 @@ pub fn bench(args: Args) -> Result<()> {
     if std::env::var_os("CARGO_TARGET_DIR").is_some() {
         bail!("CARGO_TARGET_DIR is set: the three copies would share one target directory");
     }
-    let ekstazi = ekstazi_binary(args.ekstazi.clone())?;
-    let source = match &args.project {
+    let ekstazi = ekstazi_binary(args.point.ekstazi.clone())?;
+    let source = match &args.point.project {
         Some(project) => std::path::absolute(project)?,
         None => workspace_root().join("examples/demo"),
     };
@@ -149,13 +138,16 @@ fn measure(
     scratch: &Path,
     bacon: Option<&Path>,
 ) -> Result<Timings> {
-    let original = std::fs::read_to_string(source.join(&args.file))
-        .with_context(|| format!("cannot read {}", source.join(&args.file).display()))?;
+    let original = std::fs::read_to_string(source.join(&args.point.file))
+        .with_context(|| format!("cannot read {}", source.join(&args.point.file).display()))?;
     for side in [Side::Watch, Side::Bacon, Side::Plain] {
         let copy = side.copy(scratch);
         std::fs::create_dir_all(&copy)?;
         copy_tree(source, &copy)?;
-        std::fs::write(copy.join(&args.file), edit(&original, args.line, 0)?)?;
+        std::fs::write(
+            copy.join(&args.point.file),
+            edit(&original, args.point.line, 0)?,
+        )?;
     }
     eprintln!(
         "measuring in copies of {} in {} (what the watchers print: {}, {})",
@@ -186,18 +178,7 @@ fn measure(
 /// would time failing builds), then the number of `test result:` lines a
 /// run prints, which is how B's end is told.
 fn setup_plain(args: &Args, dir: &Path) -> Result<usize> {
-    let built = Command::new("cargo")
-        .args(["test", "--no-run", "-q"])
-        .args(&args.cargo_args)
-        .current_dir(dir)
-        .status()?;
-    if !built.success() {
-        bail!(
-            "the project does not build with the edit at {}:{}: is that line inside a function body?",
-            args.file.display(),
-            args.line
-        );
-    }
+    args.point.check_builds(dir, &args.cargo_args)?;
     let out = Command::new("cargo")
         .args(["test", "-q"])
         .args(&args.cargo_args)
@@ -274,7 +255,7 @@ impl Rounds<'_> {
             } else {
                 eprintln!("warm-up round {round}/{WARM_UP}");
             }
-            let text = edit(self.original, self.args.line, round)?;
+            let text = edit(self.original, self.args.point.line, round)?;
             let mut warming = Timings::default();
             let into = if timed { &mut timings } else { &mut warming };
             for side in order(round, &sides) {
@@ -286,7 +267,7 @@ impl Rounds<'_> {
 
     /// One side's save and wait, its times added to `timings`.
     fn one(&self, side: Side, text: &str, timings: &mut Timings) -> Result<()> {
-        let file = side.copy(self.scratch).join(&self.args.file);
+        let file = side.copy(self.scratch).join(&self.args.point.file);
         match (side, self.bacon) {
             (Side::Watch, _) => {
                 let (verdict, quiet) = self.save_watched(&file, text)?;
@@ -314,7 +295,7 @@ impl Rounds<'_> {
         let t0 = Instant::now();
         std::fs::write(file, text)?;
         let cause = self.watch.until_cycle()?;
-        let edited = self.args.file.display().to_string();
+        let edited = self.args.point.file.display().to_string();
         if !cause.starts_with(&edited) {
             bail!("a watch cycle was started by something else than the edit of {edited}: {cause}");
         }
