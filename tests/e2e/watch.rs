@@ -449,21 +449,17 @@ impl Drop for Gate {
     }
 }
 
-/// The environment that makes the `verdicts` fixture's `counts_runs` count
-/// its runs in `runs` and hold on run `hold` until the gate opens.
-fn held_env(f: &Fixture, hold: u32) -> (Vec<(String, String)>, PathBuf, Gate) {
+/// The `verdicts` fixture, its `counts_runs` counting its runs in the
+/// file returned and holding on run `hold` until the gate opens.
+fn held_verdicts(hold: u32) -> (Fixture, PathBuf, Gate) {
+    let f = Fixture::new("verdicts");
     let runs = f.tmp().join("runs");
     let gate = f.tmp().join("gate");
-    let env = vec![
-        ("FIXTURE_RUNS".to_owned(), runs.display().to_string()),
-        ("FIXTURE_HOLD_ON_RUN".to_owned(), hold.to_string()),
-        ("FIXTURE_GATE".to_owned(), gate.display().to_string()),
-    ];
-    (env, runs, Gate(gate))
-}
-
-fn with_env(f: Fixture, env: &[(String, String)]) -> Fixture {
-    env.iter().fold(f, |f, (k, v)| f.with_env(k, v))
+    let f = f
+        .with_env("FIXTURE_RUNS", &runs.display().to_string())
+        .with_env("FIXTURE_HOLD_ON_RUN", &hold.to_string())
+        .with_env("FIXTURE_GATE", &gate.display().to_string());
+    (f, runs, Gate(gate))
 }
 
 /// Waits until the held test has counted `runs` runs.
@@ -673,11 +669,9 @@ fn a_file_the_records_name_counts_though_gitignore_leaves_it_out() {
 #[test]
 fn a_save_during_a_cycle_cancels_it() {
     let _serial = serial();
-    let f = Fixture::new("verdicts");
     // Run 1 records every test; `counts_runs` (it writes the file it
     // reads) runs again in the watch's first cycle, and holds there.
-    let (env, runs, _gate) = held_env(&f, 2);
-    let f = with_env(f, &env);
+    let (f, runs, _gate) = held_verdicts(2);
     f.test_ok(&[]);
     let mut watch = Watch::start(&f, &[]);
     wait_for_runs(&runs, 2);
@@ -722,9 +716,7 @@ fn keys_run_every_test_the_failed_ones_the_last_ones_again_or_quit() {
     let _serial = serial();
     // `counts_runs` runs in every cycle, never held: what the selection
     // would be beside the failed test.
-    let f = Fixture::new("verdicts");
-    let (env, _runs, _gate) = held_env(&f, 1_000_000);
-    let f = with_env(f, &env);
+    let (f, _runs, _gate) = held_verdicts(1_000_000);
     let mut watch = Watch::start(&f, &[]);
     watch.cycle().assert_ran(VERDICTS_ALL, &[]);
     f.wait_for_background_recording();
@@ -819,9 +811,7 @@ fn a_build_error_is_shown_and_the_next_save_recovers() {
 #[test]
 fn ctrl_c_during_a_cycle_leaves_nothing_behind() {
     let _serial = serial();
-    let f = Fixture::new("verdicts");
-    let (env, runs, _gate) = held_env(&f, 2);
-    let f = with_env(f, &env);
+    let (f, runs, _gate) = held_verdicts(2);
     f.test_ok(&[]);
     let records = f.record_bytes();
     let mut watch = Watch::start(&f, &[]);
@@ -848,10 +838,8 @@ fn ctrl_c_during_a_cycle_leaves_nothing_behind() {
 #[test]
 fn ctrl_c_during_the_recording_stops_it() {
     let _serial = serial();
-    let f = Fixture::new("verdicts");
     // Run 1 is the verdicts', run 2 the recording's.
-    let (env, runs, _gate) = held_env(&f, 2);
-    let f = with_env(f, &env);
+    let (f, runs, _gate) = held_verdicts(2);
     let mut watch = Watch::start(&f, &[]);
     watch.cycle().assert_ran(VERDICTS_ALL, &[]);
     wait_for_runs(&runs, 2);
