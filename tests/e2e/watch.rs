@@ -346,6 +346,12 @@ impl Cycle {
             .1
     }
 
+    /// Asserts the cycle's number and the reason its header gives.
+    #[track_caller]
+    fn assert_header(&self, number: u32, why: &str) {
+        assert_eq!((self.number, self.why.as_str()), (number, why), "{self:?}");
+    }
+
     /// Asserts that `label` ran, and why, in words starting with `prefix`.
     #[track_caller]
     fn assert_why_starts(&self, label: &str, prefix: &str) {
@@ -539,11 +545,7 @@ fn an_edit_runs_the_tests_it_affects_and_says_why() {
 
     // The first cycle runs (and records) every test.
     let first = watch.cycle();
-    assert_eq!(
-        (first.number, first.why.as_str()),
-        (1, "first run"),
-        "{first:?}"
-    );
+    first.assert_header(1, "first run");
     first.assert_ran(BASIC_ALL, &[]);
     for label in BASIC_ALL {
         assert_eq!(first.why(label), "new", "{first:?}");
@@ -560,11 +562,7 @@ fn an_edit_runs_the_tests_it_affects_and_says_why() {
     // `quadruple` does, twice); `triple`'s test among the skipped.
     f.edit("alpha/src/lib.rs", "x * 2", "x + x");
     let second = watch.cycle();
-    assert_eq!(
-        (second.number, second.why.as_str()),
-        (2, "alpha/src/lib.rs changed"),
-        "{second:?}"
-    );
+    second.assert_header(2, "alpha/src/lib.rs changed");
     let callers = DOUBLE_CALLERS;
     second.assert_ran(callers, &[]);
     for label in callers {
@@ -599,11 +597,7 @@ fn a_data_file_runs_the_test_that_reads_it_and_a_touch_runs_nothing() {
     let reads = "beta::files reads_data";
     f.write("beta/data/a.txt", "other data\n");
     let second = watch.cycle();
-    assert_eq!(
-        (second.number, second.why.as_str()),
-        (2, "beta/data/a.txt changed"),
-        "{second:?}"
-    );
+    second.assert_header(2, "beta/data/a.txt changed");
     second.assert_ran(&[reads], &[]);
     assert_eq!(
         second.why(reads),
@@ -723,11 +717,7 @@ fn keys_run_every_test_the_failed_ones_the_last_ones_again_or_quit() {
 
     watch.key("a");
     let every = watch.cycle();
-    assert_eq!(
-        (every.number, every.why.as_str()),
-        (2, "key a: every test"),
-        "{every:?}"
-    );
+    every.assert_header(2, "key a: every test");
     every.assert_ran(VERDICTS_ALL, &[]);
     for label in VERDICTS_ALL {
         assert!(every.why(label).starts_with("forced"), "{every:?}");
@@ -746,21 +736,13 @@ fn keys_run_every_test_the_failed_ones_the_last_ones_again_or_quit() {
 
     watch.key("f");
     let failures = watch.cycle();
-    assert_eq!(
-        (failures.number, failures.why.as_str()),
-        (4, "key f: the tests that failed"),
-        "{failures:?}"
-    );
+    failures.assert_header(4, "key f: the tests that failed");
     failures.assert_ran(&[], &[&verdicts("multiplies")]);
     f.wait_for_background_recording();
 
     watch.key("\r");
     let again = watch.cycle();
-    assert_eq!(
-        (again.number, again.why.as_str()),
-        (5, "key Enter: the last cycle's tests again"),
-        "{again:?}"
-    );
+    again.assert_header(5, "key Enter: the last cycle's tests again");
     again.assert_ran(&[], &[&verdicts("multiplies")]);
 
     watch.quit();
@@ -792,11 +774,7 @@ fn a_build_error_is_shown_and_the_next_save_recovers() {
 
     f.edit("alpha/src/lib.rs", "x * 2 +", "x + x");
     let fixed = watch.cycle();
-    assert_eq!(
-        (fixed.number, fixed.why.as_str()),
-        (3, "alpha/src/lib.rs changed"),
-        "{fixed:?}"
-    );
+    fixed.assert_header(3, "alpha/src/lib.rs changed");
     fixed.assert_ran(DOUBLE_CALLERS, &[]);
     fixed.assert_why_starts("alpha tests::doubles", "function changed: alpha::double");
     assert!(
@@ -872,11 +850,7 @@ fn piped_it_prints_plain_lines_and_sigint_ends_it() {
     let start = plain.line(|l| l.starts_with("cargo-ekstazi: watching "));
     assert!(start.ends_with(" directories)"), "{start}");
     let first = plain.cycle();
-    assert_eq!(
-        (first.number, first.why.as_str()),
-        (1, "first run"),
-        "{first:?}"
-    );
+    first.assert_header(1, "first run");
     first.assert_ran(BASIC_ALL, &[]);
     f.wait_for_background_recording();
 
