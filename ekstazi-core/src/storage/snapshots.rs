@@ -74,7 +74,13 @@ impl Snapshots {
 
     /// Keeps the snapshots held back, and stops holding them.
     pub fn save_held(&self) {
-        let held = self.held.lock().expect("held snapshots lock").take();
+        // Also from `drop`, where a panic would abort: a poisoned list is
+        // still a list of whole snapshots.
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         for (id, snapshot) in held.into_iter().flatten() {
             // As in `of_binary`: a snapshot not kept costs the next run time.
             let _ = self.store.save_snapshot(&id, &snapshot);
