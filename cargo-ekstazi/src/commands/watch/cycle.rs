@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a cancelled cycle may take to stop before it is killed: cargo
@@ -97,9 +97,7 @@ impl Cycle {
     /// Stops the cycle's process group and waits for it: SIGTERM, then
     /// SIGKILL after [`GRACE`]. No record is written by a run stopped so.
     pub fn cancel(self) {
-        let Ok(mut child) = self.child.lock() else {
-            return;
-        };
+        let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
         let group = child.id() as i32;
         if matches!(child.try_wait(), Ok(None)) {
             // SAFETY: kill has no memory-safety preconditions.
@@ -118,10 +116,7 @@ impl Cycle {
     /// After [`Event::Ended`]: what the run reported.
     pub fn finish(self) -> Result<Outcome> {
         let status = {
-            let mut child = self
-                .child
-                .lock()
-                .expect("a cycle's child is never poisoned");
+            let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
             child
                 .wait()
                 .context("cannot wait for the cycle's test run")?
