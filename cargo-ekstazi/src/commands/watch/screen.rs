@@ -10,8 +10,8 @@
 //! and Ctrl-C would stop being SIGINT. The settings are put back when the
 //! watch ends, also by a panic.
 //!
-//! When standard output is not a terminal (a pipe, a file, CI), the output
-//! is plain: no clearing, no escape sequences, no keys.
+//! When standard input or output is not a terminal (a pipe, a file, CI),
+//! the output is plain: no clearing, no escape sequences, no keys.
 
 use super::Event;
 use anyhow::Result;
