@@ -297,6 +297,36 @@ mod tests {
             .collect()
     }
 
+    fn ended_with(status: &str, report: &[u8]) -> Result<Outcome> {
+        let child = Command::new("sh").args(["-c", status]).spawn().unwrap();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), report).unwrap();
+        let cycle = Cycle {
+            number: 1,
+            started: Instant::now(),
+            child: Arc::new(Mutex::new(child)),
+            report: file.into_temp_path(),
+        };
+        cycle.finish()
+    }
+
+    #[test]
+    fn a_cycle_without_its_report_or_with_a_bad_one_says_which() {
+        assert!(matches!(
+            ended_with("exit 101", b""),
+            Ok(Outcome::BuildFailed)
+        ));
+        assert!(matches!(ended_with("exit 1", b""), Ok(Outcome::Failed(_))));
+        let bad = ended_with("exit 0", b"{\"tests\": 7}");
+        let message = format!("{:#}", bad.err().expect("a bad report is an error"));
+        assert!(
+            message.contains("cannot read the cycle's report"),
+            "{message}"
+        );
+        let good = ended_with("exit 0", br#"{"tests": []}"#);
+        assert!(matches!(good, Ok(Outcome::Reported(_))));
+    }
+
     #[test]
     fn keys_add_to_the_users_options() {
         let user = os("-p a parse -- --nocapture b");

@@ -232,7 +232,7 @@ impl Watch {
             Event::Key(Key::Quit) => return Ok(Some(Quit::Key)),
             Event::Ended(number) => {
                 if let Some(cycle) = running.take_if(|cycle| cycle.number == number) {
-                    self.ended(cycle)?;
+                    self.ended(cycle);
                     if let Some((why, extra)) = self.waiting.take() {
                         *running = Some(self.start(why, extra)?);
                     }
@@ -331,27 +331,31 @@ impl Watch {
         Cycle::start(self.number, &self.forwarded, extra, self.events.clone())
     }
 
-    fn ended(&mut self, cycle: Cycle) -> Result<()> {
+    /// What a cycle that ended ran, or why it ran nothing. A report it
+    /// left unreadable ends that cycle's summary, not the watch.
+    fn ended(&mut self, cycle: Cycle) {
         let number = cycle.number;
         let spent = Instant::now() - cycle.started;
-        match cycle.finish()? {
-            Outcome::Reported(summary) => {
+        match cycle.finish() {
+            Err(e) => self
+                .screen
+                .line(&format!("cargo-ekstazi: cycle {number}: {e:#}")),
+            Ok(Outcome::Reported(summary)) => {
                 for line in summary.lines() {
                     self.screen.line(&line);
                 }
                 self.last = Some(summary);
             }
-            Outcome::BuildFailed => self.screen.line(&format!(
+            Ok(Outcome::BuildFailed) => self.screen.line(&format!(
                 "cargo-ekstazi: cycle {number}: the build failed; fix it and save to try again"
             )),
-            Outcome::Failed(status) => self.screen.line(&format!(
+            Ok(Outcome::Failed(status)) => self.screen.line(&format!(
                 "cargo-ekstazi: cycle {number}: the run ended ({}) before its report",
                 cycle::describe(status)
             )),
         }
         self.trigger.refresh_named(&self.places);
         self.screen.idle(spent);
-        Ok(())
     }
 }
 
