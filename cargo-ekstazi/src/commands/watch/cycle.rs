@@ -148,10 +148,11 @@ fn wait_for(child: &Mutex<Child>) {
 }
 
 /// The test command's options for this cycle: the user's, and what a key
-/// added. Names given by a key run alone and whatever changed
-/// (`--forceall`, which rewrites their records), each matched exactly:
-/// a test of the same name in another binary runs too, which is never
-/// less than asked.
+/// added. Names given by a key run whatever changed (`--forceall`, which
+/// rewrites their records), each matched exactly. The user's harness
+/// arguments stay as given (an option's value with it): their name
+/// filters, exact now too, and a test of the same name in another binary
+/// may add tests, which is never less than asked.
 fn arguments(forwarded: &[OsString], extra: &Extra) -> Vec<OsString> {
     let split = forwarded
         .iter()
@@ -169,15 +170,10 @@ fn arguments(forwarded: &[OsString], extra: &Extra) -> Vec<OsString> {
     };
     args.push("--forceall".into());
     args.push("--".into());
-    // The user's harness options stay; their name filters give way.
-    args.extend(harness.iter().skip(1).filter(|arg| is_option(arg)).cloned());
+    args.extend(harness.iter().skip(1).cloned());
     args.push("--exact".into());
     args.extend(names.iter().map(OsString::from));
     args
-}
-
-fn is_option(arg: &OsString) -> bool {
-    arg.to_str().is_some_and(|arg| arg.starts_with('-'))
 }
 
 /// The part of `--report-json` the summary reads (docs/reference/json.md).
@@ -329,16 +325,27 @@ mod tests {
 
     #[test]
     fn keys_add_to_the_users_options() {
-        let user = os("-p a parse -- --nocapture b");
+        let user = os("-p a parse -- --nocapture b --skip slow --test-threads 2");
         assert_eq!(arguments(&user, &Extra::None), user);
         assert_eq!(
             arguments(&user, &Extra::All),
-            os("-p a parse --forceall -- --nocapture b")
+            os("-p a parse --forceall -- --nocapture b --skip slow --test-threads 2")
         );
+        // An option's value stays with it: `--skip` does not take `--exact`.
+        let only = arguments(&user, &Extra::Only(vec!["t::x".into(), "y".into()]));
         assert_eq!(
-            arguments(&user, &Extra::Only(vec!["t::x".into(), "y".into()])),
-            os("-p a parse --forceall -- --nocapture --exact t::x y")
+            only,
+            os(
+                "-p a parse --forceall -- --nocapture b --skip slow --test-threads 2 --exact t::x y"
+            )
         );
+        let words: Vec<String> = only[5..]
+            .iter()
+            .map(|w| w.to_string_lossy().into_owned())
+            .collect();
+        let harness = crate::cli::parse_harness_args(None, &words).unwrap();
+        assert_eq!(harness.filter.skip, ["slow"]);
+        assert!(harness.filter.exact);
         assert_eq!(
             arguments(&os(""), &Extra::Only(vec!["y".into()])),
             os("--forceall -- --exact y")
