@@ -72,7 +72,7 @@ impl Session {
             }
             None => {
                 let early = (&checksums, &snapshots);
-                let (built, provenance) = build_tests(&ws, &options, &shim, &state_dir, early)?;
+                let (built, provenance) = build_tests(&ws, &options, &shim, &store, early)?;
                 laps.lap("build");
                 build_unchanged = provenance == Provenance::Stamped;
                 (built, None)
@@ -156,7 +156,7 @@ fn build_tests(
     ws: &Workspace,
     options: &Options,
     shim: &Path,
-    state_dir: &Path,
+    store: &Store,
     early: (&Checksums, &Snapshots),
 ) -> Result<(Built, Provenance)> {
     let instrumentation = crate::cargo::instrument::Instrumentation {
@@ -169,8 +169,8 @@ fn build_tests(
     // `--doc` builds the libraries alone, for their dep-info.
     let extra: &[&str] = if only_doctests { &["--lib"] } else { &[] };
     let request = test_build::request(ws, &options.cargo, instrumented, extra)?;
-    let store = (!options.settings.skipme).then(|| Store::new(state_dir));
-    let build = |linked: &dyn Fn(&Path)| stamped_build::build(ws, store.as_ref(), request, linked);
+    let store = (!options.settings.skipme).then_some(store);
+    let build = |linked: &dyn Fn(&Path)| stamped_build::build(ws, store, request, linked);
     let (mut built, provenance) = match instrumented.is_some() && store.is_some() {
         true => fingerprint_while_building(early, build)?,
         false => build(&|_| {})?,
