@@ -37,7 +37,7 @@
 use super::edit::edit;
 use crate::common::files::{copy_tree, tempfile_dir, workspace_root};
 use crate::common::process::{
-    ekstazi_binary, ekstazi_command, plain_command, run, wait_for_recording,
+    ekstazi_binary, ekstazi_command, plain_command, recording_pid, run, wait_for_recording,
 };
 use crate::common::stats::{median, seconds};
 use anyhow::{Context, Result, bail};
@@ -507,15 +507,12 @@ impl Drop for Watcher {
 /// Kills the recording in the background named by `state`'s
 /// `recording.pid`, if it still runs (it leads a session of its own).
 fn stop_recording(state: &Path) {
-    let pid = std::fs::read_to_string(state.join("recording.pid"))
-        .ok()
-        .and_then(|text| text.trim().parse::<libc::pid_t>().ok());
-    if let Some(pid) = pid.filter(|pid| *pid > 0)
+    if let Some(pid) = recording_pid(state)
         && Path::new(&format!("/proc/{pid}")).exists()
     {
         // SAFETY: kill(2) has no memory-safety preconditions; the group is
         // the recording this benchmark's watch started.
-        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
     }
 }
 

@@ -72,19 +72,8 @@ pub fn run(dir: &Path, command: &[String]) -> Result<Duration> {
 /// returns how long that took: a benchmark must not time its next command
 /// while it runs, and says how long recording took after the verdicts.
 pub fn wait_for_recording(state_dir: &Path) -> Result<Duration> {
-    let pid_file = state_dir.join("recording.pid");
     let start = Instant::now();
-    while let Ok(text) = std::fs::read_to_string(&pid_file) {
-        let alive = text.trim().parse::<u32>().is_ok_and(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.trim_start().chars().next())
-                    .is_some_and(|state| state != 'Z' && state != 'X')
-            })
-        });
-        if !alive {
-            break;
-        }
+    while running_recording(state_dir).is_some() {
         if start.elapsed() > Duration::from_secs(3 * 3600) {
             bail!(
                 "the background recording in {} never ended",
@@ -94,6 +83,21 @@ pub fn wait_for_recording(state_dir: &Path) -> Result<Duration> {
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(start.elapsed())
+}
+
+/// The process id `state_dir`'s `recording.pid` names: the recording a
+/// `--verdict-first` run left in the background, or that it had.
+pub fn recording_pid(state_dir: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(state_dir.join("recording.pid")).ok()?;
+    text.trim().parse::<u32>().ok().filter(|pid| *pid > 0)
+}
+
+/// [`recording_pid`], while that process runs (not a zombie).
+pub fn running_recording(state_dir: &Path) -> Option<u32> {
+    let pid = recording_pid(state_dir)?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+    (state != 'Z' && state != 'X').then_some(pid)
 }
 
 pub fn run_ok(command: &mut Command) -> Result<()> {
